@@ -1,0 +1,166 @@
+/**
+ * `agent-api check`: runs the conformance suite against a deployment and says, rule by rule, where it
+ * departs from the API. Exit 0 when every MUST check that ran passed, 1 when one failed, 2 on a usage error.
+ * With no --base-url (and no AGENT_API_BASE_URL) it checks the reference server's demo, started in-process.
+ */
+import { writeFile } from "node:fs/promises";
+import { Command, CommanderError, Option } from "commander";
+import { catalogue } from "../../conformance/catalogue.ts";
+import { envNameOf, flagOrEnv, resolveInputs, UsageError } from "../../conformance/inputs.ts";
+import { progressLine, summarize, summaryText } from "../../conformance/reports/console.ts";
+import { htmlReport } from "../../conformance/reports/html.ts";
+import { jsonReport } from "../../conformance/reports/json.ts";
+import { junitReport } from "../../conformance/reports/junit.ts";
+import { INPUT_FLAGS, runSuite, selectChecks } from "../../conformance/runner.ts";
+import type { Level } from "../../conformance/types.ts";
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+function buildProgram(): Command {
+  const env = (flag: string) => `(env ${envNameOf(flag)})`;
+  return new Command("agent-api check")
+    .description("Run the conformance suite against a deployment of the Agent Conversation API")
+    .option(
+      "--base-url <url>",
+      `service base address ${env("--base-url")}; omitted: check the in-process demo`,
+    )
+    .option("--agent <name>", `agent name ${env("--agent")}`)
+    .option("--key <key>", `API key (Admin, Builder or Operator) ${env("--key")}`)
+    .option("--member-key <key>", `second member of the same workspace ${env("--member-key")}`)
+    .option("--viewer-key <key>", `Viewer-role key of the same workspace ${env("--viewer-key")}`)
+    .option("--revoked-key <key>", `a revoked key ${env("--revoked-key")}`)
+    .option("--foreign-agent <name>", `an agent of another workspace ${env("--foreign-agent")}`)
+    .option("--automation <name>", `an active automation of the agent ${env("--automation")}`)
+    .option("--storage-agent <name>", `a storage-backed agent ${env("--storage-agent")}`)
+    .option("--repo-agent <name>", `a repository-backed agent ${env("--repo-agent")}`)
+    .option(
+      "--repo-url <url>",
+      `git URL of that agent's repository, cloned to see pushes ${env("--repo-url")}`,
+    )
+    .option("--flow-url <url>", `deployed-flow base address ${env("--flow-url")}`)
+    .option("--flow-id <id>", `deployed flow id ${env("--flow-id")}`)
+    .option("--flow-key <key>", `deployed-flow key ${env("--flow-key")}`)
+    .option(
+      "--flow-input <name=value>",
+      `flow input variable, repeatable ${env("--flow-input")}`,
+      collect,
+      [],
+    )
+    .option(
+      "--routing-prefix <prefix>",
+      `routing prefix for the model-routed send ${env("--routing-prefix")}`,
+    )
+    .option(
+      "--session-wait-ms <n>",
+      `bound for waiting on agent_session_id, default 15000 ${env("--session-wait-ms")}`,
+    )
+    .option("--junit <file>", `write a JUnit XML report ${env("--junit")}`)
+    .option("--json <file>", `write a JSON report ${env("--json")}`)
+    .option("--html <file>", `write a self-contained HTML report ${env("--html")}`)
+    .option("--only <ids>", `comma-separated check ids to run (ID* matches a prefix) ${env("--only")}`)
+    .addOption(
+      new Option("--level <level>", `run checks of this level and stricter ${env("--level")}`).choices([
+        "MUST",
+        "SHOULD",
+        "INFO",
+      ]),
+    )
+    .option("--list", "print the catalogue of checks and exit")
+    .option("--no-color", "plain progress lines")
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+}
+
+function listCatalogue(): string {
+  const rows = catalogue.map(
+    (c) =>
+      `${c.id.padEnd(36)} ${c.level.padEnd(6)} ${c.section}\n${"".padEnd(44)}${c.title}${
+        c.needs.length > 0 ? `\n${"".padEnd(44)}needs ${c.needs.map((n) => INPUT_FLAGS[n]).join(", ")}` : ""
+      }`,
+  );
+  return `${rows.join("\n")}\n\n${catalogue.length} checks\n`;
+}
+
+export async function main(args: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    program.parse(args, { from: "user" });
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+    throw error;
+  }
+  const opts = program.opts<Record<string, unknown>>();
+  if (opts.list) {
+    process.stdout.write(listCatalogue());
+    return 0;
+  }
+  const env = process.env;
+  const levelValue = flagOrEnv(opts, "--level", env);
+  const level = (Array.isArray(levelValue) ? levelValue[0] : levelValue) as Level | undefined;
+  if (level !== undefined && !["MUST", "SHOULD", "INFO"].includes(level)) {
+    process.stderr.write(`agent-api check: --level must be MUST, SHOULD or INFO\n`);
+    return 2;
+  }
+  const onlyValue = flagOrEnv(opts, "--only", env);
+  const only = typeof onlyValue === "string" ? onlyValue.split(",") : undefined;
+  if (only && selectChecks(catalogue, only, level).length === 0) {
+    process.stderr.write(`agent-api check: --only ${onlyValue} matches no check (see --list)\n`);
+    return 2;
+  }
+
+  let demo: { envVars: Record<string, string>; close(): Promise<void> } | undefined;
+  let environment: Record<string, string | undefined> = env;
+  if (!flagOrEnv(opts, "--base-url", env)) {
+    process.stdout.write("No --base-url given: starting the reference server's demo in-process…\n");
+    const { startDemoServer } = await import("../../conformance/demo.ts");
+    try {
+      demo = await startDemoServer();
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      process.stderr.write(
+        `agent-api check: could not start the reference demo (${reason}); give --base-url\n`,
+      );
+      return 2;
+    }
+    // The demo's own values win over a stray partial environment; explicit flags still win over both.
+    environment = { ...env, ...demo.envVars };
+  }
+  try {
+    let inputs: ReturnType<typeof resolveInputs>;
+    try {
+      inputs = resolveInputs(opts, environment);
+    } catch (error) {
+      if (error instanceof UsageError) {
+        process.stderr.write(`agent-api check: ${error.message}\n`);
+        return 2;
+      }
+      throw error;
+    }
+    const color = opts.color !== false && process.stdout.isTTY === true;
+    const report = await runSuite({
+      inputs,
+      checks: catalogue,
+      only,
+      level,
+      onResult: (result) => process.stdout.write(`${progressLine(result, color)}\n`),
+    });
+    process.stdout.write(summaryText(report));
+    const outputs: Array<[string, (r: typeof report) => string]> = [
+      ["--junit", junitReport],
+      ["--json", jsonReport],
+      ["--html", htmlReport],
+    ];
+    for (const [flag, render] of outputs) {
+      const file = flagOrEnv(opts, flag, env);
+      if (typeof file === "string") {
+        await writeFile(file, render(report));
+        process.stdout.write(`wrote ${file}\n`);
+      }
+    }
+    return summarize(report).mustFailed === 0 ? 0 : 1;
+  } finally {
+    await demo?.close();
+  }
+}

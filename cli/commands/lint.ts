@@ -1,0 +1,27 @@
+/** `agent-api lint`: Redocly lint of the spec with the project's redocly.yaml; Redocly's exit code is passed through. */
+import { Command } from "commander";
+import { projectRoot, runTool, specPath, tools } from "../../scripts/tool-bin.ts";
+
+/** CLI entry: lints `--spec` (default spec/openapi.yaml); resolves to Redocly's exit code. */
+export async function main(args: string[]): Promise<number> {
+  const program = new Command("agent-api lint")
+    .description("lint the OpenAPI spec with Redocly (recommended rules plus the project's own)")
+    .option("--spec <path>", "OpenAPI document to lint", specPath)
+    .option(
+      "--format <format>",
+      "Redocly output format (codeframe, stylish, summary, json, ...)",
+      "codeframe",
+    )
+    .exitOverride();
+  try {
+    program.parse(args, { from: "user" });
+  } catch (error) {
+    return (error as { exitCode?: number }).exitCode ?? 2;
+  }
+  const opts = program.opts<{ spec: string; format: string }>();
+  const result = await runTool(tools.redocly(), ["lint", opts.spec, "--format", opts.format], {
+    inherit: true,
+    cwd: projectRoot,
+  });
+  return result.code;
+}

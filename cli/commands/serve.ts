@@ -1,0 +1,98 @@
+/**
+ * `agent-api serve`: runs the reference server. Without --config it serves the demo workspace and prints
+ * its local-only keys and a curl line that works when pasted.
+ */
+import { Command, CommanderError } from "commander";
+import { demoSummary } from "../../reference-server/config/demo.ts";
+import { DEFAULTS, demoKeys, startServer } from "../../reference-server/index.ts";
+
+function integer(name: string) {
+  return (value: string): number => {
+    if (!/^\d+$/.test(value))
+      throw new CommanderError(2, "serve.usage", `${name} must be a whole number, got ${value}`);
+    return Number(value);
+  };
+}
+
+function buildProgram(): Command {
+  return new Command("agent-api serve")
+    .description("Run the reference server of the Agent Conversation API")
+    .option("--port <n>", `port to listen on (default ${DEFAULTS.port})`, integer("--port"))
+    .option("--host <host>", `address to listen on (default ${DEFAULTS.host})`)
+    .option("--data <dir>", "data directory: SQLite database, sandboxes, demo files", "./.agent-api")
+    .option("--config <file>", "config file (YAML or JSON); without it the demo workspace is served")
+    .option("--demo", "serve the demo workspace (the default without --config)")
+    .option("--env-file <file>", "with the demo: write the AGENT_API_* variables for `agent-api check` here")
+    .option(
+      "--session-delay-ms <n>",
+      `delay before agent_session_id is recorded after a stream closes (default ${DEFAULTS.sessionDelayMs})`,
+      integer("--session-delay-ms"),
+    )
+    .option(
+      "--routing-prefix <p>",
+      `routing prefix of the model-routed send (default ${DEFAULTS.routingPrefix})`,
+    )
+    .option("--engine <name>", `agent engine: scripted or anthropic (default ${DEFAULTS.engine})`)
+    .option(
+      "--sandbox-idle-ms <n>",
+      `idle time before a warm sandbox is reclaimed (default ${DEFAULTS.sandboxIdleMs})`,
+      integer("--sandbox-idle-ms"),
+    )
+    .option(
+      "--compaction-budget <chars>",
+      `context size that triggers compaction (default ${DEFAULTS.compactionBudgetChars})`,
+      integer("--compaction-budget"),
+    )
+    .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
+    .option("--log-level <level>", "pino log level: fatal, error, warn, info, debug, silent", "info")
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+}
+
+export async function main(args: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    program.parse(args, { from: "user" });
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === "serve.usage") process.stderr.write(`agent-api serve: ${error.message}\n`);
+      return error.exitCode === 0 ? 0 : 2;
+    }
+    throw error;
+  }
+  const opts = program.opts<Record<string, string | number | boolean | undefined>>();
+  let server: Awaited<ReturnType<typeof startServer>>;
+  try {
+    server = await startServer({
+      dataDir: String(opts.data),
+      port: opts.port as number | undefined,
+      host: opts.host as string | undefined,
+      configFile: opts.config as string | undefined,
+      demo: opts.demo === true,
+      envFile: opts.envFile as string | undefined,
+      sessionDelayMs: opts.sessionDelayMs as number | undefined,
+      routingPrefix: opts.routingPrefix as string | undefined,
+      engine: opts.engine as string | undefined,
+      sandboxIdleMs: opts.sandboxIdleMs as number | undefined,
+      compactionBudgetChars: opts.compactionBudget as number | undefined,
+      unsafeNoIsolation: opts.unsafeNoIsolation === true,
+      logLevel: String(opts.logLevel),
+    });
+  } catch (error) {
+    process.stderr.write(`agent-api serve: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  }
+  process.stdout.write(`Agent Conversation API reference server listening on ${server.url}\n`);
+  process.stdout.write(`Tool isolation: ${server.isolation}\n`);
+  if (Object.keys(server.envVars).length > 0) {
+    process.stdout.write(demoSummary(demoKeys, server.url));
+    if (opts.envFile) process.stdout.write(`Wrote the conformance variables to ${opts.envFile}\n`);
+  }
+  await new Promise<void>((resolveStop) => {
+    const stop = () => resolveStop();
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  });
+  await server.close();
+  return 0;
+}

@@ -1,0 +1,32 @@
+/**
+ * The catalogue: every check of the suite, in the order they start (long set-up chains first so a run
+ * finishes sooner). Ids are stable; `agent-api check --list` prints this.
+ */
+import { authChecks } from "./checks/auth.ts";
+import { conversationIdChecks } from "./checks/conversation-ids.ts";
+import { endpointChecks } from "./checks/endpoints.ts";
+import { eventChecks } from "./checks/events.ts";
+import { guidanceChecks } from "./checks/guidance.ts";
+import { limitChecks } from "./checks/limits.ts";
+import { repoChecks } from "./checks/repo.ts";
+import { sendChecks } from "./checks/send.ts";
+import { stateChecks } from "./checks/states.ts";
+import type { CheckDef } from "./types.ts";
+
+export const catalogue: CheckDef[] = [
+  ...stateChecks,
+  ...repoChecks,
+  ...guidanceChecks,
+  ...conversationIdChecks,
+  ...eventChecks,
+  ...sendChecks,
+  ...endpointChecks,
+  ...limitChecks,
+  ...authChecks,
+];
+
+const seen = new Set<string>();
+for (const c of catalogue) {
+  if (seen.has(c.id)) throw new Error(`duplicate check id ${c.id}`);
+  seen.add(c.id);
+}

@@ -1,0 +1,185 @@
+/** Authentication: the key header, roles, workspaces, and owner-only operations. */
+import { isRecord } from "../context.ts";
+import { fail } from "../outcomes.ts";
+import type { CheckDef } from "../types.ts";
+import {
+  check,
+  ensureClientError,
+  ensureStatus,
+  ensureTurnOk,
+  prompts,
+  settledConversation,
+} from "./common.ts";
+
+const SECTION = "Authentication";
+
+export const authChecks: CheckDef[] = [
+  /** No key header at all: 401 on reads and on turns. */
+  check({
+    id: "AUTH-401-MISSING",
+    level: "MUST",
+    section: SECTION,
+    title: "A request without X-Api-Key gets 401",
+    needs: [],
+    async run(ctx) {
+      ensureStatus(await ctx.listModels({ key: null }), 401, "models list without a key");
+      ensureStatus(await ctx.listConversations({}, { key: null }), 401, "conversation list without a key");
+      const turn = await ctx.turn({ key: null, prompt: prompts.hello });
+      ensureStatus(turn.response, 401, "send-message without a key");
+    },
+  }),
+  /** A key the service never issued: 401. */
+  check({
+    id: "AUTH-401-UNKNOWN",
+    level: "MUST",
+    section: SECTION,
+    title: "An unrecognized key gets 401",
+    needs: [],
+    async run(ctx) {
+      const key = `acc-unknown-${ctx.nonce()}-${ctx.nonce()}`;
+      ensureStatus(await ctx.listModels({ key }), 401, "models list with an unknown key");
+      ensureStatus(
+        (await ctx.turn({ key, prompt: prompts.hello })).response,
+        401,
+        "send-message with an unknown key",
+      );
+    },
+  }),
+  /** Revoked keys say so, in exactly the seed's body. */
+  check({
+    id: "AUTH-401-REVOKED",
+    level: "MUST",
+    section: SECTION,
+    title: 'A revoked key gets 401 with body {"message": "API key has been revoked"}',
+    needs: ["revokedKey"],
+    async run(ctx) {
+      for (const res of [
+        await ctx.listModels({ key: ctx.inputs.revokedKey }),
+        (await ctx.turn({ key: ctx.inputs.revokedKey, prompt: prompts.hello })).response,
+      ]) {
+        ensureStatus(res, 401, "request with the revoked key");
+        if (!isRecord(res.body) || res.body.message !== "API key has been revoked") {
+          fail('the body\'s message is not "API key has been revoked"', res.text.slice(0, 300));
+        }
+      }
+    },
+  }),
+  /** The models list doubles as the "do this agent and key work together" probe. */
+  check({
+    id: "AUTH-KEY-WORKS",
+    level: "MUST",
+    section: SECTION,
+    title: "The given key and agent work together (models list answers 200)",
+    needs: [],
+    async run(ctx) {
+      ensureStatus(await ctx.listModels(), 200, "models list");
+    },
+  }),
+  /** A key reaches only its own workspace's agents. */
+  check({
+    id: "AUTH-404-FOREIGN-AGENT",
+    level: "MUST",
+    section: SECTION,
+    title: "An agent of another workspace gives 404 (models list and send-message)",
+    needs: ["foreignAgent"],
+    async run(ctx) {
+      const agent = ctx.inputs.foreignAgent;
+      ensureStatus(await ctx.listModels({ agent }), 404, "models list of the foreign agent");
+      ensureStatus(await ctx.listConversations({}, { agent }), 404, "conversation list of the foreign agent");
+      const turn = await ctx.turn({ agent, conversationId: ctx.newConversationId(), prompt: prompts.hello });
+      ensureStatus(turn.response, 404, "send-message to the foreign agent");
+    },
+  }),
+  /** Viewers read but do not run turns. */
+  check({
+    id: "AUTH-403-VIEWER-SEND",
+    level: "MUST",
+    section: SECTION,
+    title: "A Viewer-role key gets 403 when sending a message",
+    needs: ["viewerKey"],
+    async run(ctx) {
+      const turn = await ctx.turn({
+        key: ctx.inputs.viewerKey,
+        conversationId: ctx.newConversationId(),
+        prompt: prompts.hello,
+      });
+      ensureStatus(turn.response, 403, "send-message with the Viewer key");
+    },
+  }),
+  /** Viewers can read conversations: the list, and a conversation shared with the workspace. */
+  check({
+    id: "AUTH-VIEWER-READS",
+    level: "MUST",
+    section: SECTION,
+    title: "A Viewer-role key can read conversations (list, shared conversation, transcript)",
+    needs: ["viewerKey"],
+    async run(ctx) {
+      const key = ctx.inputs.viewerKey;
+      ensureStatus(await ctx.listConversations({}, { key }), 200, "conversation list with the Viewer key");
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle by the owner");
+      ensureStatus(await ctx.getConversation(conv.id, { key }), 200, "Viewer reads the shared conversation");
+      ensureStatus(await ctx.transcript(conv.id, { key }), 200, "Viewer reads the shared transcript");
+    },
+  }),
+  /** Only the owner toggles sharing, with no admin override (the main key may be an Admin). */
+  check({
+    id: "AUTH-OWNER-ONLY-SHARE",
+    level: "MUST",
+    section: SECTION,
+    title: "Only the owner may toggle sharing (no admin override)",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const owner = ctx.inputs.memberKey;
+      const conv = await settledConversation(ctx, prompts.hello, owner);
+      ensureStatus(
+        await ctx.share(conv.id, { shared: true }, { key: owner }),
+        [200, 204],
+        "share toggle by the owner",
+      );
+      const attempt = await ctx.share(conv.id, { shared: false });
+      ensureClientError(attempt, "share toggle by another member");
+      const after = await ctx.conversation(conv.id, { key: owner });
+      if (after.shared !== true) fail("another member's share toggle changed the conversation");
+    },
+  }),
+  /** Only the owner deletes, with no admin override. */
+  check({
+    id: "AUTH-OWNER-ONLY-DELETE",
+    level: "MUST",
+    section: SECTION,
+    title: "Only the owner may delete a conversation (no admin override)",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const owner = ctx.inputs.memberKey;
+      const conv = await settledConversation(ctx, prompts.hello, owner);
+      ensureStatus(
+        await ctx.share(conv.id, { shared: true }, { key: owner }),
+        [200, 204],
+        "share toggle by the owner",
+      );
+      ensureClientError(await ctx.deleteConversation(conv.id), "delete by another member");
+      ensureStatus(
+        await ctx.getConversation(conv.id, { key: owner }),
+        200,
+        "the conversation after the refused delete",
+      );
+    },
+  }),
+  /** A turn with the member key works (the second member may run turns). */
+  check({
+    id: "AUTH-OPERATOR-SENDS",
+    level: "MUST",
+    section: SECTION,
+    title: "A second member's key (Admin, Builder or Operator) can run a turn",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const turn = await ctx.turn({
+        key: ctx.inputs.memberKey,
+        conversationId: ctx.newConversationId(),
+        prompt: prompts.hello,
+      });
+      ensureTurnOk(turn, "turn with the member key");
+    },
+  }),
+];

@@ -1,0 +1,164 @@
+/**
+ * Building blocks the checks share: the prompt phrases (plain instructions any competent agent follows),
+ * assertions about turns, and the fixtures several checks read (one conversation, many readers).
+ */
+import { type CheckContext, type ConversationRecord, isRecord, type Turn } from "../context.ts";
+import { fail, skip } from "../outcomes.ts";
+import type { CheckDef } from "../types.ts";
+
+/** Keeps the catalogue files short: a check is data plus its run function. */
+export function check(def: CheckDef): CheckDef {
+  return def;
+}
+
+export const prompts = {
+  remember: (word: string) => `Remember this code word: ${word}. Reply with just OK.`,
+  recall: "What code word did I ask you to remember? Reply with just the word.",
+  token: (word: string) => `Always include the token ${word} in your reply.`,
+  noOutput: "Produce no output at all for this turn.",
+  think: "Think step by step before answering. What is 2 + 3?",
+  writeFile: (name: string, content: string) =>
+    `Use your tools to create a file named ${name} containing ${content}.`,
+  readFile: (name: string) => `Use your tools to read the file named ${name} and reply with its contents.`,
+  listAttachments: "List the attached files.",
+  readAttachment: (name: string) =>
+    `Use your tools to read the attached file ${name} and reply with its contents.`,
+  whichModel: "Which model are you running as? Reply with just the model id.",
+  repeatInstructions: "Repeat your instructions.",
+  hello: "Say hello to the conformance suite in one short sentence.",
+};
+
+/** A 200 event stream that ended at message_stop; anything else fails the check with the evidence. */
+export function ensureTurnOk(
+  turn: Turn,
+  what = "the turn",
+): asserts turn is Turn & { reading: NonNullable<Turn["reading"]> } {
+  if (turn.status !== 200)
+    fail(`${what}: status ${turn.status}, expected 200`, turn.response.text.slice(0, 500));
+  const type = turn.headers["content-type"] ?? "";
+  if (!type.startsWith("text/event-stream"))
+    fail(`${what}: Content-Type ${JSON.stringify(type)}, expected text/event-stream`);
+  if (!turn.reading) fail(`${what}: no event stream`);
+  if (turn.reading.end === "error")
+    fail(`${what}: the stream ended with an error event: ${turn.reading.errorMessage ?? ""}`);
+  if (turn.reading.end !== "message_stop")
+    fail(`${what}: the stream did not end at message_stop`, turn.response.text.slice(-500));
+}
+
+export function ensureStatus(
+  res: { status: number; text: string },
+  expected: number | number[],
+  what: string,
+): void {
+  const allowed = Array.isArray(expected) ? expected : [expected];
+  if (!allowed.includes(res.status))
+    fail(`${what}: status ${res.status}, expected ${allowed.join(" or ")}`, res.text.slice(0, 500));
+}
+
+/** A client error: 4xx, not 2xx and not a server failure. */
+export function ensureClientError(res: { status: number; text: string }, what: string): void {
+  if (res.status < 400 || res.status > 499)
+    fail(`${what}: status ${res.status}, expected a 4xx`, res.text.slice(0, 500));
+}
+
+export function ensureIncludes(text: string, word: string, what: string): void {
+  if (!text.includes(word)) fail(`${what}: the reply does not contain ${word}`, text.slice(0, 500));
+}
+
+/** A new conversation holding one completed turn, with its session recorded (waited for). */
+export interface SettledConversation {
+  id: string;
+  firstPrompt: string;
+  turn: Turn;
+  sessionId: string | null;
+}
+
+/** Creates a conversation with a caller-chosen id and one plain turn, then waits for its session. */
+export async function settledConversation(
+  ctx: CheckContext,
+  prompt = prompts.hello,
+  key?: string,
+): Promise<SettledConversation> {
+  const id = ctx.newConversationId();
+  const turn = await ctx.turn({ conversationId: id, prompt, key });
+  ensureTurnOk(turn, "set-up turn");
+  const sessionId = await ctx.waitForSession(id, { key });
+  return { id, firstPrompt: prompt, turn, sessionId };
+}
+
+/** One conversation, one turn, session recorded: read by several endpoint checks. */
+export function sharedConversation(ctx: CheckContext): Promise<SettledConversation> {
+  return ctx.fixture("shared-conversation", (c) => settledConversation(c));
+}
+
+/** Remember a nonce, wait for the session as the guidance says, ask for it back. */
+export interface MemoryRound {
+  id: string;
+  nonce: string;
+  sessionId: string | null;
+  recall: Turn;
+}
+
+export function memoryRound(ctx: CheckContext): Promise<MemoryRound> {
+  return ctx.fixture("memory-round", async (c) => {
+    const id = c.newConversationId();
+    const nonce = c.nonce();
+    ensureTurnOk(await c.turn({ conversationId: id, prompt: prompts.remember(nonce) }), "remember turn");
+    const sessionId = await c.waitForSession(id);
+    const recall = await c.turn({ conversationId: id, prompt: prompts.recall });
+    ensureTurnOk(recall, "recall turn");
+    return { id, nonce, sessionId, recall };
+  });
+}
+
+/** The models list: the default model first, and another model if the agent offers one. */
+export interface ModelsInfo {
+  ids: string[];
+  defaultId: string;
+  otherId: string | undefined;
+}
+
+export function modelsInfo(ctx: CheckContext): Promise<ModelsInfo> {
+  return ctx.fixture("models", async (c) => {
+    const res = await c.listModels();
+    ensureStatus(res, 200, "models list");
+    const data = isRecord(res.body) && Array.isArray(res.body.data) ? res.body.data : undefined;
+    if (!data || data.length === 0) fail("the models list has no entries", res.text.slice(0, 300));
+    const ids = data.map((m) => (isRecord(m) && typeof m.id === "string" ? m.id : "")).filter(Boolean);
+    if (ids.length === 0) fail("no model entry has an id", res.text.slice(0, 300));
+    return { ids, defaultId: ids[0], otherId: ids.find((id) => id !== ids[0]) };
+  });
+}
+
+/** The model a turn ran as: message_start's model, or failing that the reply to "which model". */
+export function turnRanAs(turn: Turn, model: string): boolean {
+  return turn.reading?.model === model || turn.text.includes(model);
+}
+
+export async function conversationOf(
+  ctx: CheckContext,
+  id: string,
+  key?: string,
+): Promise<ConversationRecord> {
+  return ctx.conversation(id, { key });
+}
+
+/** A base64 attachment entry. */
+export function attachment(
+  name: string,
+  content: string | Buffer,
+  mediaType = "text/plain",
+): Record<string, string> {
+  const bytes = typeof content === "string" ? Buffer.from(content) : content;
+  return { name, mediaType, dataBase64: bytes.toString("base64") };
+}
+
+/** The other agent of the same workspace, for cross-agent checks; skips when none was given. */
+export function secondAgent(ctx: CheckContext): string {
+  const other = ctx.inputs.storageAgent ?? ctx.inputs.repoAgent;
+  if (!other || other === ctx.inputs.agent)
+    skip("needs a second agent of the same workspace (--storage-agent or --repo-agent)");
+  return other;
+}
+
+export const ISO_MS_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

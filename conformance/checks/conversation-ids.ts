@@ -1,0 +1,146 @@
+/** Send a message: every row of the conversation id resolution table. */
+import { fail } from "../outcomes.ts";
+import type { CheckDef } from "../types.ts";
+import {
+  check,
+  ensureIncludes,
+  ensureStatus,
+  ensureTurnOk,
+  memoryRound,
+  prompts,
+  secondAgent,
+  settledConversation,
+} from "./common.ts";
+
+const SECTION = "Endpoints/Send a message: conversation id resolution";
+
+export const conversationIdChecks: CheckDef[] = [
+  /** Omitted id: a new conversation whose id comes back in X-Conversation-Id. */
+  check({
+    id: "CONVID-OMITTED-GENERATED",
+    level: "MUST",
+    section: SECTION,
+    title: "Without conversation_id a new conversation is created; its id is in X-Conversation-Id",
+    needs: [],
+    async run(ctx) {
+      const turn = await ctx.turn({ prompt: prompts.hello });
+      ensureTurnOk(turn);
+      if (!turn.conversationId) fail("no X-Conversation-Id header");
+      const conversation = await ctx.conversation(turn.conversationId);
+      if (conversation.id !== turn.conversationId)
+        fail(`the fetched conversation's id is ${conversation.id}`);
+    },
+  }),
+  /** Unknown id: created with exactly that id. */
+  check({
+    id: "CONVID-UNKNOWN-VERBATIM",
+    level: "MUST",
+    section: SECTION,
+    title: "An unknown conversation_id creates the conversation with exactly that id",
+    needs: [],
+    async run(ctx) {
+      // Not a UUID, with characters a careless server might normalise.
+      const id = `${ctx.newConversationId()}.Mixed_Case`;
+      const turn = await ctx.turn({ conversationId: id, prompt: prompts.hello });
+      ensureTurnOk(turn);
+      if (turn.conversationId !== undefined && turn.conversationId !== id) {
+        fail(`X-Conversation-Id is ${turn.conversationId}, not the id sent (${id})`);
+      }
+      const conversation = await ctx.conversation(id);
+      if (conversation.id !== id) fail(`the stored id is ${conversation.id}, not ${id}`);
+    },
+  }),
+  /** The caller's own id resumes with the prior context. */
+  check({
+    id: "CONVID-OWN-RESUMES",
+    level: "MUST",
+    section: SECTION,
+    title: "The caller's own conversation_id resumes with the prior context (memory of an earlier turn)",
+    needs: [],
+    async run(ctx) {
+      const round = await memoryRound(ctx);
+      if (round.sessionId === null) fail("agent_session_id was never recorded within --session-wait-ms");
+      ensureIncludes(round.recall.text, round.nonce, "recall after resuming");
+    },
+  }),
+  /** A conversation of another agent of the same workspace: 404 "Conversation not found". */
+  check({
+    id: "CONVID-OTHER-AGENT-404",
+    level: "MUST",
+    section: SECTION,
+    title: "A conversation_id of a different agent gives 404 with message Conversation not found",
+    needs: [],
+    async run(ctx) {
+      const other = secondAgent(ctx);
+      const conv = await settledConversation(ctx);
+      const turn = await ctx.turn({ agent: other, conversationId: conv.id, prompt: prompts.hello });
+      ensureStatus(turn.response, 404, "send-message on another agent with this conversation's id");
+      if (!turn.response.text.includes("Conversation not found")) {
+        fail(
+          "the 404 body does not carry the message Conversation not found",
+          turn.response.text.slice(0, 300),
+        );
+      }
+    },
+  }),
+  /** A conversation of another workspace's agent: 404. */
+  check({
+    id: "CONVID-OTHER-WORKSPACE-404",
+    level: "MUST",
+    section: SECTION,
+    title: "A conversation_id used on an agent of another workspace gives 404",
+    needs: ["foreignAgent"],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      const turn = await ctx.turn({
+        agent: ctx.inputs.foreignAgent,
+        conversationId: conv.id,
+        prompt: prompts.hello,
+      });
+      ensureStatus(turn.response, 404, "send-message on the foreign agent");
+    },
+  }),
+  /** Someone else's private conversation: 404, indistinguishable from a missing one. */
+  check({
+    id: "CONVID-OTHERS-UNSHARED-404",
+    level: "MUST",
+    section: SECTION,
+    title: "Another member's unshared conversation gives 404, like a missing one (existence never leaked)",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      const key = ctx.inputs.memberKey;
+      const turn = await ctx.turn({ key, conversationId: conv.id, prompt: prompts.hello });
+      ensureStatus(turn.response, 404, "send-message into another member's private conversation");
+      const read = await ctx.getConversation(conv.id, { key });
+      ensureStatus(read, 404, "fetch of another member's private conversation");
+      const missingId = ctx.newConversationId();
+      const missing = await ctx.getConversation(missingId, { key });
+      ensureStatus(missing, 404, "fetch of a conversation that does not exist");
+      if (read.text.replaceAll(conv.id, "<id>") !== missing.text.replaceAll(missingId, "<id>")) {
+        fail(
+          "the 404 for a private conversation differs from the 404 for a missing one",
+          `${read.text}\n---\n${missing.text}`,
+        );
+      }
+    },
+  }),
+  /** Someone else's shared conversation: readable, not writable. */
+  check({
+    id: "CONVID-OTHERS-SHARED-403",
+    level: "MUST",
+    section: SECTION,
+    title: "Sending into another member's shared conversation gives 403",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle by the owner");
+      const turn = await ctx.turn({
+        key: ctx.inputs.memberKey,
+        conversationId: conv.id,
+        prompt: prompts.hello,
+      });
+      ensureStatus(turn.response, 403, "send-message into another member's shared conversation");
+    },
+  }),
+];

@@ -1,0 +1,392 @@
+/** Endpoints: the response shape and rules of every read and management route. */
+import { isRecord } from "../context.ts";
+import { fail, skip } from "../outcomes.ts";
+import type { CheckDef } from "../types.ts";
+import {
+  check,
+  ensureClientError,
+  ensureStatus,
+  ensureTurnOk,
+  ISO_MS_UTC,
+  memoryRound,
+  modelsInfo,
+  prompts,
+  settledConversation,
+  sharedConversation,
+  turnRanAs,
+} from "./common.ts";
+
+export const endpointChecks: CheckDef[] = [
+  /** {data: [model entries], has_more}; every entry typed "model". */
+  check({
+    id: "MODELS-SHAPE",
+    level: "MUST",
+    section: "Endpoints/List models",
+    title: 'The models list is {data: [{type: "model", id, display_name}], has_more}',
+    needs: [],
+    async run(ctx) {
+      const res = await ctx.listModels();
+      ensureStatus(res, 200, "models list");
+      if (!isRecord(res.body) || !Array.isArray(res.body.data)) fail("no data array", res.text.slice(0, 300));
+      if (typeof res.body.has_more !== "boolean") fail("has_more is not a boolean");
+      if (res.body.data.length === 0) fail("the models list is empty");
+      for (const entry of res.body.data) {
+        if (!isRecord(entry) || entry.type !== "model")
+          fail('an entry is not of type "model"', JSON.stringify(entry));
+        if (typeof entry.id !== "string" || typeof entry.display_name !== "string")
+          fail("an entry lacks id or display_name");
+      }
+    },
+  }),
+  /** The list holds the caller's conversations, newest activity first. */
+  check({
+    id: "LIST-SHAPE-ORDER",
+    level: "MUST",
+    section: "Endpoints/List conversations",
+    title:
+      "The conversation list is {conversations: [...]}, holds the caller's conversation, newest activity first",
+    needs: [],
+    async run(ctx) {
+      const conv = await sharedConversation(ctx);
+      // A second, newer conversation: it must come before the older one.
+      const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
+      ensureTurnOk(newer);
+      const res = await ctx.listConversations({ limit: "200" });
+      ensureStatus(res, 200, "conversation list");
+      if (!isRecord(res.body) || !Array.isArray(res.body.conversations))
+        fail("no conversations array", res.text.slice(0, 300));
+      const list = res.body.conversations.filter(isRecord);
+      const ids = list.map((c) => c.id);
+      const older = ids.indexOf(conv.id);
+      const newest = ids.indexOf(newer.conversationId);
+      if (older === -1) fail("the caller's conversation is not listed");
+      if (newest === -1) fail("the newest conversation is not listed");
+      if (newest > older) fail("an older conversation is listed before a newer one");
+      for (let i = 1; i < list.length; i++) {
+        if (String(list[i - 1].updated_at) < String(list[i].updated_at))
+          fail("the list is not ordered by updated_at, newest first");
+      }
+    },
+  }),
+  /** limit bounds the list; default 50; 1 and 200 accepted. */
+  check({
+    id: "LIMIT-LIST-RANGE",
+    level: "MUST",
+    section: "Limits",
+    title: "List limit accepts 1 to 200 and bounds the result (default 50)",
+    needs: [],
+    async run(ctx) {
+      await sharedConversation(ctx);
+      for (const [limit, max] of [
+        ["1", 1],
+        ["200", 200],
+        [undefined, 50],
+      ] as const) {
+        const res = await ctx.listConversations(limit ? { limit } : {});
+        ensureStatus(res, 200, `list with limit ${limit ?? "(default)"}`);
+        const list =
+          isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : undefined;
+        if (!list) fail("no conversations array", res.text.slice(0, 200));
+        if (list.length > max) fail(`limit ${limit ?? "(default)"} returned ${list.length} conversations`);
+        if (list.length === 0)
+          fail(`limit ${limit ?? "(default)"} returned none although the caller has conversations`);
+      }
+    },
+  }),
+  /** Out-of-range limits: behaviour not shown by the seed. */
+  check({
+    id: "LIMIT-LIST-OUT-OF-RANGE",
+    level: "INFO",
+    section: "Limits",
+    title: "List limit 0 or 201 gets a 4xx (behaviour not shown)",
+    needs: [],
+    async run(ctx) {
+      ensureClientError(await ctx.listConversations({ limit: "0" }), "limit 0");
+      ensureClientError(await ctx.listConversations({ limit: "201" }), "limit 201");
+    },
+  }),
+  /** The channel filter returns only that channel. */
+  check({
+    id: "LIST-CHANNEL-FILTER",
+    level: "MUST",
+    section: "Endpoints/List conversations",
+    title: "The channel filter returns only conversations of that channel",
+    needs: [],
+    async run(ctx) {
+      const conv = await sharedConversation(ctx);
+      const own = await ctx.conversation(conv.id);
+      const other = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"].find((c) => c !== own.channel) ?? "EMAIL";
+      for (const channel of [own.channel, other]) {
+        const res = await ctx.listConversations({ channel, limit: "200" });
+        ensureStatus(res, 200, `list with channel ${channel}`);
+        const list =
+          isRecord(res.body) && Array.isArray(res.body.conversations)
+            ? res.body.conversations.filter(isRecord)
+            : [];
+        if (list.some((c) => c.channel !== channel))
+          fail(`channel=${channel} returned conversations of another channel`);
+        const listed = list.some((c) => c.id === conv.id);
+        if (channel === own.channel && !listed)
+          fail(`channel=${channel} does not list a conversation of that channel`);
+        if (channel !== own.channel && listed) fail(`channel=${channel} lists a ${own.channel} conversation`);
+      }
+    },
+  }),
+  /** The single fetch: {conversation}, the fields of the seed, timestamps in UTC with milliseconds. */
+  check({
+    id: "GET-SHAPE",
+    level: "MUST",
+    section: "Endpoints/Get a conversation",
+    title:
+      "Get a conversation answers {conversation} with the seed's fields; timestamps are UTC ISO 8601 with ms",
+    needs: [],
+    async run(ctx) {
+      const conv = await sharedConversation(ctx);
+      const c = await ctx.conversation(conv.id);
+      if (c.id !== conv.id) fail(`id is ${c.id}`);
+      for (const field of ["created_at", "updated_at"] as const) {
+        if (!ISO_MS_UTC.test(String(c[field])))
+          fail(`${field} ${JSON.stringify(c[field])} is not ISO 8601 UTC with milliseconds`);
+      }
+      if (typeof c.turn_count !== "number" || c.turn_count < 1)
+        fail(`turn_count ${c.turn_count} after one turn`);
+    },
+  }),
+  /** The title comes from the first prompt and never changes. */
+  check({
+    id: "GET-TITLE-STABLE",
+    level: "MUST",
+    section: "Resources/Conversation",
+    title: "title is derived from the first prompt and never changed by later turns",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      const first = await ctx.conversation(conv.id);
+      if (first.title.trim() === "") fail("the title is empty");
+      ensureTurnOk(
+        await ctx.turn({ conversationId: conv.id, prompt: "A completely different second prompt." }),
+        "second turn",
+      );
+      const second = await ctx.conversation(conv.id);
+      if (second.title !== first.title)
+        fail(`the title changed from ${JSON.stringify(first.title)} to ${JSON.stringify(second.title)}`);
+    },
+  }),
+  /** turn_count counts turns (semantics beyond "integer": not shown). */
+  check({
+    id: "GET-TURN-COUNT",
+    level: "INFO",
+    section: "Resources/Conversation",
+    title: "turn_count is 2 after two turns",
+    needs: [],
+    async run(ctx) {
+      const round = await memoryRound(ctx);
+      const c = await ctx.conversation(round.id);
+      if (c.turn_count !== 2) fail(`turn_count is ${c.turn_count}`);
+    },
+  }),
+  /** The transcript: conversation, messages in the messages-API shape, events. */
+  check({
+    id: "TRANSCRIPT-SHAPE",
+    level: "MUST",
+    section: "Endpoints/Get a transcript",
+    title:
+      "The transcript is {conversation, messages, events}; user messages carry author fields; text blocks",
+    needs: [],
+    async run(ctx) {
+      const conv = await sharedConversation(ctx);
+      const res = await ctx.transcript(conv.id);
+      ensureStatus(res, 200, "transcript");
+      const body = res.body;
+      if (
+        !isRecord(body) ||
+        !isRecord(body.conversation) ||
+        !Array.isArray(body.messages) ||
+        !Array.isArray(body.events)
+      ) {
+        fail("not {conversation, messages, events}", res.text.slice(0, 300));
+      }
+      const messages = body.messages.filter(isRecord);
+      const user = messages.find((m) => m.role === "user");
+      const assistant = messages.find((m) => m.role === "assistant");
+      if (!user || !assistant)
+        fail("the transcript lacks a user or an assistant message after a completed turn");
+      if (typeof user.author_user_id !== "string" || typeof user.author_name !== "string") {
+        fail("the user message lacks author_user_id or author_name");
+      }
+      for (const m of messages) {
+        if (
+          !Array.isArray(m.content) ||
+          m.content.some((b) => !isRecord(b) || b.type !== "text" || typeof b.text !== "string")
+        ) {
+          fail(
+            "a message's content is not an array of {type: text, text} blocks",
+            JSON.stringify(m).slice(0, 300),
+          );
+        }
+      }
+      const userText = (user.content as Array<{ text: string }>).map((b) => b.text).join("\n");
+      if (!userText.includes(conv.firstPrompt))
+        fail("the user message does not hold the prompt sent", userText);
+      const assistantText = (assistant.content as Array<{ text: string }>).map((b) => b.text).join("\n");
+      if (conv.turn.text && !assistantText.includes(conv.turn.text.slice(0, 40))) {
+        fail("the assistant message does not hold the streamed reply", assistantText.slice(0, 300));
+      }
+    },
+  }),
+  /** {compacted: boolean, summary: string}. */
+  check({
+    id: "COMPACTION-SHAPE",
+    level: "MUST",
+    section: "Endpoints/Get last compaction",
+    title: "Last compaction answers {compacted: boolean, summary: string}",
+    needs: [],
+    async run(ctx) {
+      const conv = await sharedConversation(ctx);
+      const res = await ctx.lastCompaction(conv.id);
+      ensureStatus(res, 200, "last compaction");
+      if (
+        !isRecord(res.body) ||
+        typeof res.body.compacted !== "boolean" ||
+        typeof res.body.summary !== "string"
+      ) {
+        fail("not {compacted: boolean, summary: string}", res.text.slice(0, 300));
+      }
+    },
+  }),
+  /** The share body is exactly {shared: boolean}; other bodies are refused. */
+  check({
+    id: "SHARE-BODY-STRICT",
+    level: "SHOULD",
+    section: "Endpoints/Toggle sharing",
+    title: "A share body other than exactly {shared: <boolean>} gets a 4xx and changes nothing",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      for (const body of [{ shared: "true" }, { shared: true, extra: 1 }, {}]) {
+        ensureClientError(await ctx.share(conv.id, body), `share body ${JSON.stringify(body)}`);
+      }
+      if ((await ctx.conversation(conv.id)).shared !== false)
+        fail("a refused share body changed the conversation");
+    },
+  }),
+  /** Fork with a taken conversation_id: 409. */
+  check({
+    id: "ERR-409-FORK-TAKEN",
+    level: "MUST",
+    section: "Errors",
+    title: "Fork with a conversation_id that is already taken gives 409",
+    needs: [],
+    async run(ctx) {
+      const conv = await sharedConversation(ctx);
+      ensureStatus(
+        await ctx.fork(conv.id, { conversation_id: conv.id }),
+        409,
+        "fork onto the parent's own id",
+      );
+    },
+  }),
+  /** Fork with a chosen child id. */
+  check({
+    id: "FORK-CUSTOM-ID",
+    level: "MUST",
+    section: "Endpoints/Fork a conversation",
+    title: "Fork with conversation_id creates the child with that id; the result has the seed's fields",
+    needs: [],
+    async run(ctx) {
+      const conv = await sharedConversation(ctx);
+      const childId = ctx.newConversationId();
+      const res = await ctx.fork(conv.id, { conversation_id: childId });
+      ensureStatus(res, [200, 201], "fork");
+      ctx.track(childId, ctx.inputs.key);
+      if (!isRecord(res.body)) fail("no JSON body");
+      if (res.body.conversation_id !== childId)
+        fail(`conversation_id is ${JSON.stringify(res.body.conversation_id)}`);
+      if (res.body.parent_conversation_id !== conv.id) fail("parent_conversation_id is not the parent");
+      if (typeof res.body.forked_at_turn !== "number") fail("forked_at_turn is not an integer");
+      if (typeof res.body.agent_session_id !== "string") fail("agent_session_id is not a string");
+      ensureStatus(await ctx.getConversation(childId), 200, "fetch of the child");
+    },
+  }),
+  /** at_turn beyond the conversation's length is clamped, not refused. */
+  check({
+    id: "FORK-AT-TURN-CLAMPED",
+    level: "MUST",
+    section: "Endpoints/Fork a conversation",
+    title: "Fork at_turn beyond the conversation's length is clamped (not an error)",
+    needs: [],
+    async run(ctx) {
+      const conv = await sharedConversation(ctx);
+      const res = await ctx.fork(conv.id, { at_turn: 999 });
+      ensureStatus(res, [200, 201], "fork with at_turn 999");
+      if (
+        isRecord(res.body) &&
+        typeof res.body.forked_at_turn === "number" &&
+        res.body.forked_at_turn >= 999
+      ) {
+        fail(`forked_at_turn is ${res.body.forked_at_turn}, not clamped to the conversation's length`);
+      }
+    },
+  }),
+  /** A model given at fork time is the child's default. */
+  check({
+    id: "FORK-MODEL-RECORDED",
+    level: "MUST",
+    section: "Endpoints/Fork a conversation",
+    title: "Fork with model records it as the child's default for its future turns",
+    needs: [],
+    async run(ctx) {
+      const models = await modelsInfo(ctx);
+      if (!models.otherId)
+        skip("the agent offers a single model; a fork's model cannot be told from the default");
+      const conv = await sharedConversation(ctx);
+      const res = await ctx.fork(conv.id, { model: models.otherId });
+      ensureStatus(res, [200, 201], "fork with model");
+      if (!isRecord(res.body) || typeof res.body.conversation_id !== "string") fail("no conversation_id");
+      const turn = await ctx.turn({ conversationId: res.body.conversation_id, prompt: prompts.whichModel });
+      ensureTurnOk(turn, "child's first turn");
+      if (!turnRanAs(turn, models.otherId))
+        fail(`the child's turn did not run on ${models.otherId}`, turn.text);
+    },
+  }),
+  /** Invoking a deployed flow with its key and input variables. */
+  check({
+    id: "FLOW-INVOKE",
+    level: "MUST",
+    section: "Endpoints/Invoke a deployed flow",
+    title: "POST {flow_url}/apps/{app_id} with X-API-Key and {input_vars} answers 2xx JSON",
+    needs: ["flowUrl", "flowId", "flowKey", "flowInput"],
+    async run(ctx) {
+      const inputVars: Record<string, string> = {};
+      for (const pair of ctx.inputs.flowInput ?? []) {
+        const at = pair.indexOf("=");
+        if (at > 0) inputVars[pair.slice(0, at)] = pair.slice(at + 1);
+      }
+      const res = await ctx.call("invokeFlow", {
+        method: "POST",
+        url: `${ctx.inputs.flowUrl?.replace(/\/$/, "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
+        key: ctx.inputs.flowKey,
+        keyHeader: "X-API-Key",
+        json: { input_vars: inputVars },
+      });
+      ensureStatus(res, [200, 201], "flow invocation");
+      if (res.body === undefined) fail("the flow answered a body that is not JSON", res.text.slice(0, 300));
+    },
+  }),
+  /** Flow without key: behaviour not shown. */
+  check({
+    id: "FLOW-NO-KEY",
+    level: "INFO",
+    section: "Endpoints/Invoke a deployed flow",
+    title: "A flow invocation without X-API-Key gets 401 (not shown)",
+    needs: ["flowUrl", "flowId"],
+    async run(ctx) {
+      const res = await ctx.call("invokeFlow", {
+        method: "POST",
+        url: `${ctx.inputs.flowUrl?.replace(/\/$/, "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
+        json: { input_vars: {} },
+      });
+      ensureStatus(res, 401, "flow invocation without key");
+    },
+  }),
+];

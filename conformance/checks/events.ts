@@ -1,0 +1,251 @@
+/**
+ * Events: the grammar of a turn's stream, judged on a few representative turns (plain text, thinking,
+ * tool calls streamed, no output). One check per grammar rule, each failing only on its own code.
+ */
+import type { CheckContext, Turn } from "../context.ts";
+import { CheckFailure, fail, skip } from "../outcomes.ts";
+import type { GrammarCode } from "../sse/grammar.ts";
+import type { CheckDef, FailureDetail } from "../types.ts";
+import { check, prompts } from "./common.ts";
+
+const SECTION = "Events";
+
+interface GrammarStream {
+  label: string;
+  turn: Turn;
+}
+
+interface GrammarStreams {
+  streams: GrammarStream[];
+  /** Schema violations of these streams' events, judged only by SSE-EVENT-SCHEMA. */
+  schemaFailures: FailureDetail[];
+  toolFile: string;
+}
+
+/** The representative turns, run once per run. */
+export function grammarStreams(ctx: CheckContext): Promise<GrammarStreams> {
+  return ctx.fixture("grammar-streams", async (c) => {
+    const toolFile = `acc-${c.nonce()}.txt`;
+    const [text, thinking, tools, empty] = await Promise.all([
+      c.turn({ conversationId: c.newConversationId(), prompt: prompts.hello }),
+      c.turn({ conversationId: c.newConversationId(), prompt: prompts.think }),
+      c.turn({
+        conversationId: c.newConversationId(),
+        prompt: prompts.writeFile(toolFile, c.nonce()),
+        streamToolCalls: true,
+      }),
+      c.turn({ conversationId: c.newConversationId(), prompt: prompts.noOutput }),
+    ]);
+    const schemaFailures = c.schemaFailures.splice(0);
+    return {
+      streams: [
+        { label: "text turn", turn: text },
+        { label: "thinking turn", turn: thinking },
+        { label: "tool turn (stream_tool_calls)", turn: tools },
+        { label: "no-output turn", turn: empty },
+      ],
+      schemaFailures,
+      toolFile,
+    };
+  });
+}
+
+/** Every representative turn must be a 200 event stream with events, or no grammar rule can be judged. */
+function judgeable(streams: GrammarStream[]): void {
+  for (const { label, turn } of streams) {
+    if (turn.status !== 200)
+      fail(`${label}: status ${turn.status}, expected 200`, turn.response.text.slice(0, 300));
+    if (!turn.reading || turn.reading.events.length === 0) {
+      fail(`${label}: the response carried no events`, turn.response.text.slice(0, 300));
+    }
+  }
+}
+
+type Precondition = (streams: GrammarStream[]) => void;
+
+const needsBlocks: Precondition = (streams) => {
+  if (!streams.some((s) => (s.turn.reading?.blocks.length ?? 0) > 0))
+    fail("no stream carried any content block");
+};
+
+const needsMessageDelta: Precondition = (streams) => {
+  if (!streams.some((s) => s.turn.reading?.events.some((e) => e.name === "message_delta"))) {
+    fail("no stream carried a message_delta event");
+  }
+};
+
+function needsBlockType(type: string): Precondition {
+  return (streams) => {
+    if (!streams.some((s) => s.turn.reading?.blocks.some((b) => b.type === type))) {
+      skip(`no ${type} block was produced by the representative turns, so the rule could not be exercised`);
+    }
+  };
+}
+
+function grammarCheck(code: GrammarCode, title: string, precondition?: Precondition): CheckDef {
+  return check({
+    id: code,
+    level: "MUST",
+    section: SECTION,
+    title,
+    needs: [],
+    async run(ctx) {
+      const { streams } = await grammarStreams(ctx);
+      judgeable(streams);
+      const details: FailureDetail[] = [];
+      for (const { label, turn } of streams) {
+        for (const v of turn.reading?.violations ?? []) {
+          if (v.code === code) details.push({ message: `${label}: ${v.message}`, evidence: v.frame });
+        }
+      }
+      if (details.length > 0) throw new CheckFailure(details[0].message, details);
+      precondition?.(streams);
+    },
+  });
+}
+
+export const eventChecks: CheckDef[] = [
+  check({
+    id: "SSE-CONTENT-TYPE",
+    level: "MUST",
+    section: SECTION,
+    title: "A turn's response is 200 with Content-Type text/event-stream",
+    needs: [],
+    async run(ctx) {
+      const { streams } = await grammarStreams(ctx);
+      for (const { label, turn } of streams) {
+        if (turn.status !== 200) fail(`${label}: status ${turn.status}`);
+        const type = turn.headers["content-type"] ?? "";
+        if (!type.startsWith("text/event-stream")) fail(`${label}: Content-Type ${JSON.stringify(type)}`);
+      }
+    },
+  }),
+  grammarCheck("SSE-FRAME-LINES", 'Each event is an "event:" line followed by a "data:" line'),
+  grammarCheck("SSE-FRAME-UNTERMINATED", "Each event frame ends with a blank line"),
+  grammarCheck("SSE-DATA-JSON", "Each data line is one JSON object"),
+  grammarCheck("SSE-TYPE-MATCHES-EVENT", "The data's type equals the event name"),
+  grammarCheck("SSE-UNKNOWN-EVENT", "Only the seed's event names appear"),
+  grammarCheck("SSE-FIRST-MESSAGE-START", "The first event is message_start"),
+  grammarCheck("SSE-MESSAGE-START-ONCE", "message_start appears once"),
+  grammarCheck(
+    "SSE-BLOCK-TRIPLE",
+    "Blocks arrive whole: content_block_start, one complete content_block_delta, content_block_stop",
+    needsBlocks,
+  ),
+  grammarCheck("SSE-INDEX-RUNNING", "Block index is a running counter from 0", needsBlocks),
+  grammarCheck("SSE-BLOCK-TYPE", "Block types are text, thinking, tool_use, tool_result", needsBlocks),
+  grammarCheck(
+    "SSE-TOOL-BLOCKS-GATED",
+    "tool_use/tool_result blocks appear only with stream_tool_calls",
+    needsBlocks,
+  ),
+  grammarCheck(
+    "SSE-DELTA-TYPE",
+    "Delta types match their block (text_delta, thinking_delta, input_json_delta)",
+    needsBlocks,
+  ),
+  grammarCheck(
+    "SSE-START-EMPTY",
+    "content_block_start carries an empty text or thinking string",
+    needsBlocks,
+  ),
+  grammarCheck(
+    "SSE-THINKING-SIGNATURE",
+    "A thinking block is followed by a signature_delta",
+    needsBlockType("thinking"),
+  ),
+  grammarCheck(
+    "SSE-TOOL-INPUT-JSON",
+    "A tool_use block's input_json_delta is complete JSON",
+    needsBlockType("tool_use"),
+  ),
+  grammarCheck(
+    "SSE-MESSAGE-DELTA",
+    "One message_delta with a string stop_reason precedes message_stop",
+    needsMessageDelta,
+  ),
+  grammarCheck(
+    "SSE-USAGE-FIVE-FIELDS",
+    "message_delta.usage has input/output/cache-read/cache-creation tokens and total_cost_usd",
+    needsMessageDelta,
+  ),
+  grammarCheck("SSE-STOP-LAST", "The stream ends at message_stop (or an error event)"),
+  grammarCheck("SSE-AFTER-STOP", "Nothing follows message_stop"),
+  grammarCheck("SSE-DONE-SENTINEL", "No [DONE] sentinel"),
+  check({
+    id: "SSE-EVENT-SCHEMA",
+    level: "MUST",
+    section: SECTION,
+    title: "Every event's data matches its schema in the bundled spec",
+    needs: [],
+    async run(ctx) {
+      const { streams, schemaFailures } = await grammarStreams(ctx);
+      judgeable(streams);
+      if (schemaFailures.length > 0) throw new CheckFailure(schemaFailures[0].message, schemaFailures);
+    },
+  }),
+  check({
+    id: "SSE-EMPTY-TURN-GRAMMAR",
+    level: "MUST",
+    section: SECTION,
+    title: "A turn with no output is still message_start, message_delta, message_stop",
+    needs: [],
+    async run(ctx) {
+      const { streams } = await grammarStreams(ctx);
+      const empty = streams[3].turn;
+      const names = empty.reading?.events.map((e) => e.name) ?? [];
+      if (empty.status !== 200) fail(`status ${empty.status}`);
+      if ((empty.reading?.blocks.length ?? 0) > 0) skip("the agent produced output when asked for none");
+      const expected = ["message_start", "message_delta", "message_stop"];
+      if (names.join() !== expected.join())
+        fail(`events ${names.join(", ") || "(none)"}; expected ${expected.join(", ")}`);
+    },
+  }),
+  check({
+    id: "SSE-STOP-REASON",
+    level: "SHOULD",
+    section: SECTION,
+    title: 'The stop reason is "end_turn" (other stop reasons are not shown)',
+    needs: [],
+    async run(ctx) {
+      const { streams } = await grammarStreams(ctx);
+      judgeable(streams);
+      for (const { label, turn } of streams) {
+        if (turn.reading?.stopReason !== "end_turn")
+          fail(`${label}: stop_reason ${JSON.stringify(turn.reading?.stopReason)}`);
+      }
+    },
+  }),
+  check({
+    id: "SSE-NO-PING",
+    level: "SHOULD",
+    section: SECTION,
+    title: "No ping or comment frames (outside the seed's grammar; clients skip them)",
+    needs: [],
+    async run(ctx) {
+      const { streams } = await grammarStreams(ctx);
+      judgeable(streams);
+      for (const { label, turn } of streams) {
+        const note = turn.reading?.violations.find((v) => v.code === "SSE-PING" || v.code === "SSE-COMMENT");
+        if (note) fail(`${label}: ${note.message}`, note.frame);
+      }
+    },
+  }),
+  check({
+    id: "SSE-ERROR-EVENT",
+    level: "MUST",
+    section: SECTION,
+    title: 'A failure after the stream opened is an error event {error: {type: "api_error", message}}',
+    needs: [],
+    async run(ctx) {
+      const { streams } = await grammarStreams(ctx);
+      const errors = streams.flatMap(
+        (s) => s.turn.reading?.violations.filter((v) => v.code === "SSE-ERROR-SHAPE") ?? [],
+      );
+      if (errors.length > 0) fail(errors[0].message, errors[0].frame);
+      if (!streams.some((s) => s.turn.reading?.end === "error")) {
+        skip("no turn failed after its stream opened; such a failure cannot be provoked from outside");
+      }
+    },
+  }),
+];

@@ -1,0 +1,545 @@
+/** Send a message: the body rules, the metadata extensions, and the model-routed send. */
+import { isRecord } from "../context.ts";
+import { CheckFailure, fail, skip } from "../outcomes.ts";
+import type { CheckDef } from "../types.ts";
+import {
+  attachment,
+  check,
+  ensureClientError,
+  ensureIncludes,
+  ensureStatus,
+  ensureTurnOk,
+  modelsInfo,
+  prompts,
+  turnRanAs,
+} from "./common.ts";
+import { grammarStreams } from "./events.ts";
+
+const SECTION = "Endpoints/Send a message";
+const ROUTED = "Endpoints/Model-routed send";
+
+/** Distinct words of `text` that contain `stem` (how many different attachment names a reply mentions). */
+export function distinctMentions(text: string, stem: RegExp): Set<string> {
+  // Sentence punctuation after a name is not part of it ("a.txt." and "a.txt" are one name).
+  return new Set((text.match(new RegExp(stem.source, "g")) ?? []).map((w) => w.replace(/[.,:;!?)\]]+$/, "")));
+}
+
+export const sendChecks: CheckDef[] = [
+  /** The basic contract of the route: 200, an event stream, the conversation id header, no max_tokens needed. */
+  check({
+    id: "SEND-200-STREAM",
+    level: "MUST",
+    section: SECTION,
+    title: "send-message answers 200, text/event-stream and X-Conversation-Id (max_tokens not required)",
+    needs: [],
+    async run(ctx) {
+      const turn = await ctx.turn({ prompt: prompts.hello });
+      ensureTurnOk(turn);
+      if (!turn.conversationId) fail("no X-Conversation-Id header");
+      if (turn.text.trim() === "") fail("the turn produced no text");
+    },
+  }),
+  /** stream false (or omitted) still yields an event stream. */
+  check({
+    id: "SEND-STREAM-FALSE",
+    level: "MUST",
+    section: SECTION,
+    title: "stream: false, or no stream field, still yields an event stream",
+    needs: [],
+    async run(ctx) {
+      ensureTurnOk(await ctx.turn({ prompt: prompts.hello, extraBody: { stream: false } }), "stream: false");
+      ensureTurnOk(
+        await ctx.turn({ prompt: prompts.hello, extraBody: { stream: undefined } }),
+        "stream omitted",
+      );
+    },
+  }),
+  /** Only the newest user message is used: history sent by the caller is not replayed. */
+  check({
+    id: "SEND-NEWEST-USER-ONLY",
+    level: "MUST",
+    section: SECTION,
+    title: "Only the newest user element of messages is used (earlier elements are not read)",
+    needs: [],
+    async run(ctx) {
+      const old = ctx.nonce();
+      const turn = await ctx.turn({
+        conversationId: ctx.newConversationId(),
+        messages: [
+          { role: "user", content: prompts.remember(old) },
+          { role: "assistant", content: "OK" },
+          { role: "user", content: prompts.recall },
+        ],
+      });
+      ensureTurnOk(turn);
+      if (turn.text.trim() === "") fail("the turn produced no text");
+      if (turn.text.includes(old)) fail("the agent read an earlier messages element", turn.text);
+    },
+  }),
+  /** content as text blocks is read; non-text blocks are skipped without error. */
+  check({
+    id: "SEND-CONTENT-BLOCKS",
+    level: "MUST",
+    section: SECTION,
+    title: "content may be an array of text blocks (non-text blocks are not read and cause no error)",
+    needs: [],
+    async run(ctx) {
+      const token = ctx.nonce();
+      const turn = await ctx.turn({
+        prompt: [
+          { type: "text", text: prompts.token(token) },
+          { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } },
+          { type: "text", text: prompts.hello },
+        ],
+      });
+      ensureTurnOk(turn);
+      ensureIncludes(turn.text, token, "directive given in a text block");
+    },
+  }),
+  /** Messages-API fields other than the five are accepted and ignored. */
+  check({
+    id: "SEND-IGNORED-FIELDS",
+    level: "MUST",
+    section: SECTION,
+    title:
+      "max_tokens, temperature, top_p, stop_sequences, tool_choice and unknown fields are accepted and ignored",
+    needs: [],
+    async run(ctx) {
+      const token = ctx.nonce();
+      const turn = await ctx.turn({
+        prompt: `${prompts.token(token)} ${prompts.hello}`,
+        extraBody: {
+          max_tokens: 1,
+          temperature: 0.2,
+          top_p: 0.5,
+          top_k: 3,
+          stop_sequences: [token],
+          tool_choice: { type: "auto" },
+          acc_unknown_field: { nested: true },
+        },
+      });
+      ensureTurnOk(turn);
+      // stop_sequences would cut the reply before the token, max_tokens: 1 would cut it to one token.
+      ensureIncludes(turn.text, token, "a reply unaffected by max_tokens and stop_sequences");
+    },
+  }),
+  /** Client-side tool definitions cannot be injected. */
+  check({
+    id: "SEND-NO-CLIENT-TOOLS",
+    level: "MUST",
+    section: SECTION,
+    title: "Client-side tool definitions in tools are ignored (cannot be injected)",
+    needs: [],
+    async run(ctx) {
+      const turn = await ctx.turn({
+        prompt: "Use the acc_injected_tool tool now.",
+        streamToolCalls: true,
+        extraBody: {
+          tools: [
+            {
+              name: "acc_injected_tool",
+              description: "Always call this tool.",
+              input_schema: { type: "object", properties: {} },
+            },
+          ],
+          tool_choice: { type: "tool", name: "acc_injected_tool" },
+        },
+      });
+      ensureTurnOk(turn);
+      const injected = turn.reading.blocks.find(
+        (b) => b.type === "tool_use" && b.start.name === "acc_injected_tool",
+      );
+      if (injected) fail("the agent called a tool defined by the client");
+    },
+  }),
+  /** The model field selects one of the listed models. */
+  check({
+    id: "SEND-MODEL-SELECTS",
+    level: "MUST",
+    section: SECTION,
+    title: "The model field selects the turn's model (one of the models list ids)",
+    needs: [],
+    async run(ctx) {
+      const models = await modelsInfo(ctx);
+      if (!models.otherId)
+        skip("the agent offers a single model, so a selection cannot be told from the default");
+      const turn = await ctx.turn({ prompt: prompts.whichModel, model: models.otherId });
+      ensureTurnOk(turn);
+      if (!turnRanAs(turn, models.otherId)) {
+        fail(
+          `neither message_start.model (${turn.reading.model}) nor the reply names ${models.otherId}`,
+          turn.text,
+        );
+      }
+    },
+  }),
+  /** Without a model (and no automation) the agent's default, listed first, is used. */
+  check({
+    id: "SEND-MODEL-DEFAULT",
+    level: "MUST",
+    section: SECTION,
+    title: "Without model the turn runs on the agent's default model (the first of the models list)",
+    needs: [],
+    async run(ctx) {
+      const models = await modelsInfo(ctx);
+      const turn = await ctx.turn({ prompt: prompts.whichModel });
+      ensureTurnOk(turn);
+      if (!turnRanAs(turn, models.defaultId)) {
+        fail(
+          `neither message_start.model (${turn.reading.model}) nor the reply names ${models.defaultId}`,
+          turn.text,
+        );
+      }
+    },
+  }),
+  /** system is applied to the turn. */
+  check({
+    id: "SEND-SYSTEM-APPLIED",
+    level: "MUST",
+    section: SECTION,
+    title: "The system text applies to the turn",
+    needs: [],
+    async run(ctx) {
+      const token = ctx.nonce();
+      const turn = await ctx.turn({ prompt: prompts.hello, system: prompts.token(token) });
+      ensureTurnOk(turn);
+      ensureIncludes(turn.text, token, "directive given in system");
+    },
+  }),
+  /** system is appended, never replacing the agent's own instructions (judged from the agent's own words). */
+  check({
+    id: "SEND-SYSTEM-APPENDS",
+    level: "SHOULD",
+    section: SECTION,
+    title: "The system text is appended to the agent's instructions, not a replacement (agent's own account)",
+    needs: [],
+    async run(ctx) {
+      const token = ctx.nonce();
+      const system = prompts.token(token);
+      const turn = await ctx.turn({ prompt: prompts.repeatInstructions, system });
+      ensureTurnOk(turn);
+      ensureIncludes(turn.text, token, "the repeated instructions");
+      const rest = turn.text.replaceAll(system, "").replaceAll(token, "").trim();
+      if (rest.length < 10) fail("the agent's instructions seem to be only the system text", turn.text);
+    },
+  }),
+  /** stream_tool_calls adds tool_use and tool_result blocks that belong together. */
+  check({
+    id: "SEND-TOOL-BLOCKS",
+    level: "MUST",
+    section: SECTION,
+    title: "stream_tool_calls: true adds tool_use and matching tool_result blocks to the stream",
+    needs: [],
+    async run(ctx) {
+      const { streams } = await grammarStreams(ctx);
+      const turn = streams[2].turn;
+      ensureTurnOk(turn, "tool turn");
+      const uses = turn.reading.blocks.filter((b) => b.type === "tool_use");
+      const results = turn.reading.blocks.filter((b) => b.type === "tool_result");
+      if (uses.length === 0) fail("no tool_use block although the agent was asked to use its tools");
+      if (results.length === 0) fail("no tool_result block");
+      for (const r of results) {
+        const source = r.deltas[0] && isRecord(r.deltas[0]) ? { ...r.start, ...r.deltas[0] } : r.start;
+        if (!uses.some((u) => u.start.id === source.tool_use_id))
+          fail("a tool_result's tool_use_id names no tool_use block");
+        if (typeof source.is_error !== "boolean") fail("a tool_result carries no boolean is_error");
+      }
+    },
+  }),
+  /** Without stream_tool_calls there are no tool blocks, even when the agent uses tools. */
+  check({
+    id: "SEND-TOOL-BLOCKS-DEFAULT-OFF",
+    level: "MUST",
+    section: SECTION,
+    title: "Without stream_tool_calls the stream carries no tool blocks (tools still run)",
+    needs: [],
+    async run(ctx) {
+      const id = ctx.newConversationId();
+      const name = `acc-${ctx.nonce()}.txt`;
+      const content = ctx.nonce();
+      const turn = await ctx.turn({ conversationId: id, prompt: prompts.writeFile(name, content) });
+      ensureTurnOk(turn);
+      if (turn.reading.blocks.some((b) => b.type === "tool_use" || b.type === "tool_result")) {
+        fail("tool blocks in a stream without stream_tool_calls");
+      }
+      if (turn.text.trim() === "") fail("the turn produced no text");
+    },
+  }),
+  /** An attachment is written to .uploads/<name> and readable by the agent. */
+  check({
+    id: "SEND-ATTACHMENT-READ",
+    level: "MUST",
+    section: SECTION,
+    title: "An attachment is written to .uploads/<name> where the agent can read it",
+    needs: [],
+    async run(ctx) {
+      const content = ctx.nonce();
+      const turn = await ctx.turn({
+        prompt: prompts.readAttachment("acc-note.txt"),
+        metadata: { attachments: [attachment("acc-note.txt", content)] },
+      });
+      ensureTurnOk(turn);
+      ensureIncludes(turn.text, content, "reading the attachment");
+    },
+  }),
+  /** Attachment names are reduced to a safe basename. */
+  check({
+    id: "SEND-ATTACHMENT-SANITIZED",
+    level: "MUST",
+    section: SECTION,
+    title: "An attachment name with a path is sanitized to its basename",
+    needs: [],
+    async run(ctx) {
+      const content = ctx.nonce();
+      const turn = await ctx.turn({
+        prompt: prompts.readAttachment("acc-escape.txt"),
+        metadata: { attachments: [attachment("../../acc-escape.txt", content)] },
+      });
+      ensureTurnOk(turn);
+      ensureIncludes(turn.text, content, "reading the sanitized attachment");
+    },
+  }),
+  /** Two attachments of one name both arrive, under different names. */
+  check({
+    id: "SEND-ATTACHMENT-DEDUP",
+    level: "MUST",
+    section: SECTION,
+    title: "Attachments with the same name are de-duplicated (both arrive under distinct names)",
+    needs: [],
+    async run(ctx) {
+      const turn = await ctx.turn({
+        prompt: prompts.listAttachments,
+        metadata: {
+          attachments: [attachment("acc-dup.txt", ctx.nonce()), attachment("acc-dup.txt", ctx.nonce())],
+        },
+      });
+      ensureTurnOk(turn);
+      const names = distinctMentions(turn.text, /[^\s"'`,;]*acc-dup[^\s"'`,;]*/);
+      if (names.size < 2)
+        fail(`the agent sees ${names.size} distinct name(s) for two same-named attachments`, turn.text);
+    },
+  }),
+  /** Malformed entries are dropped silently: no error, the good entry still arrives. */
+  check({
+    id: "SEND-ATTACHMENT-MALFORMED-DROPPED",
+    level: "MUST",
+    section: SECTION,
+    title: "Malformed attachment entries are dropped silently (no error; well-formed ones still arrive)",
+    needs: [],
+    async run(ctx) {
+      const turn = await ctx.turn({
+        prompt: prompts.listAttachments,
+        metadata: {
+          attachments: [
+            attachment("acc-good.txt", "fine"),
+            { name: "acc-bad-nodata.txt", mediaType: "text/plain" },
+            { name: "acc-bad-number.txt", mediaType: "text/plain", dataBase64: 42 },
+            "acc-bad-string",
+            null,
+          ],
+        },
+      });
+      ensureTurnOk(turn);
+      ensureIncludes(turn.text, "acc-good.txt", "listing the attachments");
+      for (const bad of ["acc-bad-nodata.txt", "acc-bad-number.txt"]) {
+        if (turn.text.includes(bad)) fail(`the malformed entry ${bad} reached the agent`, turn.text);
+      }
+    },
+  }),
+  /** An isolated turn sees none of the conversation's files. */
+  check({
+    id: "SEND-ISOLATED",
+    level: "MUST",
+    section: SECTION,
+    title: "isolated: true runs in a throwaway sandbox without the workspace files",
+    needs: [],
+    async run(ctx) {
+      const id = ctx.newConversationId();
+      const name = `acc-${ctx.nonce()}.txt`;
+      const content = ctx.nonce();
+      ensureTurnOk(
+        await ctx.turn({ conversationId: id, prompt: prompts.writeFile(name, content) }),
+        "write turn",
+      );
+      await ctx.waitForSession(id);
+      const turn = await ctx.turn({
+        conversationId: id,
+        prompt: prompts.readFile(name),
+        metadata: { isolated: true },
+      });
+      ensureTurnOk(turn, "isolated read turn");
+      if (turn.text.includes(content)) fail("the isolated turn read a file of the conversation", turn.text);
+    },
+  }),
+  /** delivery "sync" is the supported default. */
+  check({
+    id: "SEND-DELIVERY-SYNC",
+    level: "MUST",
+    section: SECTION,
+    title: 'metadata.delivery "sync" runs the turn as usual',
+    needs: [],
+    async run(ctx) {
+      ensureTurnOk(await ctx.turn({ prompt: prompts.hello, metadata: { delivery: "sync" } }));
+    },
+  }),
+  /** delivery "async" is not supported. */
+  check({
+    id: "ERR-501-ASYNC",
+    level: "MUST",
+    section: "Errors",
+    title: 'metadata.delivery "async" gives 501',
+    needs: [],
+    async run(ctx) {
+      const turn = await ctx.turn({
+        conversationId: ctx.newConversationId(),
+        prompt: prompts.hello,
+        metadata: { delivery: "async" },
+      });
+      ensureStatus(turn.response, 501, "delivery async");
+    },
+  }),
+  /** An active automation's turn runs, and a model in the body wins over the automation's. */
+  check({
+    id: "SEND-AUTOMATION-BODY-WINS",
+    level: "MUST",
+    section: SECTION,
+    title:
+      "metadata.automation supplies defaults for the turn; a model in the body wins over the automation's",
+    needs: ["automation"],
+    async run(ctx) {
+      const automation = ctx.inputs.automation;
+      const plain = await ctx.turn({ prompt: prompts.whichModel, metadata: { automation } });
+      ensureTurnOk(plain, "automation turn");
+      const automationModel = plain.reading.model;
+      const models = await modelsInfo(ctx);
+      const other = models.ids.find((id) => id !== automationModel);
+      if (!other) skip("the agent offers no model other than the automation's");
+      const turn = await ctx.turn({ prompt: prompts.whichModel, model: other, metadata: { automation } });
+      ensureTurnOk(turn, "automation turn with a model in the body");
+      if (!turnRanAs(turn, other)) fail(`the turn did not run on the body's model ${other}`, turn.text);
+    },
+  }),
+  /** Unknown automation names are ignored: no error. */
+  check({
+    id: "SEND-AUTOMATION-UNKNOWN-IGNORED",
+    level: "MUST",
+    section: SECTION,
+    title: "An unknown metadata.automation name is ignored (the turn runs, no error)",
+    needs: [],
+    async run(ctx) {
+      const token = ctx.nonce();
+      const turn = await ctx.turn({
+        prompt: prompts.token(token),
+        metadata: { automation: `acc-no-such-automation-${token}` },
+      });
+      ensureTurnOk(turn);
+      ensureIncludes(turn.text, token, "reply of a turn with an unknown automation");
+    },
+  }),
+  /** A storage-backed agent runs turns like any other. */
+  check({
+    id: "SEND-STORAGE-AGENT",
+    level: "MUST",
+    section: SECTION,
+    title: "A storage-backed agent runs a turn and lists its models",
+    needs: ["storageAgent"],
+    async run(ctx) {
+      const agent = ctx.inputs.storageAgent;
+      ensureStatus(await ctx.listModels({ agent }), 200, "models list of the storage agent");
+      const turn = await ctx.turn({ agent, conversationId: ctx.newConversationId(), prompt: prompts.hello });
+      ensureTurnOk(turn);
+    },
+  }),
+  /** The official messages-API client can consume the stream (the point of the format). */
+  check({
+    id: "SEND-OFFICIAL-CLIENT",
+    level: "SHOULD",
+    section: SECTION,
+    title:
+      "The official messages-API client (@anthropic-ai/sdk) streams a turn with base URL {base_url}/api/agents/{agent}",
+    needs: [],
+    async run(ctx) {
+      let sdk: typeof import("@anthropic-ai/sdk");
+      try {
+        sdk = await import("@anthropic-ai/sdk");
+      } catch {
+        skip("@anthropic-ai/sdk is not installed");
+      }
+      const models = await modelsInfo(ctx);
+      const id = ctx.newConversationId();
+      ctx.track(id, ctx.inputs.key);
+      const client = new sdk.default({ apiKey: ctx.inputs.key, baseURL: ctx.agentUrl(), maxRetries: 0 });
+      const token = ctx.nonce();
+      try {
+        const stream = client.messages.stream({
+          model: models.defaultId,
+          max_tokens: 1024,
+          messages: [{ role: "user", content: prompts.token(token) }],
+          // The SDK types allow only user_id; the service reads conversation_id (so the suite can clean up).
+          metadata: { conversation_id: id } as unknown as { user_id: string },
+        });
+        const message = await stream.finalMessage();
+        const text = message.content.map((b) => (b.type === "text" ? b.text : "")).join("");
+        ensureIncludes(text, token, "the official client's final message");
+      } catch (error) {
+        if (error instanceof CheckFailure) throw error;
+        fail(`the official client failed: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    },
+  }),
+  /** Malformed JSON is a client error (the status is not shown by the seed). */
+  check({
+    id: "SEND-MALFORMED-JSON",
+    level: "INFO",
+    section: SECTION,
+    title: "A body that is not JSON gets a 4xx, not a 5xx",
+    needs: [],
+    async run(ctx) {
+      const res = await ctx.call("sendMessage", {
+        method: "POST",
+        url: `${ctx.agentUrl()}/v1/messages`,
+        key: ctx.inputs.key,
+        rawBody: '{"messages": [',
+      });
+      ensureClientError(res, "malformed JSON body");
+    },
+  }),
+  /** Routing string `<prefix>--<agent>` selects the agent. */
+  check({
+    id: "ROUTED-PREFIX",
+    level: "MUST",
+    section: ROUTED,
+    title: "POST /api/agents/v1/messages with model <routing_prefix>--<agent> runs a turn on that agent",
+    needs: ["routingPrefix"],
+    async run(ctx) {
+      const id = ctx.newConversationId();
+      const turn = await ctx.turn({
+        routed: true,
+        model: `${ctx.inputs.routingPrefix}--${ctx.inputs.agent}`,
+        conversationId: id,
+        prompt: prompts.hello,
+      });
+      ensureTurnOk(turn);
+      ensureStatus(await ctx.getConversation(id), 200, "the routed conversation on the agent's path");
+    },
+  }),
+  /** A bare agent name in model selects the agent. */
+  check({
+    id: "ROUTED-BARE-NAME",
+    level: "MUST",
+    section: ROUTED,
+    title: "POST /api/agents/v1/messages with model = bare agent name runs a turn on that agent",
+    needs: [],
+    async run(ctx) {
+      const id = ctx.newConversationId();
+      const turn = await ctx.turn({
+        routed: true,
+        model: ctx.inputs.agent,
+        conversationId: id,
+        prompt: prompts.hello,
+      });
+      ensureTurnOk(turn);
+      ensureStatus(await ctx.getConversation(id), 200, "the routed conversation on the agent's path");
+    },
+  }),
+];

@@ -1,0 +1,305 @@
+/** States and transitions: every move of the seed's table, and the silent failure modes around sessions. */
+import { type CheckContext, isRecord, type Turn } from "../context.ts";
+import { fail, skip } from "../outcomes.ts";
+import type { CheckDef } from "../types.ts";
+import {
+  check,
+  ensureIncludes,
+  ensureStatus,
+  ensureTurnOk,
+  memoryRound,
+  prompts,
+  settledConversation,
+  sharedConversation,
+} from "./common.ts";
+
+const SECTION = "States and transitions";
+
+/** A conversation whose session was recorded, then a resumed turn with no output, then a recall. */
+interface EmptyTurnRound {
+  id: string;
+  nonce: string;
+  emptyTurn: Turn;
+  cleared: boolean;
+  recall: Turn;
+}
+
+function emptyTurnRound(ctx: CheckContext): Promise<EmptyTurnRound> {
+  return ctx.fixture("empty-turn-round", async (c) => {
+    const id = c.newConversationId();
+    const nonce = c.nonce();
+    ensureTurnOk(await c.turn({ conversationId: id, prompt: prompts.remember(nonce) }), "remember turn");
+    if ((await c.waitForSession(id)) === null)
+      fail("agent_session_id was never recorded after the first turn");
+    const emptyTurn = await c.turn({ conversationId: id, prompt: prompts.noOutput });
+    ensureTurnOk(emptyTurn, "no-output turn");
+    if (emptyTurn.reading.blocks.length > 0) skip("the agent produced output when asked to produce none");
+    const cleared = await c.waitForSessionCleared(id);
+    const recall = await c.turn({ conversationId: id, prompt: prompts.recall });
+    ensureTurnOk(recall, "recall turn after the empty turn");
+    return { id, nonce, emptyTurn, cleared, recall };
+  });
+}
+
+/** Forks `parentId` and returns the fork result body; fails unless 200 with a child id. */
+async function forkOk(ctx: CheckContext, parentId: string, body: Record<string, unknown>, key?: string) {
+  const res = await ctx.fork(parentId, body, { key });
+  ensureStatus(res, [200, 201], "fork");
+  if (!isRecord(res.body) || typeof res.body.conversation_id !== "string")
+    fail("the fork result has no conversation_id");
+  return res.body as {
+    conversation_id: string;
+    parent_conversation_id: string;
+    forked_at_turn: number;
+    agent_session_id: string;
+  };
+}
+
+export const stateChecks: CheckDef[] = [
+  /** The race the seed warns about: a follow-up sent before the session is recorded has no memory and no error. */
+  check({
+    id: "STATE-RACE-NO-MEMORY",
+    level: "MUST",
+    section: SECTION,
+    title: "A message sent before agent_session_id is recorded resumes with no memory and no error",
+    needs: [],
+    async run(ctx) {
+      const id = ctx.newConversationId();
+      const nonce = ctx.nonce();
+      ensureTurnOk(await ctx.turn({ conversationId: id, prompt: prompts.remember(nonce) }), "remember turn");
+      const before = await ctx.conversation(id);
+      if (before.agent_session_id !== null) {
+        skip(
+          "agent_session_id was already recorded when the follow-up was sent, so the race could not be provoked",
+        );
+      }
+      const followUp = await ctx.turn({ conversationId: id, prompt: prompts.recall });
+      ensureTurnOk(followUp, "follow-up sent before the session was recorded");
+      if (followUp.text.includes(nonce))
+        fail("the agent remembered the code word although no session was recorded", followUp.text);
+    },
+  }),
+  /** After a turn with output the session pointer is recorded (a few seconds later at most). */
+  check({
+    id: "STATE-SESSION-RECORDED",
+    level: "MUST",
+    section: SECTION,
+    title: "After a turn with output, agent_session_id becomes non-null (within --session-wait-ms)",
+    needs: [],
+    async run(ctx) {
+      const conv = await sharedConversation(ctx);
+      if (conv.sessionId === null)
+        fail(`agent_session_id was still null after ${ctx.inputs.sessionWaitMs} ms`);
+    },
+  }),
+  /** A new conversation starts private and owned by its creator. */
+  check({
+    id: "STATE-CREATED-PRIVATE",
+    level: "MUST",
+    section: SECTION,
+    title: "A conversation created by send-message is private, owned by the caller, not a fork",
+    needs: [],
+    async run(ctx) {
+      const turn = await ctx.turn({ prompt: prompts.hello });
+      ensureTurnOk(turn);
+      if (!turn.conversationId) fail("no X-Conversation-Id header");
+      const c = await ctx.conversation(turn.conversationId);
+      if (c.shared !== false) fail(`shared is ${JSON.stringify(c.shared)}, expected false`);
+      if (c.is_owner !== true) fail(`is_owner is ${JSON.stringify(c.is_owner)}, expected true`);
+      if (c.parent_conversation_id !== null || c.forked_at_turn_index !== null)
+        fail("a new conversation carries fork fields");
+    },
+  }),
+  /** A resumed turn with no output clears the session pointer. */
+  check({
+    id: "STATE-EMPTY-TURN-CLEARS",
+    level: "MUST",
+    section: SECTION,
+    title: "A resumed turn that produced no output clears agent_session_id to null",
+    needs: [],
+    async run(ctx) {
+      const round = await emptyTurnRound(ctx);
+      if (!round.cleared)
+        fail(`agent_session_id was not null within ${ctx.inputs.sessionWaitMs} ms after the empty turn`);
+    },
+  }),
+  /** ...and the next turn starts a clean session. */
+  check({
+    id: "STATE-EMPTY-TURN-CLEAN-SESSION",
+    level: "MUST",
+    section: SECTION,
+    title: "The turn after an empty resumed turn starts a clean session (no memory of earlier turns)",
+    needs: [],
+    async run(ctx) {
+      const round = await emptyTurnRound(ctx);
+      if (!round.cleared) skip("agent_session_id was never cleared, so the clean session cannot be judged");
+      if (round.recall.text.includes(round.nonce))
+        fail("the agent still remembered the code word", round.recall.text);
+    },
+  }),
+  /** Files written by a turn are there when the conversation resumes. */
+  check({
+    id: "STATE-RESUME-KEEPS-FILES",
+    level: "MUST",
+    section: SECTION,
+    title: "A resumed conversation still has the files its earlier turn wrote",
+    needs: [],
+    async run(ctx) {
+      const id = ctx.newConversationId();
+      const name = `acc-${ctx.nonce()}.txt`;
+      const content = ctx.nonce();
+      ensureTurnOk(
+        await ctx.turn({ conversationId: id, prompt: prompts.writeFile(name, content) }),
+        "write turn",
+      );
+      await ctx.waitForSession(id);
+      const read = await ctx.turn({ conversationId: id, prompt: prompts.readFile(name) });
+      ensureTurnOk(read, "read turn");
+      ensureIncludes(read.text, content, "reading the file back");
+    },
+  }),
+  /** Share on: the flag is stored, and another member may read. */
+  check({
+    id: "STATE-SHARE-TRUE",
+    level: "MUST",
+    section: SECTION,
+    title: 'Toggling {"shared": true} as owner makes the conversation shared (members may read it)',
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle");
+      if ((await ctx.conversation(conv.id)).shared !== true) fail("shared is not true after the toggle");
+      const member = ctx.inputs.memberKey;
+      if (member) {
+        const read = await ctx.conversation(conv.id, { key: member });
+        if (read.is_owner !== false) fail("is_owner is not false for another member");
+      } else {
+        ctx.note("the member read was not tried (no --member-key)");
+      }
+    },
+  }),
+  /** Share off: private again. */
+  check({
+    id: "STATE-SHARE-FALSE",
+    level: "MUST",
+    section: SECTION,
+    title: 'Toggling {"shared": false} as owner makes the conversation private again',
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share on");
+      ensureStatus(await ctx.share(conv.id, { shared: false }), [200, 204], "share off");
+      if ((await ctx.conversation(conv.id)).shared !== false) fail("shared is not false after the toggle");
+      if (ctx.inputs.memberKey) {
+        ensureStatus(
+          await ctx.getConversation(conv.id, { key: ctx.inputs.memberKey }),
+          404,
+          "member read after unsharing",
+        );
+      } else {
+        ctx.note("the member read was not tried (no --member-key)");
+      }
+    },
+  }),
+  /** Members may fork a shared conversation; the child is theirs and private. */
+  check({
+    id: "STATE-SHARED-MEMBER-FORK",
+    level: "MUST",
+    section: SECTION,
+    title: "A member may fork another member's shared conversation; the child is owned by them and private",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle");
+      const member = ctx.inputs.memberKey;
+      const result = await forkOk(ctx, conv.id, {}, member);
+      const child = await ctx.conversation(result.conversation_id, { key: member });
+      if (child.is_owner !== true) fail("the child is not owned by the forking member");
+      if (child.shared !== false) fail("the child is not private");
+      ensureStatus(
+        await ctx.getConversation(result.conversation_id),
+        404,
+        "the parent's owner reading the private child",
+      );
+    },
+  }),
+  /** Fork: child created, private, owned by caller; parent unchanged. */
+  check({
+    id: "STATE-FORK-CHILD",
+    level: "MUST",
+    section: SECTION,
+    title:
+      "Fork creates a private child owned by the caller, pointing at its parent; the parent is unchanged",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      const before = await ctx.conversation(conv.id);
+      const result = await forkOk(ctx, conv.id, {});
+      if (result.parent_conversation_id !== conv.id)
+        fail(`parent_conversation_id is ${result.parent_conversation_id}`);
+      const child = await ctx.conversation(result.conversation_id);
+      if (child.parent_conversation_id !== conv.id)
+        fail("the child's parent_conversation_id is not the parent");
+      if (typeof child.forked_at_turn_index !== "number")
+        fail("the child's forked_at_turn_index is not a number");
+      if (child.shared !== false || child.is_owner !== true)
+        fail("the child is not private and owned by the caller");
+      const after = await ctx.conversation(conv.id);
+      for (const field of ["turn_count", "shared", "parent_conversation_id", "title"] as const) {
+        if (after[field] !== before[field]) fail(`forking changed the parent's ${field}`);
+      }
+    },
+  }),
+  /** The child's first turn answers from the parent's context. */
+  check({
+    id: "STATE-FORK-CONTEXT",
+    level: "MUST",
+    section: SECTION,
+    title: "A fork's first turn answers from the parent's context",
+    needs: [],
+    async run(ctx) {
+      const round = await memoryRound(ctx);
+      if (round.sessionId === null) skip("the parent's session was never recorded");
+      const result = await forkOk(ctx, round.id, {});
+      const turn = await ctx.turn({ conversationId: result.conversation_id, prompt: prompts.recall });
+      ensureTurnOk(turn, "child's first turn");
+      ensureIncludes(turn.text, round.nonce, "recall in the fork");
+    },
+  }),
+  /** at_turn cuts the copied history (whether turns count from 0 or 1 is not shown, so INFO). */
+  check({
+    id: "STATE-FORK-AT-TURN",
+    level: "INFO",
+    section: SECTION,
+    title: "A fork at_turn 1 of a two-turn conversation answers from the first turn only",
+    needs: [],
+    async run(ctx) {
+      const id = ctx.newConversationId();
+      const [first, second] = [ctx.nonce(), ctx.nonce()];
+      ensureTurnOk(await ctx.turn({ conversationId: id, prompt: prompts.remember(first) }), "first turn");
+      await ctx.waitForSession(id);
+      ensureTurnOk(await ctx.turn({ conversationId: id, prompt: prompts.remember(second) }), "second turn");
+      await ctx.waitForSession(id);
+      const result = await forkOk(ctx, id, { at_turn: 1 });
+      const turn = await ctx.turn({ conversationId: result.conversation_id, prompt: prompts.recall });
+      ensureTurnOk(turn, "child's first turn");
+      ensureIncludes(turn.text, first, "recall in a fork at turn 1");
+      if (turn.text.includes(second)) fail("the fork at turn 1 remembers the second turn", turn.text);
+    },
+  }),
+  /** Delete by the owner: 204, then gone. */
+  check({
+    id: "STATE-DELETE",
+    level: "MUST",
+    section: SECTION,
+    title: "Delete by the owner answers 204 No Content and removes the conversation",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      const res = await ctx.deleteConversation(conv.id);
+      ensureStatus(res, 204, "delete");
+      if (res.text !== "") fail("204 with a body", res.text.slice(0, 200));
+      ensureStatus(await ctx.getConversation(conv.id), 404, "fetch after delete");
+    },
+  }),
+];

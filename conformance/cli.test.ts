@@ -1,0 +1,119 @@
+/** `agent-api check` as users run it: a real child process, real flags and environment, real exit codes. */
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { envNameOf, resolveInputs, UsageError } from "./inputs.ts";
+
+const root = new URL("..", import.meta.url).pathname;
+const node = join(root, "node_modules/.bin/node");
+
+function runCli(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    // A clean environment: a stray AGENT_API_* of the developer's shell must not leak into the test.
+    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_")));
+    execFile(
+      node,
+      ["cli/agent-api.ts", "check", ...args],
+      { cwd: root, env: { ...base, ...env } },
+      (error, stdout, stderr) => {
+        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+      },
+    );
+  });
+}
+
+describe("inputs from flags and environment", () => {
+  it("maps flags to AGENT_API_* names", () => {
+    expect(envNameOf("--base-url")).toBe("AGENT_API_BASE_URL");
+    expect(envNameOf("--member-key")).toBe("AGENT_API_MEMBER_KEY");
+  });
+
+  it("reads the environment, lets flags win, and splits flow inputs", () => {
+    const inputs = resolveInputs(
+      { key: "from-flag" },
+      {
+        AGENT_API_BASE_URL: "http://127.0.0.1:3001/",
+        AGENT_API_AGENT: "demo-agent",
+        AGENT_API_KEY: "from-env",
+        AGENT_API_FLOW_INPUT: "topic=testing",
+        AGENT_API_SESSION_WAIT_MS: "2000",
+      },
+    );
+    expect(inputs).toMatchObject({
+      baseUrl: "http://127.0.0.1:3001",
+      agent: "demo-agent",
+      key: "from-flag",
+      flowInput: ["topic=testing"],
+      sessionWaitMs: 2000,
+    });
+  });
+
+  it("refuses missing and malformed values with a usage error", () => {
+    expect(() => resolveInputs({}, { AGENT_API_BASE_URL: "http://x" })).toThrow(UsageError);
+    expect(() => resolveInputs({ baseUrl: "not a url", agent: "a", key: "k" }, {})).toThrow(/not a URL/);
+    expect(() =>
+      resolveInputs({ baseUrl: "http://x", agent: "a", key: "k", sessionWaitMs: "soon" }, {}),
+    ).toThrow(/session-wait-ms/);
+  });
+});
+
+describe("agent-api check (child process)", () => {
+  let server: Server;
+  let url: string;
+  let dir: string;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => res.writeHead(200).end());
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    dir = await mkdtemp(join(tmpdir(), "acc-cli-"));
+  });
+
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("--list prints the catalogue and exits 0", async () => {
+    const { code, stdout } = await runCli(["--list"]);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/SSE-FIRST-MESSAGE-START +MUST +Events/);
+    expect(stdout).toMatch(/needs --viewer-key/);
+  });
+
+  it("exits 2 on an unknown flag, a bad level, or a missing key", async () => {
+    expect((await runCli(["--bogus"])).code).toBe(2);
+    expect((await runCli(["--level", "MAYBE"])).code).toBe(2);
+    const missing = await runCli(["--base-url", url, "--agent", "a"]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain("AGENT_API_KEY");
+  });
+
+  it("exits 1 against a server that does nothing, with progress lines and the reports written", async () => {
+    const junit = join(dir, "r.xml");
+    const html = join(dir, "r.html");
+    const { code, stdout } = await runCli(
+      ["--only", "AUTH-*,SSE-FIRST-MESSAGE-START", "--junit", junit, "--html", html],
+      {
+        AGENT_API_BASE_URL: url,
+        AGENT_API_AGENT: "demo-agent",
+        AGENT_API_KEY: "some-key",
+      },
+    );
+    expect(code).toBe(1);
+    expect(stdout).toMatch(/FAIL MUST +AUTH-401-MISSING +\d+ ms/);
+    expect(stdout).toMatch(/SKIP MUST +AUTH-401-REVOKED/);
+    expect(await readFile(junit, "utf8")).toContain("<testsuites");
+    expect(await readFile(html, "utf8")).toContain("<h2>Authentication");
+  });
+});

@@ -1,0 +1,390 @@
+/**
+ * What a check works with: API calls that record every exchange and validate every JSON body and SSE
+ * event against the bundled spec, turns read through the SSE grammar, run-unique ids, and fixtures
+ * shared between checks. Conversations created here are remembered for the run's cleanup.
+ */
+import { randomBytes } from "node:crypto";
+import type { Dispatcher } from "undici";
+import { type HttpRequest, type HttpResponse, httpRequest } from "./http.ts";
+import { CheckFailure, CheckSkip } from "./outcomes.ts";
+import type { SpecValidator } from "./spec-validator.ts";
+import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
+import type { Exchange, FailureDetail, SuiteInputs } from "./types.ts";
+
+export type OperationId =
+  | "sendMessage"
+  | "sendRoutedMessage"
+  | "listModels"
+  | "listConversations"
+  | "getConversation"
+  | "getTranscript"
+  | "getLastCompaction"
+  | "setConversationSharing"
+  | "forkConversation"
+  | "deleteConversation"
+  | "invokeFlow";
+
+/** Shared by every context of one run. */
+export interface RunState {
+  inputs: SuiteInputs;
+  runId: string;
+  validator: SpecValidator;
+  dispatcher: Dispatcher;
+  nextId: number;
+  fixtures: Map<string, Promise<FixtureOutcome<unknown>>>;
+  /** Conversations this run created: id → who may delete it. */
+  created: Map<string, { agent: string; key: string }>;
+}
+
+interface FixtureOutcome<T> {
+  value?: T;
+  error?: unknown;
+  exchanges: Exchange[];
+  schemaFailures: FailureDetail[];
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Record<string, string>;
+  text: string;
+  /** Parsed JSON body; undefined when the body is not JSON. */
+  body: unknown;
+  exchange: Exchange;
+}
+
+export interface CallOptions {
+  key?: string | null;
+  agent?: string;
+}
+
+export interface TurnOptions extends CallOptions {
+  /** The user message: a string, or text blocks (sent as the `content` array). */
+  prompt?: string | Array<Record<string, unknown>>;
+  /** Replaces the whole `messages` array (for the messages-array rules). */
+  messages?: unknown[];
+  /** A conversation id, or omitted to let the server generate one. */
+  conversationId?: string;
+  streamToolCalls?: boolean;
+  model?: string;
+  system?: string;
+  /** Extra `metadata` fields. */
+  metadata?: Record<string, unknown>;
+  /** Extra top-level body fields (ignored-field checks); `stream` defaults to true. */
+  extraBody?: Record<string, unknown>;
+  /** Send through the model-routed endpoint instead of the agent's own. */
+  routed?: boolean;
+}
+
+export interface Turn {
+  status: number;
+  conversationId: string | undefined;
+  headers: Record<string, string>;
+  /** Present when the response was a 200 event stream. */
+  reading?: TurnStreamReading;
+  /** The text of the turn's text blocks. */
+  text: string;
+  response: ApiResponse;
+}
+
+export interface ConversationRecord {
+  id: string;
+  title: string;
+  channel: string;
+  shared: boolean;
+  is_owner: boolean;
+  agent_session_id: string | null;
+  parent_conversation_id: string | null;
+  forked_at_turn_index: number | null;
+  created_at: string;
+  updated_at: string;
+  turn_count: number;
+}
+
+const POLL_INTERVAL_MS = 250;
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+export function createRunState(
+  inputs: SuiteInputs,
+  validator: SpecValidator,
+  dispatcher: Dispatcher,
+): RunState {
+  return {
+    inputs,
+    runId: randomBytes(4).toString("hex"),
+    validator,
+    dispatcher,
+    nextId: 0,
+    fixtures: new Map(),
+    created: new Map(),
+  };
+}
+
+export class CheckContext {
+  readonly run: RunState;
+  readonly inputs: SuiteInputs;
+  readonly exchanges: Exchange[] = [];
+  readonly schemaFailures: FailureDetail[] = [];
+  readonly notes: string[] = [];
+
+  constructor(run: RunState) {
+    this.run = run;
+    this.inputs = run.inputs;
+  }
+
+  /** A conversation id that is unique to this run and recognisable as the suite's. */
+  newConversationId(): string {
+    this.run.nextId++;
+    return `acc-${this.run.runId}-${this.run.nextId}`;
+  }
+
+  /** A word an agent can only know if it was told it in this run. */
+  nonce(): string {
+    return `n-${randomBytes(4).toString("hex")}`;
+  }
+
+  note(message: string): void {
+    if (!this.notes.includes(message)) this.notes.push(message);
+  }
+
+  agentUrl(agent = this.inputs.agent): string {
+    return `${this.inputs.baseUrl}/api/agents/${encodeURIComponent(agent)}`;
+  }
+
+  conversationUrl(id: string, agent = this.inputs.agent): string {
+    return `${this.agentUrl(agent)}/conversations/${encodeURIComponent(id)}`;
+  }
+
+  /** One API call; the response is validated against the spec entry of `op`. */
+  async call(op: OperationId, req: HttpRequest): Promise<ApiResponse> {
+    const res: HttpResponse = await httpRequest(this.run.dispatcher, req);
+    this.exchanges.push(res.exchange);
+    const contentType = res.headers["content-type"];
+    if (!contentType?.startsWith("text/event-stream")) {
+      for (const failure of this.run.validator.validateResponse(op, res.status, contentType, res.text)) {
+        this.schemaFailures.push({
+          ...failure,
+          message: `${req.method} ${pathOf(req.url)} → ${failure.message}`,
+        });
+      }
+    }
+    let body: unknown;
+    try {
+      body = res.text === "" ? undefined : JSON.parse(res.text);
+    } catch {
+      body = undefined;
+    }
+    return { status: res.status, headers: res.headers, text: res.text, body, exchange: res.exchange };
+  }
+
+  #key(options: CallOptions | undefined): string | undefined {
+    if (options?.key === null) return undefined;
+    return options?.key ?? this.inputs.key;
+  }
+
+  /** Runs one turn; the stream is read whole and checked by the grammar; events are schema-validated. */
+  async turn(options: TurnOptions): Promise<Turn> {
+    const metadata: Record<string, unknown> = { ...options.metadata };
+    if (options.conversationId !== undefined) metadata.conversation_id = options.conversationId;
+    if (options.streamToolCalls !== undefined) metadata.stream_tool_calls = options.streamToolCalls;
+    const body: Record<string, unknown> = {
+      stream: true,
+      messages: options.messages ?? [{ role: "user", content: options.prompt ?? "Say hello." }],
+      ...options.extraBody,
+    };
+    if (options.model !== undefined) body.model = options.model;
+    if (options.system !== undefined) body.system = options.system;
+    if (Object.keys(metadata).length > 0) body.metadata = metadata;
+    const agent = options.agent ?? this.inputs.agent;
+    const key = this.#key(options);
+    const url = options.routed
+      ? `${this.inputs.baseUrl}/api/agents/v1/messages`
+      : `${this.agentUrl(agent)}/v1/messages`;
+    const response = await this.call(options.routed ? "sendRoutedMessage" : "sendMessage", {
+      method: "POST",
+      url,
+      key,
+      json: body,
+    });
+    const conversationId = response.headers["x-conversation-id"];
+    if (response.status === 200 && conversationId && key) this.track(conversationId, key, agent);
+    if (response.status === 200 && typeof metadata.conversation_id === "string" && key) {
+      this.track(metadata.conversation_id, key, agent);
+    }
+    const turn: Turn = {
+      status: response.status,
+      conversationId,
+      headers: response.headers,
+      text: "",
+      response,
+    };
+    if (response.status === 200 && response.headers["content-type"]?.startsWith("text/event-stream")) {
+      const reading = checkTurnStream(response.text, { streamToolCalls: options.streamToolCalls === true });
+      turn.reading = reading;
+      turn.text = replyText(reading);
+      for (const event of reading.events) {
+        for (const failure of this.run.validator.validateEvent(event.name, event.data)) {
+          this.schemaFailures.push({ ...failure, evidence: event.frame });
+        }
+      }
+      for (const v of reading.violations.filter((x) => x.severity === "error")) {
+        this.note(`stream grammar: ${v.code} ${v.message}`);
+      }
+    }
+    return turn;
+  }
+
+  /** Remembers a conversation for the run's cleanup. */
+  track(id: string, key: string, agent = this.inputs.agent): void {
+    if (!this.run.created.has(id)) this.run.created.set(id, { agent, key });
+  }
+
+  async getConversation(id: string, options?: CallOptions): Promise<ApiResponse> {
+    return this.call("getConversation", {
+      method: "GET",
+      url: this.conversationUrl(id, options?.agent),
+      key: this.#key(options),
+    });
+  }
+
+  /** The conversation object of a 200 fetch; fails the check otherwise. */
+  async conversation(id: string, options?: CallOptions): Promise<ConversationRecord> {
+    const res = await this.getConversation(id, options);
+    if (res.status !== 200 || !isRecord(res.body) || !isRecord(res.body.conversation)) {
+      throw new CheckFailure(`GET conversation ${id} gave ${res.status}, not 200 with {conversation}`, [
+        { message: "unexpected response", evidence: res.text.slice(0, 300) },
+      ]);
+    }
+    return res.body.conversation as unknown as ConversationRecord;
+  }
+
+  async listModels(options?: CallOptions): Promise<ApiResponse> {
+    return this.call("listModels", {
+      method: "GET",
+      url: `${this.agentUrl(options?.agent)}/v1/models`,
+      key: this.#key(options),
+    });
+  }
+
+  async listConversations(query: Record<string, string>, options?: CallOptions): Promise<ApiResponse> {
+    const qs = new URLSearchParams(query).toString();
+    return this.call("listConversations", {
+      method: "GET",
+      url: `${this.agentUrl(options?.agent)}/conversations${qs ? `?${qs}` : ""}`,
+      key: this.#key(options),
+    });
+  }
+
+  async transcript(id: string, options?: CallOptions): Promise<ApiResponse> {
+    return this.call("getTranscript", {
+      method: "GET",
+      url: `${this.conversationUrl(id, options?.agent)}/messages`,
+      key: this.#key(options),
+    });
+  }
+
+  async lastCompaction(id: string, options?: CallOptions): Promise<ApiResponse> {
+    return this.call("getLastCompaction", {
+      method: "GET",
+      url: `${this.conversationUrl(id, options?.agent)}/last-compaction`,
+      key: this.#key(options),
+    });
+  }
+
+  async share(id: string, body: unknown, options?: CallOptions): Promise<ApiResponse> {
+    return this.call("setConversationSharing", {
+      method: "POST",
+      url: this.conversationUrl(id, options?.agent),
+      key: this.#key(options),
+      json: body,
+    });
+  }
+
+  async fork(id: string, body: Record<string, unknown>, options?: CallOptions): Promise<ApiResponse> {
+    const res = await this.call("forkConversation", {
+      method: "POST",
+      url: `${this.conversationUrl(id, options?.agent)}/fork`,
+      key: this.#key(options),
+      json: body,
+    });
+    const key = this.#key(options);
+    if (res.status === 200 && isRecord(res.body) && typeof res.body.conversation_id === "string" && key) {
+      this.track(res.body.conversation_id, key, options?.agent);
+    }
+    return res;
+  }
+
+  async deleteConversation(id: string, options?: CallOptions): Promise<ApiResponse> {
+    return this.call("deleteConversation", {
+      method: "DELETE",
+      url: this.conversationUrl(id, options?.agent),
+      key: this.#key(options),
+    });
+  }
+
+  /**
+   * The seed's client guidance: poll the conversation every 0.25 s until `agent_session_id` is non-null,
+   * bounded by --session-wait-ms. Resolves to the session id, or null when the wait expired.
+   */
+  async waitForSession(id: string, options?: CallOptions): Promise<string | null> {
+    const deadline = Date.now() + this.inputs.sessionWaitMs;
+    for (;;) {
+      const conversation = await this.conversation(id, options);
+      if (conversation.agent_session_id !== null && conversation.agent_session_id !== undefined) {
+        return conversation.agent_session_id;
+      }
+      if (Date.now() >= deadline) return null;
+      await sleep(POLL_INTERVAL_MS);
+    }
+  }
+
+  /** Polls until `agent_session_id` is null (an empty resumed turn clears it); false when the wait expired. */
+  async waitForSessionCleared(id: string, options?: CallOptions): Promise<boolean> {
+    const deadline = Date.now() + this.inputs.sessionWaitMs;
+    for (;;) {
+      const conversation = await this.conversation(id, options);
+      if (conversation.agent_session_id === null) return true;
+      if (Date.now() >= deadline) return false;
+      await sleep(POLL_INTERVAL_MS);
+    }
+  }
+
+  /**
+   * A value computed once per run and shared by the checks that ask for it (one conversation read by
+   * several checks). Its exchanges and schema failures count for every check that uses it.
+   */
+  async fixture<T>(name: string, make: (ctx: CheckContext) => Promise<T>): Promise<T> {
+    let pending = this.run.fixtures.get(name) as Promise<FixtureOutcome<T>> | undefined;
+    if (!pending) {
+      const ctx = new CheckContext(this.run);
+      pending = make(ctx).then(
+        (value) => ({ value, exchanges: ctx.exchanges, schemaFailures: ctx.schemaFailures }),
+        (error: unknown) => ({ error, exchanges: ctx.exchanges, schemaFailures: ctx.schemaFailures }),
+      );
+      this.run.fixtures.set(name, pending as Promise<FixtureOutcome<unknown>>);
+    }
+    const outcome = await pending;
+    for (const e of outcome.exchanges) if (!this.exchanges.includes(e)) this.exchanges.push(e);
+    for (const f of outcome.schemaFailures) if (!this.schemaFailures.includes(f)) this.schemaFailures.push(f);
+    if (outcome.error !== undefined) {
+      if (outcome.error instanceof CheckSkip || outcome.error instanceof CheckFailure) throw outcome.error;
+      throw new CheckFailure(`shared set-up "${name}" failed: ${String(outcome.error)}`);
+    }
+    return outcome.value as T;
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function pathOf(url: string): string {
+  try {
+    const u = new URL(url);
+    return u.pathname + u.search;
+  } catch {
+    return url;
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * The suite's only way onto the network: undici requests read to raw bytes (so checks see exactly what
+ * was sent), each recorded as an Exchange for the reports with keys masked and bodies cut short.
+ */
+import { Agent, type Dispatcher, request } from "undici";
+import { CheckFailure, excerpt } from "./outcomes.ts";
+import type { Exchange } from "./types.ts";
+
+export interface HttpRequest {
+  method: "GET" | "POST" | "DELETE";
+  url: string;
+  /** Value of the API key header; omitted sends no key header at all. */
+  key?: string;
+  /** The flow endpoint spells the same header `X-API-Key`. */
+  keyHeader?: string;
+  /** Serialised as JSON with `Content-Type: application/json`. */
+  json?: unknown;
+  /** Sent verbatim (malformed-body checks). */
+  rawBody?: string;
+  headers?: Record<string, string>;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string>;
+  bytes: Uint8Array;
+  text: string;
+  exchange: Exchange;
+}
+
+/** A turn against a real model can take a while; this bounds one request, not the check's verdict. */
+const REQUEST_TIMEOUT_MS = 180_000;
+
+export function createDispatcher(): Dispatcher {
+  return new Agent({ connections: 32, keepAliveTimeout: 10_000, headersTimeout: REQUEST_TIMEOUT_MS });
+}
+
+export async function httpRequest(dispatcher: Dispatcher, req: HttpRequest): Promise<HttpResponse> {
+  const headers: Record<string, string> = { accept: "application/json, text/event-stream", ...req.headers };
+  if (req.key !== undefined) headers[req.keyHeader ?? "X-Api-Key"] = req.key;
+  let body: string | undefined = req.rawBody;
+  if (req.json !== undefined) {
+    body = JSON.stringify(req.json);
+    headers["content-type"] = "application/json";
+  } else if (body !== undefined && !headers["content-type"]) {
+    headers["content-type"] = "application/json";
+  }
+  const started = performance.now();
+  const exchange: Exchange = {
+    method: req.method,
+    url: req.url,
+    requestHeaders: maskHeaders(headers),
+    requestBody: body === undefined ? undefined : excerpt(redactBody(req.json, body), 1500),
+    status: 0,
+    responseHeaders: {},
+    responseBody: "",
+    ms: 0,
+  };
+  try {
+    const res = await request(req.url, {
+      method: req.method,
+      headers,
+      body,
+      dispatcher,
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+    const bytes = new Uint8Array(await res.body.arrayBuffer());
+    const text = new TextDecoder().decode(bytes);
+    const responseHeaders: Record<string, string> = {};
+    for (const [name, value] of Object.entries(res.headers)) {
+      if (value !== undefined)
+        responseHeaders[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : value;
+    }
+    exchange.status = res.statusCode;
+    exchange.responseHeaders = pickHeaders(responseHeaders);
+    exchange.responseBody = excerpt(text, 4000);
+    exchange.ms = Math.round(performance.now() - started);
+    return { status: res.statusCode, headers: responseHeaders, bytes, text, exchange };
+  } catch (error) {
+    exchange.ms = Math.round(performance.now() - started);
+    const message = error instanceof Error ? error.message : String(error);
+    exchange.responseBody = `(no response: ${message})`;
+    throw new CheckFailure(`${req.method} ${req.url} failed: ${message}`, [{ message }]);
+  }
+}
+
+function maskHeaders(headers: Record<string, string>): Record<string, string> {
+  const masked: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    masked[name] = name.toLowerCase() === "x-api-key" ? maskKey(value) : value;
+  }
+  return masked;
+}
+
+/** Enough of a key to tell which one was used, not enough to use it. */
+export function maskKey(key: string): string {
+  return key.length <= 6 ? "***" : `${key.slice(0, 4)}…(${key.length} chars)`;
+}
+
+const SHOWN_HEADERS = ["content-type", "x-conversation-id", "content-length", "transfer-encoding"];
+
+function pickHeaders(headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => SHOWN_HEADERS.includes(name)));
+}
+
+/** Attachment payloads are megabytes of base64: the report shows their length instead. */
+function redactBody(json: unknown, body: string): string {
+  if (json === undefined) return body;
+  return JSON.stringify(json, (key, value) =>
+    key === "dataBase64" && typeof value === "string" && value.length > 80
+      ? `<${value.length} base64 chars>`
+      : value,
+  );
+}

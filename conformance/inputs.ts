@@ -1,0 +1,111 @@
+/**
+ * Turns flags and AGENT_API_* environment variables into SuiteInputs. Each flag `--some-flag` also reads
+ * `AGENT_API_SOME_FLAG`, so the env file the reference server's `--demo --env-file` writes works as is.
+ */
+import type { SuiteInputs } from "./types.ts";
+
+/** `--member-key` → `AGENT_API_MEMBER_KEY`; `--key` → `AGENT_API_KEY`. */
+export function envNameOf(flag: string): string {
+  return `AGENT_API_${flag.replace(/^--/, "").replaceAll("-", "_").toUpperCase()}`;
+}
+
+/** `--member-key` → `memberKey`. */
+export function camelOf(flag: string): string {
+  return flag.replace(/^--/, "").replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+export const INPUT_FLAG_NAMES = [
+  "--base-url",
+  "--agent",
+  "--key",
+  "--member-key",
+  "--viewer-key",
+  "--revoked-key",
+  "--foreign-agent",
+  "--automation",
+  "--storage-agent",
+  "--repo-agent",
+  "--repo-url",
+  "--flow-url",
+  "--flow-id",
+  "--flow-key",
+  "--flow-input",
+  "--routing-prefix",
+  "--session-wait-ms",
+] as const;
+
+export const DEFAULT_SESSION_WAIT_MS = 15_000;
+
+/** A flag's value, else its environment variable (empty strings count as not given). */
+export function flagOrEnv(
+  values: Record<string, unknown>,
+  flag: string,
+  env: Record<string, string | undefined>,
+): string | string[] | undefined {
+  const given = values[camelOf(flag)];
+  if (Array.isArray(given) && given.length > 0) return given.map(String);
+  if (typeof given === "string" && given !== "") return given;
+  const fromEnv = env[envNameOf(flag)];
+  return fromEnv === undefined || fromEnv === "" ? undefined : fromEnv;
+}
+
+/** `name=value` pairs from a flag list or an env value holding one pair (or several, comma-separated). */
+export function flowPairs(value: string | string[] | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  if (Array.isArray(value)) return value;
+  const parts = value.split(",");
+  return parts.every((p) => p.includes("=")) ? parts : [value];
+}
+
+export class UsageError extends Error {}
+
+/** Builds the inputs; throws UsageError for missing or malformed required values. */
+export function resolveInputs(
+  values: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+): SuiteInputs {
+  const get = (flag: string): string | undefined => {
+    const v = flagOrEnv(values, flag, env);
+    return Array.isArray(v) ? v[v.length - 1] : v;
+  };
+  const baseUrl = get("--base-url");
+  const agent = get("--agent");
+  const key = get("--key");
+  const missing = [
+    ["--base-url", baseUrl],
+    ["--agent", agent],
+    ["--key", key],
+  ].filter(([, v]) => !v);
+  if (missing.length > 0) {
+    throw new UsageError(`missing ${missing.map(([f]) => `${f} (or ${envNameOf(f as string)})`).join(", ")}`);
+  }
+  try {
+    new URL(baseUrl as string);
+  } catch {
+    throw new UsageError(`--base-url ${JSON.stringify(baseUrl)} is not a URL`);
+  }
+  const waitText = get("--session-wait-ms");
+  const sessionWaitMs = waitText === undefined ? DEFAULT_SESSION_WAIT_MS : Number(waitText);
+  if (!Number.isInteger(sessionWaitMs) || sessionWaitMs < 0) {
+    throw new UsageError(`--session-wait-ms must be a non-negative integer, not ${JSON.stringify(waitText)}`);
+  }
+  return {
+    baseUrl: (baseUrl as string).replace(/\/+$/, ""),
+    agent: agent as string,
+    key: key as string,
+    memberKey: get("--member-key"),
+    viewerKey: get("--viewer-key"),
+    revokedKey: get("--revoked-key"),
+    foreignAgent: get("--foreign-agent"),
+    automation: get("--automation"),
+    storageAgent: get("--storage-agent"),
+    repoAgent: get("--repo-agent"),
+    repoUrl: get("--repo-url"),
+    flowUrl: get("--flow-url"),
+    flowId: get("--flow-id"),
+    flowKey: get("--flow-key"),
+    flowInput: flowPairs(flagOrEnv(values, "--flow-input", env)),
+    routingPrefix: get("--routing-prefix"),
+    sessionWaitMs,
+  };
+}

@@ -1,0 +1,176 @@
+/**
+ * Runs a selection of the catalogue against one deployment: bounded concurrency, skip-with-reason for
+ * missing inputs, spec violations turned into failures, and cleanup of every conversation the run made.
+ *
+ * A small runner of our own rather than vitest's Node API: the checks need ids, levels, skip reasons,
+ * shared set-up across checks and a cleanup that always runs, and a user's `agent-api check` should not
+ * pay for (or depend on) vite's transform pipeline at run time.
+ */
+import type { Dispatcher } from "undici";
+import { CheckContext, createRunState, type RunState } from "./context.ts";
+import { createDispatcher } from "./http.ts";
+import { CheckFailure, CheckSkip } from "./outcomes.ts";
+import { SpecValidator } from "./spec-validator.ts";
+import type { CheckDef, CheckResult, InputName, Level, RunReport, SuiteInputs } from "./types.ts";
+
+/** The flag that provides each optional input (skip reasons name it). */
+export const INPUT_FLAGS: Record<InputName, string> = {
+  memberKey: "--member-key",
+  viewerKey: "--viewer-key",
+  revokedKey: "--revoked-key",
+  foreignAgent: "--foreign-agent",
+  automation: "--automation",
+  storageAgent: "--storage-agent",
+  repoAgent: "--repo-agent",
+  repoUrl: "--repo-url",
+  flowUrl: "--flow-url",
+  flowId: "--flow-id",
+  flowKey: "--flow-key",
+  flowInput: "--flow-input",
+  routingPrefix: "--routing-prefix",
+};
+
+const LEVEL_RANK: Record<Level, number> = { MUST: 0, SHOULD: 1, INFO: 2 };
+
+export interface RunOptions {
+  inputs: SuiteInputs;
+  checks: CheckDef[];
+  /** Ids to run; an entry ending in `*` is a prefix. Empty or undefined: all. */
+  only?: string[];
+  /** Run checks of this level and stricter (MUST < SHOULD < INFO). Default INFO: everything. */
+  level?: Level;
+  concurrency?: number;
+  validator?: SpecValidator;
+  /** Called as each check finishes (live progress). */
+  onResult?: (result: CheckResult) => void;
+}
+
+export function selectChecks(
+  checks: CheckDef[],
+  only: string[] | undefined,
+  level: Level = "INFO",
+): CheckDef[] {
+  const wanted = (only ?? []).map((s) => s.trim()).filter(Boolean);
+  return checks.filter((check) => {
+    if (LEVEL_RANK[check.level] > LEVEL_RANK[level]) return false;
+    if (wanted.length === 0) return true;
+    return wanted.some((w) => (w.endsWith("*") ? check.id.startsWith(w.slice(0, -1)) : check.id === w));
+  });
+}
+
+export function missingInputs(check: CheckDef, inputs: SuiteInputs): InputName[] {
+  return check.needs.filter((name) => {
+    const value = inputs[name];
+    return value === undefined || value === "" || (Array.isArray(value) && value.length === 0);
+  });
+}
+
+export async function runSuite(options: RunOptions): Promise<RunReport> {
+  const started = performance.now();
+  const startedAt = new Date().toISOString();
+  const validator = options.validator ?? (await SpecValidator.load());
+  const dispatcher: Dispatcher = createDispatcher();
+  const run = createRunState(options.inputs, validator, dispatcher);
+  const selected = selectChecks(options.checks, options.only, options.level);
+  const results: CheckResult[] = [];
+  const warnings: string[] = [];
+  try {
+    let next = 0;
+    const worker = async () => {
+      while (next < selected.length) {
+        const check = selected[next++];
+        const result = await runCheck(check, run);
+        results.push(result);
+        options.onResult?.(result);
+      }
+    };
+    const workers = Array.from({ length: Math.max(1, options.concurrency ?? 8) }, worker);
+    await Promise.all(workers);
+    warnings.push(...(await cleanUp(run)));
+  } finally {
+    await dispatcher.close();
+  }
+  const order = new Map(selected.map((c, i) => [c.id, i]));
+  results.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
+  return {
+    runId: run.runId,
+    baseUrl: options.inputs.baseUrl,
+    agent: options.inputs.agent,
+    startedAt,
+    ms: Math.round(performance.now() - started),
+    results,
+    warnings,
+  };
+}
+
+async function runCheck(check: CheckDef, run: RunState): Promise<CheckResult> {
+  const started = performance.now();
+  const result: CheckResult = {
+    id: check.id,
+    level: check.level,
+    section: check.section,
+    title: check.title,
+    outcome: "pass",
+    ms: 0,
+    details: [],
+    notes: [],
+    exchanges: [],
+  };
+  const missing = missingInputs(check, run.inputs);
+  if (missing.length > 0) {
+    result.outcome = "skip";
+    result.reason = `needs ${missing.map((m) => INPUT_FLAGS[m]).join(", ")}`;
+    return result;
+  }
+  const ctx = new CheckContext(run);
+  try {
+    await check.run(ctx);
+  } catch (error) {
+    if (error instanceof CheckSkip) {
+      result.outcome = "skip";
+      result.reason = error.message;
+    } else if (error instanceof CheckFailure) {
+      result.outcome = "fail";
+      result.reason = error.message;
+      result.details.push(...error.details);
+    } else {
+      result.outcome = "fail";
+      result.reason = `unexpected error: ${error instanceof Error ? error.message : String(error)}`;
+    }
+  }
+  if (ctx.schemaFailures.length > 0) {
+    // A response that breaks the spec fails the check that saw it, whatever else the check concluded.
+    const first = ctx.schemaFailures[0];
+    if (result.outcome !== "fail") {
+      result.outcome = "fail";
+      result.reason = `spec violation: ${first.message}`;
+    }
+    result.details.push(...ctx.schemaFailures.slice(0, 10));
+  }
+  result.notes = ctx.notes;
+  result.exchanges = ctx.exchanges;
+  result.ms = Math.round(performance.now() - started);
+  return result;
+}
+
+/** Deletes what the run created; a conversation already gone is fine, anything else is a warning. */
+async function cleanUp(run: RunState): Promise<string[]> {
+  const warnings: string[] = [];
+  const ctx = new CheckContext(run);
+  const entries = [...run.created.entries()];
+  await Promise.all(
+    entries.map(async ([id, owner]) => {
+      try {
+        const res = await ctx.deleteConversation(id, { key: owner.key, agent: owner.agent });
+        if (res.status !== 204 && res.status !== 200 && res.status !== 404) {
+          warnings.push(`cleanup: DELETE conversation ${id} on ${owner.agent} gave ${res.status}`);
+        }
+      } catch (error) {
+        warnings.push(
+          `cleanup: DELETE conversation ${id} failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
+    }),
+  );
+  return warnings;
+}

@@ -1,0 +1,471 @@
+/**
+ * The grammar of one turn's server-sent event stream, as one explicit state machine over the raw bytes.
+ * It works on bytes (not on a parser's output) so framing faults — a missing `event:` line, a frame
+ * without its terminating blank line, a `[DONE]` sentinel — are seen instead of smoothed over.
+ * Usable on its own: `checkTurnStream(bytes, { streamToolCalls })` returns the violations and what was read.
+ */
+
+/** Stable codes; each is judged by the conformance check of the same id. */
+export type GrammarCode =
+  | "SSE-FRAME-LINES"
+  | "SSE-FRAME-UNTERMINATED"
+  | "SSE-DATA-JSON"
+  | "SSE-TYPE-MATCHES-EVENT"
+  | "SSE-UNKNOWN-EVENT"
+  | "SSE-DONE-SENTINEL"
+  | "SSE-FIRST-MESSAGE-START"
+  | "SSE-MESSAGE-START-ONCE"
+  | "SSE-BLOCK-TRIPLE"
+  | "SSE-INDEX-RUNNING"
+  | "SSE-BLOCK-TYPE"
+  | "SSE-TOOL-BLOCKS-GATED"
+  | "SSE-DELTA-TYPE"
+  | "SSE-THINKING-SIGNATURE"
+  | "SSE-TOOL-INPUT-JSON"
+  | "SSE-START-EMPTY"
+  | "SSE-MESSAGE-DELTA"
+  | "SSE-USAGE-FIVE-FIELDS"
+  | "SSE-STOP-LAST"
+  | "SSE-AFTER-STOP"
+  | "SSE-ERROR-SHAPE"
+  /** Notes (severity "note"): seen, reported, never a failure. */
+  | "SSE-PING"
+  | "SSE-COMMENT"
+  | "SSE-STOP-REASON";
+
+export interface GrammarViolation {
+  code: GrammarCode;
+  severity: "error" | "note";
+  message: string;
+  /** Position of the offending frame in the stream; null for faults of the stream as a whole. */
+  frameIndex: number | null;
+  /** The offending frame's raw text. */
+  frame?: string;
+}
+
+export interface SseFrame {
+  index: number;
+  raw: string;
+  event?: string;
+  data?: string;
+  /** False when the bytes ended before the frame's blank line. */
+  terminated: boolean;
+}
+
+export interface StreamEventSeen {
+  name: string;
+  data: Record<string, unknown>;
+  frameIndex: number;
+  frame: string;
+}
+
+export type BlockType = "text" | "thinking" | "tool_use" | "tool_result";
+
+/** A content block as read from the stream. */
+export interface BlockSeen {
+  index: number;
+  type: string;
+  start: Record<string, unknown>;
+  deltas: Array<Record<string, unknown>>;
+  stopped: boolean;
+}
+
+export interface TurnStreamReading {
+  frames: SseFrame[];
+  events: StreamEventSeen[];
+  blocks: BlockSeen[];
+  violations: GrammarViolation[];
+  /** How the stream ended. */
+  end: "message_stop" | "error" | "eof";
+  /** `message_start.message.model`, when present. */
+  model?: string;
+  stopReason?: unknown;
+  usage?: Record<string, unknown>;
+  /** `error.message` of an error event, when one ended the stream. */
+  errorMessage?: string;
+}
+
+export interface TurnGrammarOptions {
+  /** Whether the request set `metadata.stream_tool_calls: true` (tool blocks are allowed only then). */
+  streamToolCalls: boolean;
+}
+
+const EVENT_NAMES = new Set([
+  "message_start",
+  "content_block_start",
+  "content_block_delta",
+  "content_block_stop",
+  "message_delta",
+  "message_stop",
+  "error",
+]);
+const BLOCK_TYPES = new Set<string>(["text", "thinking", "tool_use", "tool_result"]);
+const DELTA_TYPES = new Set(["text_delta", "thinking_delta", "signature_delta", "input_json_delta"]);
+const USAGE_FIELDS = [
+  "input_tokens",
+  "output_tokens",
+  "cache_read_input_tokens",
+  "cache_creation_input_tokens",
+  "total_cost_usd",
+];
+/** The delta sequence each block type must carry between its start and stop (tool_result: see below). */
+const EXPECTED_DELTAS: Record<string, string[]> = {
+  text: ["text_delta"],
+  thinking: ["thinking_delta", "signature_delta"],
+  tool_use: ["input_json_delta"],
+};
+/** Violations kept per stream: a broken stream repeats its fault on every frame; the first ones say enough. */
+const MAX_VIOLATIONS = 50;
+
+/** Splits raw bytes into frames at blank lines; any of CRLF, LF, CR ends a line (as the SSE standard says). */
+export function splitFrames(bytes: Uint8Array | string): SseFrame[] {
+  const text = typeof bytes === "string" ? bytes : new TextDecoder().decode(bytes);
+  const lines = text.split(/\r\n|\n|\r/);
+  const frames: SseFrame[] = [];
+  let current: string[] = [];
+  const flush = (terminated: boolean) => {
+    if (current.length === 0) return;
+    const frame: SseFrame = { index: frames.length, raw: current.join("\n"), terminated };
+    frames.push(frame);
+    current = [];
+  };
+  // The last element is what follows the final line break: "" when the text ends with one.
+  const endsWithBreak = lines[lines.length - 1] === "";
+  if (endsWithBreak) lines.pop();
+  for (const line of lines) {
+    if (line === "") flush(true);
+    else current.push(line);
+  }
+  flush(false);
+  return frames;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+type State = "before_start" | "between_blocks" | "in_block" | "after_message_delta" | "ended";
+
+/** Checks one turn's bytes against the grammar of the seed's Events section. */
+export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammarOptions): TurnStreamReading {
+  const frames = splitFrames(bytes);
+  const reading: TurnStreamReading = { frames, events: [], blocks: [], violations: [], end: "eof" };
+  const violate = (code: GrammarCode, message: string, frame: SseFrame | null) => {
+    if (reading.violations.length >= MAX_VIOLATIONS) return;
+    reading.violations.push({
+      code,
+      severity:
+        code === "SSE-PING" || code === "SSE-COMMENT" || code === "SSE-STOP-REASON" ? "note" : "error",
+      message,
+      frameIndex: frame ? frame.index : null,
+      frame: frame?.raw,
+    });
+  };
+
+  let state: State = "before_start";
+  let nextIndex = 0;
+  let openBlock: BlockSeen | null = null;
+  let sawMessageDelta = false;
+  let reportedAfterStop = false;
+
+  for (const frame of frames) {
+    const parsed = readFrameLines(frame, violate);
+    if (!parsed) continue;
+    if (!frame.terminated) {
+      violate("SSE-FRAME-UNTERMINATED", "the stream ended inside a frame (no blank line after it)", frame);
+    }
+    const { event, data } = parsed;
+    if (state === "ended") {
+      if (!reportedAfterStop) {
+        violate("SSE-AFTER-STOP", `frame after the stream's final event (${reading.end})`, frame);
+        reportedAfterStop = true;
+      }
+      continue;
+    }
+    if (event === "ping") {
+      violate("SSE-PING", "a ping frame (not part of the seed's grammar; clients skip it)", frame);
+      continue;
+    }
+    if (!EVENT_NAMES.has(event)) {
+      violate("SSE-UNKNOWN-EVENT", `unknown event name "${event}"`, frame);
+      continue;
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(data);
+    } catch {
+      violate("SSE-DATA-JSON", "the data line is not JSON", frame);
+      continue;
+    }
+    if (!isRecord(json)) {
+      violate("SSE-DATA-JSON", "the data line is JSON but not an object", frame);
+      continue;
+    }
+    // The seed's error event shows no `type`; when present it must still match.
+    if (json.type !== event && !(event === "error" && json.type === undefined)) {
+      violate(
+        "SSE-TYPE-MATCHES-EVENT",
+        `data.type ${JSON.stringify(json.type)} differs from event "${event}"`,
+        frame,
+      );
+    }
+    reading.events.push({ name: event, data: json, frameIndex: frame.index, frame: frame.raw });
+
+    if (state === "before_start" && event !== "message_start" && event !== "error") {
+      violate("SSE-FIRST-MESSAGE-START", `the first event is "${event}", not message_start`, frame);
+      state = "between_blocks";
+    }
+
+    switch (event) {
+      case "message_start": {
+        if (state !== "before_start") {
+          violate("SSE-MESSAGE-START-ONCE", "a second message_start", frame);
+          break;
+        }
+        const message = json.message;
+        if (isRecord(message) && typeof message.model === "string") reading.model = message.model;
+        state = "between_blocks";
+        break;
+      }
+      case "content_block_start": {
+        if (openBlock) {
+          violate(
+            "SSE-BLOCK-TRIPLE",
+            `block ${openBlock.index} was not stopped before the next started`,
+            frame,
+          );
+          openBlock = null;
+        }
+        if (state === "after_message_delta") {
+          violate("SSE-MESSAGE-DELTA", "a block started after message_delta", frame);
+        }
+        const index = json.index;
+        if (index !== nextIndex) {
+          violate("SSE-INDEX-RUNNING", `index ${JSON.stringify(index)} where ${nextIndex} was due`, frame);
+        }
+        const block = isRecord(json.content_block) ? json.content_block : {};
+        const type = typeof block.type === "string" ? block.type : "";
+        if (!BLOCK_TYPES.has(type)) {
+          violate("SSE-BLOCK-TYPE", `unknown content block type ${JSON.stringify(block.type)}`, frame);
+        } else if ((type === "tool_use" || type === "tool_result") && !options.streamToolCalls) {
+          violate("SSE-TOOL-BLOCKS-GATED", `a ${type} block although stream_tool_calls was not true`, frame);
+        }
+        if (type === "text" && block.text !== "") {
+          violate("SSE-START-EMPTY", "a text block must start with an empty text string", frame);
+        }
+        if (type === "thinking" && block.thinking !== "") {
+          violate("SSE-START-EMPTY", "a thinking block must start with an empty thinking string", frame);
+        }
+        openBlock = {
+          index: typeof index === "number" ? index : nextIndex,
+          type,
+          start: block,
+          deltas: [],
+          stopped: false,
+        };
+        reading.blocks.push(openBlock);
+        nextIndex = (typeof index === "number" && Number.isInteger(index) ? index : nextIndex) + 1;
+        state = "in_block";
+        break;
+      }
+      case "content_block_delta": {
+        if (!openBlock) {
+          violate("SSE-BLOCK-TRIPLE", "a content_block_delta outside any block", frame);
+          break;
+        }
+        if (json.index !== openBlock.index) {
+          violate(
+            "SSE-BLOCK-TRIPLE",
+            `delta for index ${JSON.stringify(json.index)} inside block ${openBlock.index}`,
+            frame,
+          );
+        }
+        const delta = isRecord(json.delta) ? json.delta : {};
+        if (!DELTA_TYPES.has(String(delta.type))) {
+          violate("SSE-DELTA-TYPE", `unknown delta type ${JSON.stringify(delta.type)}`, frame);
+        }
+        openBlock.deltas.push(delta);
+        break;
+      }
+      case "content_block_stop": {
+        if (!openBlock) {
+          violate("SSE-BLOCK-TRIPLE", "a content_block_stop outside any block", frame);
+          break;
+        }
+        if (json.index !== openBlock.index) {
+          violate(
+            "SSE-BLOCK-TRIPLE",
+            `stop for index ${JSON.stringify(json.index)} closes block ${openBlock.index}`,
+            frame,
+          );
+        }
+        checkBlockDeltas(openBlock, frame, violate);
+        openBlock.stopped = true;
+        openBlock = null;
+        state = "between_blocks";
+        break;
+      }
+      case "message_delta": {
+        if (openBlock) {
+          violate("SSE-BLOCK-TRIPLE", `message_delta while block ${openBlock.index} is open`, frame);
+          openBlock = null;
+        }
+        if (sawMessageDelta) violate("SSE-MESSAGE-DELTA", "a second message_delta", frame);
+        sawMessageDelta = true;
+        const delta = isRecord(json.delta) ? json.delta : {};
+        reading.stopReason = delta.stop_reason;
+        if (typeof delta.stop_reason !== "string") {
+          violate("SSE-MESSAGE-DELTA", "message_delta.delta.stop_reason is not a string", frame);
+        } else if (delta.stop_reason !== "end_turn") {
+          violate(
+            "SSE-STOP-REASON",
+            `stop_reason "${delta.stop_reason}" (the seed shows only end_turn)`,
+            frame,
+          );
+        }
+        const usage = isRecord(json.usage) ? json.usage : undefined;
+        reading.usage = usage;
+        const missing = USAGE_FIELDS.filter((f) => typeof usage?.[f] !== "number");
+        if (missing.length > 0) {
+          violate("SSE-USAGE-FIVE-FIELDS", `message_delta.usage lacks numeric ${missing.join(", ")}`, frame);
+        }
+        state = "after_message_delta";
+        break;
+      }
+      case "message_stop": {
+        if (openBlock) {
+          violate("SSE-BLOCK-TRIPLE", `message_stop while block ${openBlock.index} is open`, frame);
+          openBlock = null;
+        }
+        if (!sawMessageDelta)
+          violate("SSE-MESSAGE-DELTA", "message_stop without a message_delta before it", frame);
+        reading.end = "message_stop";
+        state = "ended";
+        break;
+      }
+      case "error": {
+        const error = isRecord(json.error) ? json.error : {};
+        if (error.type !== "api_error" || typeof error.message !== "string") {
+          violate(
+            "SSE-ERROR-SHAPE",
+            'an error event must carry {error: {type: "api_error", message}}',
+            frame,
+          );
+        }
+        reading.errorMessage = typeof error.message === "string" ? error.message : undefined;
+        reading.end = "error";
+        state = "ended";
+        break;
+      }
+    }
+  }
+
+  if (state === "before_start") {
+    violate("SSE-FIRST-MESSAGE-START", "the stream has no message_start (no events at all)", null);
+  }
+  if (state !== "ended") {
+    violate("SSE-STOP-LAST", "the stream ended without message_stop (and without an error event)", null);
+  }
+  return reading;
+}
+
+/** Reads a frame's `event:` and `data:` lines; reports frames that are not exactly those two lines. */
+function readFrameLines(
+  frame: SseFrame,
+  violate: (code: GrammarCode, message: string, frame: SseFrame | null) => void,
+): { event: string; data: string } | null {
+  const fields: Array<[string, string]> = [];
+  let comments = 0;
+  for (const line of frame.raw.split("\n")) {
+    if (line.startsWith(":")) {
+      comments++;
+      continue;
+    }
+    const colon = line.indexOf(":");
+    const name = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    fields.push([name, value]);
+  }
+  if (fields.length === 0) {
+    if (comments > 0) violate("SSE-COMMENT", "a comment-only frame (ignored by clients)", frame);
+    return null;
+  }
+  const dataValues = fields.filter(([n]) => n === "data").map(([, v]) => v);
+  if (dataValues.some((v) => v.trim() === "[DONE]")) {
+    violate("SSE-DONE-SENTINEL", "a [DONE] sentinel (the stream must end at message_stop)", frame);
+    return null;
+  }
+  const [first, second] = fields;
+  if (fields.length !== 2 || first[0] !== "event" || second[0] !== "data") {
+    violate(
+      "SSE-FRAME-LINES",
+      `a frame must be one "event:" line then one "data:" line; saw ${fields.map(([n]) => n || "(empty)").join(", ")}`,
+      frame,
+    );
+    const event = fields.find(([n]) => n === "event");
+    // Without both lines the frame cannot be judged further; with both (wrong order, extra fields) it still can.
+    if (!event || dataValues.length !== 1) return null;
+    return { event: event[1], data: dataValues[0] };
+  }
+  return { event: first[1], data: second[1] };
+}
+
+/** A block arrives whole: the seed's delta sequence for its type, exactly once. */
+function checkBlockDeltas(
+  block: BlockSeen,
+  frame: SseFrame,
+  violate: (code: GrammarCode, message: string, frame: SseFrame | null) => void,
+): void {
+  const types = block.deltas.map((d) => String(d.type));
+  if (block.type === "tool_result") {
+    // The seed lists no delta type for tool_result: the start carries it whole, or one delta may follow.
+    if (types.length > 1) violate("SSE-BLOCK-TRIPLE", `tool_result block with ${types.length} deltas`, frame);
+    return;
+  }
+  const expected = EXPECTED_DELTAS[block.type];
+  if (!expected) return;
+  if (block.type === "thinking" && !types.includes("signature_delta")) {
+    violate("SSE-THINKING-SIGNATURE", `thinking block ${block.index} has no signature_delta`, frame);
+    if (types.length === 1 && types[0] === "thinking_delta") return;
+  }
+  if (types.length !== expected.length) {
+    violate(
+      "SSE-BLOCK-TRIPLE",
+      `${block.type} block ${block.index} carried ${types.length} deltas (${types.join(", ") || "none"}); expected ${expected.join(" then ")}`,
+      frame,
+    );
+    return;
+  }
+  for (let i = 0; i < expected.length; i++) {
+    if (types[i] !== expected[i]) {
+      violate(
+        "SSE-DELTA-TYPE",
+        `${block.type} block ${block.index} delta ${i} is ${types[i]}, expected ${expected[i]}`,
+        frame,
+      );
+      return;
+    }
+  }
+  if (block.type === "tool_use") {
+    const partial = block.deltas[0].partial_json;
+    try {
+      if (typeof partial !== "string") throw new Error("not a string");
+      JSON.parse(partial);
+    } catch {
+      violate(
+        "SSE-TOOL-INPUT-JSON",
+        `tool_use block ${block.index}: partial_json is not one complete JSON value`,
+        frame,
+      );
+    }
+  }
+}
+
+/** The text of the turn's text blocks, joined by newlines (what the agent "replied"). */
+export function replyText(reading: TurnStreamReading): string {
+  return reading.blocks
+    .filter((b) => b.type === "text")
+    .map((b) => b.deltas.map((d) => (typeof d.text === "string" ? d.text : "")).join(""))
+    .join("\n");
+}

@@ -1,0 +1,108 @@
+/**
+ * The conformance suite's vocabulary: what a check is, what it may need from the user, and what a run
+ * reports. The catalogue (catalogue.ts) is plain data of these shapes.
+ */
+import type { CheckContext } from "./context.ts";
+
+/** MUST: the seed states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
+export type Level = "MUST" | "SHOULD" | "INFO";
+
+/** Optional inputs a check may need; a check whose needs are not all given is skipped with the reason. */
+export type InputName =
+  | "memberKey"
+  | "viewerKey"
+  | "revokedKey"
+  | "foreignAgent"
+  | "automation"
+  | "storageAgent"
+  | "repoAgent"
+  | "repoUrl"
+  | "flowUrl"
+  | "flowId"
+  | "flowKey"
+  | "flowInput"
+  | "routingPrefix";
+
+export interface SuiteInputs {
+  baseUrl: string;
+  agent: string;
+  key: string;
+  memberKey?: string;
+  viewerKey?: string;
+  revokedKey?: string;
+  foreignAgent?: string;
+  automation?: string;
+  storageAgent?: string;
+  repoAgent?: string;
+  repoUrl?: string;
+  flowUrl?: string;
+  flowId?: string;
+  flowKey?: string;
+  /** `name=value` pairs for the deployed flow's input variables. */
+  flowInput?: string[];
+  routingPrefix?: string;
+  /** Bound for waiting on `agent_session_id` (the seed's client guidance). */
+  sessionWaitMs: number;
+}
+
+export interface CheckDef {
+  /** Stable id; users filter on it and CI reports name it. */
+  id: string;
+  level: Level;
+  /** Seed section the check verifies, e.g. "Errors", "Endpoints/Send a message". */
+  section: string;
+  /** One line saying what the deployment must do. */
+  title: string;
+  needs: InputName[];
+  run(ctx: CheckContext): Promise<void>;
+}
+
+/** One HTTP request and its response as the report shows them (keys masked, bodies cut short). */
+export interface Exchange {
+  method: string;
+  url: string;
+  requestHeaders: Record<string, string>;
+  requestBody?: string;
+  status: number;
+  responseHeaders: Record<string, string>;
+  responseBody: string;
+  ms: number;
+}
+
+export interface FailureDetail {
+  message: string;
+  /** JSON pointer into the offending body or event (schema violations). */
+  pointer?: string;
+  schemaPath?: string;
+  /** The offending SSE frame or JSON excerpt. */
+  evidence?: string;
+}
+
+export type Outcome = "pass" | "fail" | "skip";
+
+export interface CheckResult {
+  id: string;
+  level: Level;
+  section: string;
+  title: string;
+  outcome: Outcome;
+  ms: number;
+  /** Why it failed or was skipped. */
+  reason?: string;
+  details: FailureDetail[];
+  /** Observations that do not decide the outcome (e.g. `ping` frames seen). */
+  notes: string[];
+  /** The requests the check made; the reports show them for failures. */
+  exchanges: Exchange[];
+}
+
+export interface RunReport {
+  runId: string;
+  baseUrl: string;
+  agent: string;
+  startedAt: string;
+  ms: number;
+  results: CheckResult[];
+  /** Cleanup problems (a conversation the run created could not be deleted). */
+  warnings: string[];
+}

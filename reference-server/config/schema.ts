@@ -1,0 +1,170 @@
+/**
+ * JSON Schema of the user-facing config file (YAML or JSON; see config/README.md). It checks shapes
+ * only; references between entries (workspace, member, agent names) and "exactly one of key / key_sha256"
+ * are cross-checked in load.ts, where the message can name what is wrong.
+ */
+
+const identifier = { type: "string", minLength: 1, maxLength: 200, pattern: "^[^\\s/]+$" } as const;
+const nonEmpty = { type: "string", minLength: 1 } as const;
+const sha256 = { type: "string", pattern: "^[0-9a-fA-F]{64}$" } as const;
+
+export const configFileSchema = {
+  $id: "https://agent-conversation-api.local/config-file.json",
+  title: "Reference server config file",
+  type: "object",
+  additionalProperties: false,
+  required: ["workspaces"],
+  properties: {
+    workspaces: {
+      type: "array",
+      minItems: 1,
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["id", "members"],
+        properties: {
+          id: identifier,
+          name: nonEmpty,
+          members: {
+            type: "array",
+            items: {
+              type: "object",
+              additionalProperties: false,
+              required: ["id"],
+              properties: { id: identifier, name: nonEmpty },
+            },
+          },
+        },
+      },
+    },
+    keys: {
+      type: "array",
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["workspace", "member", "role"],
+        properties: {
+          key: { type: "string", minLength: 8, maxLength: 1024 },
+          key_sha256: sha256,
+          label: { type: "string", minLength: 1, maxLength: 100 },
+          workspace: identifier,
+          member: identifier,
+          role: { enum: ["Admin", "Builder", "Operator", "Viewer"] },
+          revoked: { type: "boolean" },
+        },
+      },
+    },
+    agents: {
+      type: "array",
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["name", "workspace", "kind", "default_model"],
+        properties: {
+          name: identifier,
+          workspace: identifier,
+          kind: { enum: ["storage", "repo"] },
+          default_model: identifier,
+          models: {
+            type: "array",
+            items: {
+              type: "object",
+              additionalProperties: false,
+              required: ["id"],
+              properties: { id: identifier, display_name: nonEmpty },
+            },
+          },
+          instructions: { type: "string" },
+          automations: {
+            type: "array",
+            items: {
+              type: "object",
+              additionalProperties: false,
+              required: ["name", "prompt"],
+              properties: {
+                name: identifier,
+                prompt: nonEmpty,
+                model: identifier,
+                active: { type: "boolean" },
+              },
+            },
+          },
+          secrets: {
+            type: "object",
+            propertyNames: { pattern: "^[A-Za-z_][A-Za-z0-9_]*$" },
+            additionalProperties: { type: "string" },
+          },
+          repo_url: nonEmpty,
+          files_dir: nonEmpty,
+        },
+      },
+    },
+    flows: {
+      type: "array",
+      items: {
+        type: "object",
+        additionalProperties: false,
+        required: ["id", "workspace", "steps", "keys", "run_as"],
+        properties: {
+          id: identifier,
+          workspace: identifier,
+          inputs: { type: "array", items: { type: "string", pattern: "^[A-Za-z_][A-Za-z0-9_]*$" } },
+          steps: {
+            type: "array",
+            minItems: 1,
+            items: {
+              type: "object",
+              additionalProperties: false,
+              required: ["name", "agent", "prompt"],
+              properties: { name: nonEmpty, agent: identifier, prompt: nonEmpty },
+            },
+          },
+          keys: {
+            type: "array",
+            minItems: 1,
+            items: {
+              type: "object",
+              additionalProperties: false,
+              properties: { key: { type: "string", minLength: 8, maxLength: 1024 }, key_sha256: sha256 },
+            },
+          },
+          run_as: identifier,
+        },
+      },
+    },
+  },
+} as const;
+
+/** The file format as TypeScript (what passes configFileSchema). */
+export interface ConfigFile {
+  workspaces: Array<{ id: string; name?: string; members: Array<{ id: string; name?: string }> }>;
+  keys?: Array<{
+    key?: string;
+    key_sha256?: string;
+    label?: string;
+    workspace: string;
+    member: string;
+    role: "Admin" | "Builder" | "Operator" | "Viewer";
+    revoked?: boolean;
+  }>;
+  agents?: Array<{
+    name: string;
+    workspace: string;
+    kind: "storage" | "repo";
+    default_model: string;
+    models?: Array<{ id: string; display_name?: string }>;
+    instructions?: string;
+    automations?: Array<{ name: string; prompt: string; model?: string; active?: boolean }>;
+    secrets?: Record<string, string>;
+    repo_url?: string;
+    files_dir?: string;
+  }>;
+  flows?: Array<{
+    id: string;
+    workspace: string;
+    inputs?: string[];
+    steps: Array<{ name: string; agent: string; prompt: string }>;
+    keys: Array<{ key?: string; key_sha256?: string }>;
+    run_as: string;
+  }>;
+}

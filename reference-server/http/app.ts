@@ -1,0 +1,228 @@
+/**
+ * The HTTP surface of the reference server on Fastify: routes of the spec, key authentication, request
+ * validation from the bundled spec, SSE turns, and one JSON error shape for every failure before a
+ * stream opens. Fastify was picked for its routing, body limits and hooks; its own schema layer is not
+ * used because the requests are validated against the OpenAPI document itself.
+ */
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from "fastify";
+import type { components } from "../../generated/api-types.ts";
+import type { KeyIndex } from "../config/keys.ts";
+import type { ServerConfig } from "../config/types.ts";
+import { ApiError, badRequest, notFound } from "../service/errors.ts";
+import type { Service } from "../service/index.ts";
+import { type AuthenticatedCaller, authenticate, headerValue, presentedKey } from "./auth.ts";
+import { writeEventStream } from "./sse.ts";
+import { RequestValidator } from "./validate.ts";
+
+type Schemas = components["schemas"];
+
+/** Largest request body accepted (the seed leaves it "not shown"); attachments alone may reach 10 MiB decoded. */
+export const BODY_LIMIT_BYTES = 32 * 1024 * 1024;
+
+export interface AppOptions {
+  config: ServerConfig;
+  keys: KeyIndex;
+  service: Service;
+  routingPrefix: string;
+  logger: FastifyBaseLogger;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    caller?: AuthenticatedCaller;
+  }
+}
+
+interface AgentParams {
+  agent: string;
+}
+interface ConversationParams extends AgentParams {
+  id: string;
+}
+
+/** Fastify's own errors (bad JSON, body too large, ...) carry a statusCode; map them to our error body. */
+function toApiError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  const status = (error as { statusCode?: number }).statusCode;
+  const message = error instanceof Error ? error.message : String(error);
+  if (status === 413)
+    return new ApiError(413, "request_too_large", `Request body is larger than ${BODY_LIMIT_BYTES} bytes`);
+  if (typeof status === "number" && status >= 400 && status < 500)
+    return new ApiError(status, "invalid_request_error", message);
+  return new ApiError(500, "api_error", "Internal server error");
+}
+
+export function buildApp(options: AppOptions): FastifyInstance {
+  const { config, keys, service } = options;
+  const validator = new RequestValidator();
+  const app = Fastify({
+    loggerInstance: options.logger,
+    // Fastify's two lines per request are replaced by the one written in onResponse below.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT_BYTES,
+    // Conversation ids are caller-chosen and may be long; the id rules themselves live in the service.
+    routerOptions: { maxParamLength: 2048, ignoreTrailingSlash: true },
+    return503OnClosing: true,
+  });
+
+  // Any content type is read as JSON: `curl -d` sends form encoding by default, and the body is JSON anyway.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => {
+    const text = String(body);
+    if (text.trim() === "") return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (error) {
+      done(
+        badRequest(`Malformed JSON body: ${error instanceof Error ? error.message : String(error)}`),
+        undefined,
+      );
+    }
+  });
+
+  app.addHook("onResponse", async (request, reply) => {
+    // One line per request; never headers or bodies (keys and prompts are secrets of the caller).
+    request.log.info(
+      {
+        method: request.method,
+        url: request.url.length > 300 ? `${request.url.slice(0, 300)}…` : request.url,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+        key: request.caller?.keyLabel,
+      },
+      "request",
+    );
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const apiError = toApiError(error);
+    if (apiError.status >= 500) request.log.error({ err: error }, "request failed");
+    reply.code(apiError.status).type("application/json").send(apiError.toBody());
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const error = notFound(`No route for ${request.method} ${request.url.split("?")[0]}`);
+    reply.code(404).type("application/json").send(error.toBody());
+  });
+
+  const callerOf = (request: FastifyRequest): AuthenticatedCaller => {
+    request.caller = authenticate(config, keys, presentedKey(request.headers));
+    return request.caller;
+  };
+
+  async function streamTurn(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    agent: string,
+    body: Schemas["SendMessageRequest"],
+    routed: boolean,
+  ): Promise<void> {
+    const turn = await service.turns.prepare({
+      caller: request.caller as AuthenticatedCaller,
+      agent,
+      body,
+      routed,
+    });
+    reply.hijack();
+    await writeEventStream(reply.raw, turn.conversationId, (signal) => turn.events(signal));
+    // The hijacked reply skips onResponse; log the turn here so every request has its line.
+    request.log.info(
+      {
+        method: request.method,
+        url: request.url,
+        status: 200,
+        ms: Math.round(reply.elapsedTime),
+        key: request.caller?.keyLabel,
+      },
+      "request",
+    );
+  }
+
+  app.post<{ Params: AgentParams }>("/api/agents/:agent/v1/messages", async (request, reply) => {
+    callerOf(request);
+    validator.body("sendMessage", request.body);
+    await streamTurn(
+      request,
+      reply,
+      request.params.agent,
+      request.body as Schemas["SendMessageRequest"],
+      false,
+    );
+  });
+
+  app.post("/api/agents/v1/messages", async (request, reply) => {
+    callerOf(request);
+    validator.body("sendRoutedMessage", request.body);
+    const body = request.body as Schemas["SendMessageRequest"];
+    if (typeof body.model !== "string" || body.model === "")
+      throw badRequest("model is required: <routing_prefix>--<agent> or an agent name");
+    const prefix = `${options.routingPrefix}--`;
+    const agent = body.model.startsWith(prefix) ? body.model.slice(prefix.length) : body.model;
+    await streamTurn(request, reply, agent, body, true);
+  });
+
+  app.get<{ Params: AgentParams }>("/api/agents/:agent/v1/models", async (request) => {
+    return service.models(callerOf(request), request.params.agent);
+  });
+
+  app.get<{ Params: AgentParams }>("/api/agents/:agent/conversations", async (request) => {
+    const caller = callerOf(request);
+    const query = validator.query("listConversations", request.query as Record<string, unknown>);
+    return service.conversations.list(caller, request.params.agent, query);
+  });
+
+  app.get<{ Params: ConversationParams }>("/api/agents/:agent/conversations/:id", async (request) => {
+    return service.conversations.get(callerOf(request), request.params.agent, request.params.id);
+  });
+
+  app.post<{ Params: ConversationParams }>("/api/agents/:agent/conversations/:id", async (request) => {
+    const caller = callerOf(request);
+    validator.body("setConversationSharing", request.body);
+    const { shared } = request.body as Schemas["ShareRequest"];
+    return service.conversations.share(caller, request.params.agent, request.params.id, shared);
+  });
+
+  app.delete<{ Params: ConversationParams }>(
+    "/api/agents/:agent/conversations/:id",
+    async (request, reply) => {
+      await service.conversations.delete(callerOf(request), request.params.agent, request.params.id);
+      reply.code(204).send();
+    },
+  );
+
+  app.get<{ Params: ConversationParams }>(
+    "/api/agents/:agent/conversations/:id/messages",
+    async (request) => {
+      return service.conversations.transcript(callerOf(request), request.params.agent, request.params.id);
+    },
+  );
+
+  app.get<{ Params: ConversationParams }>(
+    "/api/agents/:agent/conversations/:id/last-compaction",
+    async (request) => {
+      return service.conversations.lastCompaction(callerOf(request), request.params.agent, request.params.id);
+    },
+  );
+
+  app.post<{ Params: ConversationParams }>("/api/agents/:agent/conversations/:id/fork", async (request) => {
+    const caller = callerOf(request);
+    const body = (request.body ?? {}) as Schemas["ForkRequest"];
+    validator.body("forkConversation", body);
+    return service.conversations.fork(caller, request.params.agent, request.params.id, body);
+  });
+
+  app.post<{ Params: { app_id: string } }>("/apps/:app_id", async (request) => {
+    const key = headerValue(request.headers["x-api-key"]);
+    validator.body("invokeFlow", request.body);
+    const { input_vars } = request.body as Schemas["FlowInvokeRequest"];
+    return service.flows.invoke(request.params.app_id, key, input_vars);
+  });
+
+  return app;
+}

@@ -1,0 +1,51 @@
+/**
+ * Writes a turn's events as server-sent events on a raw Node response: `event: <type>` then `data: <JSON>`
+ * per frame, no `[DONE]` sentinel. A client that goes away aborts the turn's signal; the turn still runs
+ * its bookkeeping to the end (the generator is always drained) so the transcript is never half-written.
+ */
+import type { ServerResponse } from "node:http";
+import type { StreamEvent } from "../service/stream-events.ts";
+
+export function frame(event: StreamEvent): string {
+  const name = event.type ?? "error";
+  return `event: ${name}\ndata: ${JSON.stringify(event)}\n\n`;
+}
+
+export async function writeEventStream(
+  res: ServerResponse,
+  conversationId: string,
+  run: (signal: AbortSignal) => AsyncGenerator<StreamEvent, void, void>,
+): Promise<void> {
+  const abort = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) abort.abort();
+  };
+  res.on("close", onClose);
+  res.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache",
+    connection: "keep-alive",
+    "x-accel-buffering": "no",
+    "x-conversation-id": conversationId,
+  });
+  res.flushHeaders();
+  try {
+    for await (const event of run(abort.signal)) {
+      if (res.destroyed || res.writableEnded) continue;
+      if (!res.write(frame(event))) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            res.off("drain", done);
+            res.off("close", done);
+            resolve();
+          };
+          res.on("drain", done);
+          res.on("close", done);
+        });
+      }
+    }
+  } finally {
+    res.off("close", onClose);
+    if (!res.writableEnded) res.end();
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * Starts the reference server: config (file or demo) → store (SQLite in --data) → sandbox → engine →
+ * service → HTTP. `startServer` is what `agent-api serve`, the tests and the in-process demo all call.
+ */
+import { mkdir, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { pino } from "pino";
+import { createDemo, demoKeys, formatEnvFile } from "./config/demo.ts";
+import { createKeyIndex } from "./config/keys.ts";
+import { loadConfigFile } from "./config/load.ts";
+import type { ServerConfig } from "./config/types.ts";
+import { createEngine } from "./engine/index.ts";
+import { buildApp } from "./http/app.ts";
+import { createSandboxManager } from "./sandbox/index.ts";
+import { createService } from "./service/index.ts";
+import { openSqliteStore } from "./store/sqlite.ts";
+
+export interface ServerOptions {
+  /** Directory of the SQLite database, sandboxes and the demo's files. */
+  dataDir: string;
+  port?: number;
+  host?: string;
+  /** A config file (YAML or JSON); without it the demo is served. */
+  configFile?: string;
+  demo?: boolean;
+  /** Delay between a stream closing and `agent_session_id` being recorded (default 2000 ms). */
+  sessionDelayMs?: number;
+  routingPrefix?: string;
+  engine?: string;
+  logLevel?: string;
+  /** Idle time after which a warm sandbox is reclaimed (files persist). */
+  sandboxIdleMs?: number;
+  unsafeNoIsolation?: boolean;
+  compactionBudgetChars?: number;
+  turnTimeoutMs?: number;
+  toolTimeoutMs?: number;
+  toolOutputCapBytes?: number;
+  /** Write the AGENT_API_* variables for the conformance suite here (demo only). */
+  envFile?: string;
+}
+
+export interface RunningServer {
+  url: string;
+  /** AGENT_API_* variables that point the conformance suite at this server (demo only, else {}). */
+  envVars: Record<string, string>;
+  isolation: "bwrap" | "none" | "unavailable";
+  config: ServerConfig;
+  close(): Promise<void>;
+}
+
+export const DEFAULTS = {
+  port: 3001,
+  host: "127.0.0.1",
+  sessionDelayMs: 2000,
+  routingPrefix: "agent-api",
+  engine: "scripted",
+  sandboxIdleMs: 5 * 60_000,
+  compactionBudgetChars: 24_000,
+  turnTimeoutMs: 10 * 60_000,
+  toolTimeoutMs: 30_000,
+  toolOutputCapBytes: 64 * 1024,
+} as const;
+
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const dataDir = resolve(options.dataDir);
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  const routingPrefix = options.routingPrefix ?? DEFAULTS.routingPrefix;
+  const logger = pino({ level: options.logLevel ?? "info" });
+
+  const useDemo = options.demo === true || options.configFile === undefined;
+  const demo = useDemo
+    ? await createDemo(dataDir, { baseUrl: "http://placeholder", routingPrefix })
+    : undefined;
+  const config = demo ? demo.config : await loadConfigFile(options.configFile as string);
+
+  const engine = createEngine(options.engine ?? DEFAULTS.engine);
+  const store = openSqliteStore(join(dataDir, "agent-api.sqlite"));
+  const sandbox = await createSandboxManager({
+    rootDir: join(dataDir, "sandboxes"),
+    idleMs: options.sandboxIdleMs ?? DEFAULTS.sandboxIdleMs,
+    unsafeNoIsolation: options.unsafeNoIsolation === true,
+    toolTimeoutMs: options.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs,
+    toolOutputCapBytes: options.toolOutputCapBytes ?? DEFAULTS.toolOutputCapBytes,
+  });
+  if (sandbox.isolation === "unavailable") {
+    logger.warn(
+      "bubblewrap (bwrap) is not usable here: tools are refused. Install it (apt-get install bubblewrap) or start with --unsafe-no-isolation",
+    );
+  } else if (sandbox.isolation === "none") {
+    logger.warn(
+      "--unsafe-no-isolation: tools run WITHOUT isolation (they can read the file system and the network)",
+    );
+  }
+
+  const keys = createKeyIndex(config);
+  const service = createService(
+    {
+      config,
+      store,
+      sandbox,
+      engine,
+      options: {
+        sessionDelayMs: options.sessionDelayMs ?? DEFAULTS.sessionDelayMs,
+        routingPrefix,
+        compactionBudgetChars: options.compactionBudgetChars ?? DEFAULTS.compactionBudgetChars,
+        turnTimeoutMs: options.turnTimeoutMs ?? DEFAULTS.turnTimeoutMs,
+      },
+    },
+    keys.lookupFlowKey,
+  );
+  const app = buildApp({ config, keys, service, routingPrefix, logger });
+  let closed = false;
+  const closeAll = async () => {
+    if (closed) return;
+    closed = true;
+    await app.close();
+    service.close();
+    await sandbox.close();
+    store.close();
+  };
+  try {
+    await app.listen({ port: options.port ?? DEFAULTS.port, host: options.host ?? DEFAULTS.host });
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+  const address = app.server.address();
+  const port = typeof address === "object" && address ? address.port : options.port;
+  const host = options.host ?? DEFAULTS.host;
+  const url = `http://${host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
+
+  const envVars: Record<string, string> = demo
+    ? { ...demo.envVars, AGENT_API_BASE_URL: url, AGENT_API_FLOW_URL: url }
+    : {};
+  if (options.envFile && demo) await writeFile(options.envFile, formatEnvFile(envVars));
+  return { url, envVars, isolation: sandbox.isolation, config, close: closeAll };
+}
+
+export { demoKeys };

@@ -1,0 +1,137 @@
+/**
+ * `metadata.attachments`: parsed defensively, capped, written to `<workdir>/.uploads/`.
+ *
+ * Rules (all drops are silent, as the seed says):
+ * - an entry is kept only if it is an object with non-empty string `name`, `mediaType`, `dataBase64`,
+ *   and `dataBase64` is strict canonical base64 (A–Z a–z 0–9 + / with correct `=` padding, no
+ *   whitespace, no `data:` prefix);
+ * - entries are taken in request order; at most 10 are kept; an entry whose decoded size would take
+ *   the turn's total past 10 MiB is dropped, and later smaller entries may still fit;
+ * - names become a safe basename (see sanitizeAttachmentName) de-duplicated against this turn's
+ *   files and files already in `.uploads/` as `a.txt`, `a (1).txt`, `a (2).txt`, ...
+ */
+import { readdir, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { ensureRealDirectory } from "./safe-paths.ts";
+
+export const UPLOADS_DIR = ".uploads";
+export const MAX_ATTACHMENTS = 10;
+export const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024;
+const MAX_NAME_BYTES = 200;
+/** An extension longer than this is treated as part of the name when shortening. */
+const MAX_EXTENSION_BYTES = 16;
+const FALLBACK_NAME = "attachment";
+/** Alphabet and padding; a grouped pattern would overflow the regex stack on 10 MiB inputs. */
+const BASE64_CHARS = /^[A-Za-z0-9+/]+={0,2}$/;
+
+export interface DecodedAttachment {
+  name: string;
+  mediaType: string;
+  data: Buffer;
+}
+
+function nonEmptyString(value: unknown): value is string {
+  return typeof value === "string" && value.length > 0;
+}
+
+/** Strict base64: alphabet, length a multiple of 4, and re-encoding gives the input back (canonical padding). */
+export function decodeStrictBase64(text: string): Buffer | null {
+  if (text.length % 4 !== 0 || !BASE64_CHARS.test(text)) return null;
+  const data = Buffer.from(text, "base64");
+  return data.toString("base64") === text ? data : null;
+}
+
+/** Valid entries within the caps, in request order, names not yet sanitized. */
+export function acceptAttachments(raw: unknown): DecodedAttachment[] {
+  if (!Array.isArray(raw)) return [];
+  const accepted: DecodedAttachment[] = [];
+  let total = 0;
+  for (const entry of raw) {
+    if (accepted.length >= MAX_ATTACHMENTS) break;
+    if (typeof entry !== "object" || entry === null || Array.isArray(entry)) continue;
+    const { name, mediaType, dataBase64 } = entry as Record<string, unknown>;
+    if (!nonEmptyString(name) || !nonEmptyString(mediaType) || !nonEmptyString(dataBase64)) continue;
+    // Cheap size bound before decoding: 4 base64 chars carry at most 3 bytes.
+    if ((dataBase64.length / 4) * 3 - 2 > MAX_ATTACHMENT_BYTES - total) continue;
+    const data = decodeStrictBase64(dataBase64);
+    if (data === null) continue;
+    if (total + data.length > MAX_ATTACHMENT_BYTES) continue;
+    total += data.length;
+    accepted.push({ name, mediaType, data });
+  }
+  return accepted;
+}
+
+/** Cuts `text` to at most `maxBytes` UTF-8 bytes without splitting a character. */
+function cutToBytes(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text) <= maxBytes) return text;
+  let out = "";
+  let used = 0;
+  for (const char of text) {
+    const size = Buffer.byteLength(char);
+    if (used + size > maxBytes) break;
+    out += char;
+    used += size;
+  }
+  return out;
+}
+
+function splitExtension(name: string): { stem: string; extension: string } {
+  const dot = name.lastIndexOf(".");
+  if (dot <= 0) return { stem: name, extension: "" };
+  const extension = name.slice(dot);
+  if (Buffer.byteLength(extension) > MAX_EXTENSION_BYTES) return { stem: name, extension: "" };
+  return { stem: name.slice(0, dot), extension };
+}
+
+/** Joins stem, optional ` (n)` suffix and extension within the byte limit, shortening the stem. */
+function composeName(stem: string, suffix: string, extension: string): string {
+  const room = MAX_NAME_BYTES - Buffer.byteLength(suffix) - Buffer.byteLength(extension);
+  const cut = cutToBytes(stem, Math.max(room, 1)).trimEnd();
+  return `${cut || FALLBACK_NAME}${suffix}${extension}`;
+}
+
+/**
+ * A safe basename: the part after the last `/` or `\`, control characters (NUL included) removed,
+ * leading dots and spaces removed (never `.`, `..` or hidden), trailing dots and spaces removed,
+ * at most 200 UTF-8 bytes keeping the extension; `attachment` when nothing is left.
+ */
+export function sanitizeAttachmentName(raw: string): string {
+  const base = raw.split(/[/\\]/).pop() ?? "";
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is the point.
+  const printable = base.replace(/[\u0000-\u001f\u007f]/g, "");
+  const trimmed = printable.replace(/^[.\s]+/, "").replace(/[.\s]+$/, "");
+  if (trimmed === "") return FALLBACK_NAME;
+  const { stem, extension } = splitExtension(trimmed);
+  return composeName(stem, "", extension);
+}
+
+/** `a.txt` → `a (1).txt`, `a (2).txt`, ... until the name is not in `taken`. */
+export function deduplicateName(name: string, taken: Set<string>): string {
+  if (!taken.has(name)) return name;
+  const { stem, extension } = splitExtension(name);
+  for (let n = 1; ; n++) {
+    const candidate = composeName(stem, ` (${n})`, extension);
+    if (!taken.has(candidate)) return candidate;
+  }
+}
+
+/**
+ * Writes the accepted attachments to `<workdir>/.uploads/` and returns their paths relative to workdir
+ * (`.uploads/<name>`). `.uploads` is recreated as a real directory if a tool replaced it by a link.
+ */
+export async function writeAttachments(workdir: string, raw: unknown): Promise<string[]> {
+  const accepted = acceptAttachments(raw);
+  if (accepted.length === 0) return [];
+  const uploads = await ensureRealDirectory(workdir, UPLOADS_DIR);
+  const taken = new Set(await readdir(uploads));
+  const written: string[] = [];
+  for (const attachment of accepted) {
+    const name = deduplicateName(sanitizeAttachmentName(attachment.name), taken);
+    taken.add(name);
+    // "wx": never write through something that appeared at this name.
+    await writeFile(path.join(uploads, name), attachment.data, { flag: "wx" });
+    written.push(`${UPLOADS_DIR}/${name}`);
+  }
+  return written;
+}

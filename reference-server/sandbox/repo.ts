@@ -1,0 +1,183 @@
+/**
+ * Repository-backed working directories. The git directory lives under `repos/`, apart from the
+ * working tree the sandbox sees, and every git command names both explicitly: a tool can write
+ * anything into the working tree (even a `.git`), but never the config or hooks that the server's
+ * own git runs with.
+ */
+import { execFile } from "node:child_process";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { UPLOADS_DIR } from "./attachments.ts";
+
+export const AGENT_AUTHOR_NAME = "Agent";
+export const AGENT_AUTHOR_EMAIL = "agent@agent-api.local";
+
+export interface RepoPaths {
+  gitDir: string;
+  workTree: string;
+}
+
+export class GitError extends Error {
+  readonly exitCode: number | null;
+  constructor(message: string, exitCode: number | null) {
+    super(message);
+    this.name = "GitError";
+    this.exitCode = exitCode;
+  }
+}
+
+/** Git with no user/system config, no hooks, no prompts, and the fixed agent identity. */
+function gitEnvironment(): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: "/nonexistent",
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_TERMINAL_PROMPT: "0",
+    GIT_AUTHOR_NAME: AGENT_AUTHOR_NAME,
+    GIT_AUTHOR_EMAIL: AGENT_AUTHOR_EMAIL,
+    GIT_COMMITTER_NAME: AGENT_AUTHOR_NAME,
+    GIT_COMMITTER_EMAIL: AGENT_AUTHOR_EMAIL,
+    LANG: "C",
+  };
+}
+
+/** Git directories whose last fast-forward failed (retried on the next turn). */
+const mergePending = new Set<string>();
+
+const SAFE_CONFIG = [
+  "-c",
+  "core.hooksPath=/dev/null",
+  "-c",
+  "commit.gpgSign=false",
+  "-c",
+  "core.fsmonitor=false",
+];
+
+export function git(args: string[], cwd: string, repo?: RepoPaths): Promise<string> {
+  const location = repo ? [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`] : [];
+  return new Promise((resolve, reject) => {
+    execFile(
+      "git",
+      [...SAFE_CONFIG, ...location, ...args],
+      { cwd, env: gitEnvironment(), maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error) {
+          const code = typeof error.code === "number" ? error.code : null;
+          reject(new GitError(`git ${args[0]} failed: ${String(stderr).trim() || error.message}`, code));
+        } else {
+          resolve(String(stdout));
+        }
+      },
+    );
+  });
+}
+
+async function gitSucceeds(args: string[], repo: RepoPaths): Promise<boolean> {
+  try {
+    await git(args, repo.workTree, repo);
+    return true;
+  } catch (error) {
+    if (error instanceof GitError && error.exitCode === 1) return false;
+    throw error;
+  }
+}
+
+/** The remote's default branch, from `git ls-remote --symref origin HEAD`; null for an empty remote. */
+export async function remoteDefaultBranch(repo: RepoPaths): Promise<string | null> {
+  const out = await git(["ls-remote", "--symref", "origin", "HEAD"], repo.workTree, repo);
+  const match = /^ref: refs\/heads\/(\S+)\s+HEAD$/m.exec(out);
+  return match ? match[1] : null;
+}
+
+/**
+ * A fresh clone of `url` whose git directory is `repo.gitDir`, checked out into `repo.workTree`
+ * (which may already hold the conversation's untracked files).
+ */
+export async function cloneInto(url: string, repo: RepoPaths, scratchRoot: string): Promise<void> {
+  // git clone wants an empty target for its `.git` link file; the real tree is checked out afterwards.
+  const scratch = await mkdtemp(path.join(scratchRoot, "clone-"));
+  try {
+    await git(
+      [
+        "clone",
+        "--quiet",
+        "--no-checkout",
+        `--separate-git-dir=${repo.gitDir}`,
+        "--",
+        url,
+        path.join(scratch, "t"),
+      ],
+      scratchRoot,
+    );
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+  await excludeUploads(repo);
+  if (await gitSucceeds(["rev-parse", "--verify", "--quiet", "HEAD"], repo)) {
+    await git(["reset", "--quiet", "--hard", "HEAD"], repo.workTree, repo);
+  }
+}
+
+/** Attachments are never committed: `.uploads/` is in the clone's own exclude file. */
+export async function excludeUploads(repo: RepoPaths): Promise<void> {
+  await mkdir(path.join(repo.gitDir, "info"), { recursive: true });
+  await writeFile(path.join(repo.gitDir, "info", "exclude"), `/${UPLOADS_DIR}/\n`);
+}
+
+/** A ref's commit read straight from the git directory (loose, then packed): no process needed. */
+async function readRef(gitDir: string, ref: string): Promise<string | null> {
+  try {
+    return (await readFile(path.join(gitDir, ref), "utf8")).trim();
+  } catch {
+    const packed = await readFile(path.join(gitDir, "packed-refs"), "utf8").catch(() => "");
+    const line = packed.split("\n").find((l) => l.endsWith(` ${ref}`));
+    return line ? line.slice(0, line.indexOf(" ")) : null;
+  }
+}
+
+/**
+ * Fetches and fast-forwards to the remote branch when that is possible; local changes are kept.
+ * A warm turn skips the merge when the fetch brought nothing new for the branch (it would be a no-op).
+ */
+export async function refresh(repo: RepoPaths, branch: string | null, alwaysMerge: boolean): Promise<void> {
+  const tracking = branch === null ? null : `refs/remotes/origin/${branch}`;
+  const before = tracking === null ? null : await readRef(repo.gitDir, tracking);
+  await git(["fetch", "--quiet", "--prune", "origin"], repo.workTree, repo);
+  if (branch === null || tracking === null) return;
+  const after = await readRef(repo.gitDir, tracking);
+  if (after === null || (after === before && !alwaysMerge && !mergePending.has(repo.gitDir))) return;
+  // Fails when local work diverged or conflicts: the turn then works on what it has, and the next
+  // turn tries again even if the fetch brings nothing new.
+  try {
+    await git(["merge", "--quiet", "--ff-only", `origin/${branch}`], repo.workTree, repo);
+    mergePending.delete(repo.gitDir);
+  } catch {
+    mergePending.add(repo.gitDir);
+  }
+}
+
+/**
+ * Stages everything (but `.uploads/`, excluded), commits as the agent and pushes to `branch`. Returns the new
+ * commit, or null when the turn changed nothing. A push rejected because the remote moved is
+ * retried once after rebasing onto it.
+ */
+export async function commitAndPush(
+  repo: RepoPaths,
+  branch: string,
+  conversationId: string,
+): Promise<string | null> {
+  // `.uploads/` is in info/exclude, so attachments are never staged.
+  await git(["add", "--all"], repo.workTree, repo);
+  if (await gitSucceeds(["diff", "--cached", "--quiet"], repo)) return null;
+  const message = `agent turn on conversation ${conversationId.replace(/[\r\n]+/g, " ").slice(0, 200)}`;
+  await git(["commit", "--quiet", "--no-verify", "-m", message], repo.workTree, repo);
+  try {
+    await git(["push", "--quiet", "origin", `HEAD:refs/heads/${branch}`], repo.workTree, repo);
+  } catch {
+    await git(["fetch", "--quiet", "origin"], repo.workTree, repo);
+    await git(["rebase", "--quiet", `origin/${branch}`], repo.workTree, repo);
+    await git(["push", "--quiet", "origin", `HEAD:refs/heads/${branch}`], repo.workTree, repo);
+  }
+  return (await git(["rev-parse", "HEAD"], repo.workTree, repo)).trim();
+}

@@ -1,0 +1,108 @@
+/**
+ * Storage-backed agents: the agent's own files (its `filesDir`) are restored fresh into the working
+ * directory every turn, and what a turn writes to `outputs/` is published to the workspace store.
+ */
+import { copyFile, lstat, mkdir, readFile, rm } from "node:fs/promises";
+import path from "node:path";
+import {
+  clearPathForServerWrite,
+  ensureRealDirectory,
+  listRegularFiles,
+  relativeComponents,
+  resolveInside,
+  SandboxPathError,
+} from "./safe-paths.ts";
+
+export const OUTPUTS_DIR = "outputs";
+
+interface FileStamp {
+  size: number;
+  ctimeMs: number;
+  ino: number;
+}
+
+/**
+ * Source and copy of each file at the last restore: lets a warm turn copy only what changed since.
+ * ctime (not mtime) because a tool cannot set it back.
+ */
+export type RestoreManifest = Map<string, { source: FileStamp; copy: FileStamp }>;
+
+async function fileStamp(file: string): Promise<FileStamp | null> {
+  try {
+    const stats = await lstat(file);
+    return stats.isFile() ? { size: stats.size, ctimeMs: stats.ctimeMs, ino: stats.ino } : null;
+  } catch {
+    return null;
+  }
+}
+
+function sameStamp(a: FileStamp | null, b: FileStamp): boolean {
+  return a !== null && a.size === b.size && a.ctimeMs === b.ctimeMs && a.ino === b.ino;
+}
+
+/**
+ * Copies every file of `filesDir` (but its own `outputs/`) into `workdir`. With the manifest of the
+ * previous restore (warm), a file neither side changed is not copied again; without it (cold),
+ * everything is. Files the conversation created itself are left alone. Returns the new manifest.
+ */
+export async function restoreAgentFiles(
+  filesDir: string,
+  workdir: string,
+  previous: RestoreManifest | null,
+): Promise<RestoreManifest> {
+  const files = await listRegularFiles(filesDir, (rel) => rel === OUTPUTS_DIR);
+  const manifest: RestoreManifest = new Map();
+  for (const rel of files) {
+    const parts = rel.split("/");
+    const sourcePath = path.join(filesDir, ...parts);
+    const dest = path.join(workdir, ...parts);
+    const source = await fileStamp(sourcePath);
+    if (source === null) continue;
+    const known = previous?.get(rel);
+    if (known && sameStamp(source, known.source) && sameStamp(await fileStamp(dest), known.copy)) {
+      manifest.set(rel, known);
+      continue;
+    }
+    await clearPathForServerWrite(workdir, parts);
+    await copyFile(sourcePath, dest);
+    const copy = await fileStamp(dest);
+    if (copy) manifest.set(rel, { source, copy });
+  }
+  return manifest;
+}
+
+/** `outputs/` is the turn's outbox: it starts empty each turn (earlier turns' files are in the store). */
+export async function resetOutputs(workdir: string): Promise<void> {
+  await rm(path.join(workdir, OUTPUTS_DIR), { recursive: true, force: true });
+  await ensureRealDirectory(workdir, OUTPUTS_DIR);
+}
+
+/** Copies the regular files under `<workdir>/outputs/` into `storeDir` (links are not followed). */
+export async function publishOutputs(workdir: string, storeDir: string): Promise<string[]> {
+  const outputs = path.join(workdir, OUTPUTS_DIR);
+  const stats = await lstat(outputs).catch(() => null);
+  if (!stats?.isDirectory()) return [];
+  const files = await listRegularFiles(outputs);
+  for (const rel of files) {
+    const parts = rel.split("/");
+    await mkdir(storeDir, { recursive: true });
+    await clearPathForServerWrite(storeDir, parts);
+    await copyFile(path.join(outputs, ...parts), path.join(storeDir, ...parts));
+  }
+  return files;
+}
+
+export function listStoreFiles(storeDir: string): Promise<string[]> {
+  return listRegularFiles(storeDir);
+}
+
+/** Reads one published file; a path outside the store or a missing file is a SandboxPathError. */
+export async function readStoreFile(storeDir: string, relPath: string): Promise<Buffer> {
+  const parts = relativeComponents(relPath);
+  if (parts.length === 0) throw new SandboxPathError("path must name a file");
+  const stats = await lstat(storeDir).catch(() => null);
+  if (!stats?.isDirectory()) throw new SandboxPathError(`no such file: ${relPath}`);
+  const file = await resolveInside(storeDir, parts, false);
+  if (!(await lstat(file)).isFile()) throw new SandboxPathError(`not a file: ${relPath}`);
+  return readFile(file);
+}

@@ -1,0 +1,85 @@
+/**
+ * Where a turn runs: a per-conversation working directory plus tools executed as isolated child
+ * processes. The service asks for a TurnSandbox at the start of a turn and finishes it at the end.
+ */
+
+export type ToolName = "write_file" | "read_file" | "list_files" | "run_command";
+
+export interface ToolOutcome {
+  content: string;
+  isError: boolean;
+}
+
+/** Inputs: write_file {path, content}; read_file {path}; list_files {path?}; run_command {command}. */
+export interface ToolRunner {
+  run(name: ToolName, input: Record<string, unknown>): Promise<ToolOutcome>;
+}
+
+/** What the sandbox needs to know about the agent (the config layer maps its agent to this). */
+export interface SandboxAgent {
+  workspaceId: string;
+  name: string;
+  kind: "storage" | "repo";
+  /** Environment variables the agent's tools see; nothing else of the server's environment. */
+  secrets: Record<string, string>;
+  /** repo agents: git URL (a local bare repository path/URL in the demo and tests). */
+  repoUrl?: string;
+  /** storage agents: directory holding the agent's working files, restored fresh each turn. */
+  filesDir?: string;
+}
+
+export interface SandboxRequest {
+  /** Key of the conversation's persistent working directory (the conversation id; any string). */
+  conversationId: string;
+  agent: SandboxAgent;
+  /** Throwaway directory, nothing restored, discarded after the turn. */
+  isolated: boolean;
+  /** Repo agents: when false, finish() commits and pushes changes to the default branch. */
+  readOnly: boolean;
+  /** Raw `metadata.attachments` from the request (unvalidated: malformed entries are dropped here). */
+  attachments: unknown;
+}
+
+export interface FinishReport {
+  /** Repo agents with readOnly false: the pushed commit, or null when nothing changed. */
+  pushedCommit: string | null;
+  /** Storage agents: paths (relative to outputs/) published to the workspace store this turn. */
+  publishedOutputs: string[];
+}
+
+export interface TurnSandbox {
+  readonly workdir: string;
+  /** True when the working directory had to be rebuilt (first turn, or after reclaim). */
+  readonly cold: boolean;
+  /** Accepted attachment paths relative to workdir, e.g. `.uploads/a (1).txt`. */
+  readonly attachments: string[];
+  readonly tools: ToolRunner;
+  /** Ends the turn: commit/push or publish as the agent kind says; keeps the sandbox warm. Idempotent. */
+  finish(): Promise<FinishReport>;
+}
+
+export interface SandboxManagerOptions {
+  /** Root for conversation directories, clones, workspace stores (under the server's --data dir). */
+  rootDir: string;
+  /** Idle time after which a warm sandbox is reclaimed (its files persist on disk). */
+  idleMs: number;
+  /** Allow running tools without bubblewrap (prints a warning). */
+  unsafeNoIsolation: boolean;
+  /** Per-tool wall-clock limit and output cap. */
+  toolTimeoutMs: number;
+  toolOutputCapBytes: number;
+}
+
+export interface SandboxManager {
+  /** "bwrap" when tools run in bubblewrap; "none" when unsafeNoIsolation; "unavailable" = tools refused. */
+  readonly isolation: "bwrap" | "none" | "unavailable";
+  acquire(request: SandboxRequest): Promise<TurnSandbox>;
+  /** Copies a conversation's persistent files to a new conversation (fork). */
+  fork(parentConversationId: string, childConversationId: string): Promise<void>;
+  /** Deletes a conversation's files (delete). */
+  remove(conversationId: string): Promise<void>;
+  /** Files the agent published to the workspace store (storage agents' outputs/). */
+  listWorkspaceOutputs(workspaceId: string, agent: string): Promise<string[]>;
+  readWorkspaceOutput(workspaceId: string, agent: string, path: string): Promise<Buffer>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,25 @@
+/** Agents as a caller's key sees them: only its own workspace's agents exist (others give 404). */
+import type { components } from "../../generated/api-types.ts";
+import type { AgentConfig, ServerConfig } from "../config/types.ts";
+import { notFound } from "./errors.ts";
+import type { Caller } from "./types.ts";
+
+export type ModelList = components["schemas"]["ModelList"];
+
+export function findAgent(config: ServerConfig, caller: Caller, name: string): AgentConfig {
+  const agent = config.agents.find((a) => a.name === name && a.workspaceId === caller.workspaceId);
+  // An agent of another workspace is answered exactly like a missing one.
+  if (!agent) throw notFound(`Agent not found: ${name}`);
+  return agent;
+}
+
+/** The agent's models with its configured default first. */
+export function listModels(agent: AgentConfig): ModelList {
+  const byId = new Map(agent.models.map((m) => [m.id, m]));
+  const first = byId.get(agent.defaultModel) ?? { id: agent.defaultModel, display_name: agent.defaultModel };
+  const rest = agent.models.filter((m) => m.id !== agent.defaultModel);
+  return {
+    data: [first, ...rest].map((m) => ({ type: "model" as const, id: m.id, display_name: m.display_name })),
+    has_more: false,
+  };
+}

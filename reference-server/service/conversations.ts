@@ -1,0 +1,182 @@
+/**
+ * The conversation endpoints other than send-message: list, get, transcript, last compaction, share
+ * toggle, fork and delete, with the seed's visibility and owner-only rules.
+ */
+import { randomUUID } from "node:crypto";
+import type { components } from "../../generated/api-types.ts";
+import type { SessionEntry } from "../engine/types.ts";
+import { type Channel, ConversationExistsError, type ConversationRecord } from "../store/types.ts";
+import { findAgent } from "./agents.ts";
+import { conflict, conversationNotFound, forbidden } from "./errors.ts";
+import type { SessionRecorder } from "./sessions.ts";
+import type { Caller, ServiceDeps } from "./types.ts";
+import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";
+
+type Schemas = components["schemas"];
+
+export interface ListQuery {
+  channel?: Channel;
+  channel_id?: string;
+  notebook_path?: string;
+  automation?: string;
+  since?: string;
+  limit?: number;
+}
+
+export const DEFAULT_LIST_LIMIT = 50;
+
+export function newConversationId(): string {
+  return `conv_${randomUUID()}`;
+}
+
+export function newSessionId(): string {
+  return `sess_${randomUUID()}`;
+}
+
+export class ConversationService {
+  readonly #deps: ServiceDeps;
+  readonly #sessions: SessionRecorder;
+
+  constructor(deps: ServiceDeps, sessions: SessionRecorder) {
+    this.#deps = deps;
+    this.#sessions = sessions;
+  }
+
+  #now(): string {
+    return (this.#deps.now?.() ?? new Date()).toISOString();
+  }
+
+  /** The conversation if the caller may read it; 404 `Conversation not found` otherwise (never leaks). */
+  visible(caller: Caller, agent: string, id: string): ConversationRecord {
+    findAgent(this.#deps.config, caller, agent);
+    const record = this.#deps.store.getConversation(id);
+    if (!record || !canSee(record, caller, agent)) throw conversationNotFound();
+    return record;
+  }
+
+  /** Visible and owned by the caller: 404 when it cannot see it, 403 when it can but does not own it. */
+  #owned(caller: Caller, agent: string, id: string, action: string): ConversationRecord {
+    const record = this.visible(caller, agent, id);
+    if (!isOwner(record, caller)) throw forbidden(`Only the conversation owner may ${action}`);
+    return record;
+  }
+
+  list(caller: Caller, agent: string, query: ListQuery): Schemas["ConversationList"] {
+    findAgent(this.#deps.config, caller, agent);
+    const records = this.#deps.store.listConversations({
+      workspaceId: caller.workspaceId,
+      agent,
+      viewerMemberId: caller.memberId,
+      channel: query.channel,
+      channelId: query.channel_id,
+      notebookPath: query.notebook_path,
+      automation: query.automation,
+      since: query.since,
+      limit: query.limit ?? DEFAULT_LIST_LIMIT,
+    });
+    return { conversations: records.map((r) => toApiConversation(r, caller)) };
+  }
+
+  get(caller: Caller, agent: string, id: string): Schemas["ConversationEnvelope"] {
+    return { conversation: toApiConversation(this.visible(caller, agent, id), caller) };
+  }
+
+  transcript(caller: Caller, agent: string, id: string): Schemas["Transcript"] {
+    const record = this.visible(caller, agent, id);
+    const store = this.#deps.store;
+    const messages: Schemas["TranscriptMessage"][] = store.listMessages(id).map((m) => {
+      const message: Schemas["TranscriptMessage"] = {
+        role: m.role,
+        content: [{ type: "text", text: m.text }],
+        is_compact_summary: m.isCompactSummary,
+      };
+      if (m.role === "user" && !m.isCompactSummary) {
+        message.author_user_id = m.authorMemberId ?? "";
+        message.author_name = m.authorName ?? "";
+      }
+      return message;
+    });
+    const events = store.listEvents(id).map((e) => ({ turn_index: e.turnIndex, ...e.event }));
+    return { conversation: toApiConversation(record, caller), messages, events };
+  }
+
+  lastCompaction(caller: Caller, agent: string, id: string): Schemas["CompactionInfo"] {
+    this.visible(caller, agent, id);
+    const last = this.#deps.store.getLastCompaction(id);
+    return last ? { compacted: true, summary: last.summary } : { compacted: false, summary: "" };
+  }
+
+  share(caller: Caller, agent: string, id: string, shared: boolean): { conversation: ApiConversation } {
+    this.#owned(caller, agent, id, "change sharing");
+    this.#deps.store.updateConversation(id, { shared });
+    return this.get(caller, agent, id);
+  }
+
+  async delete(caller: Caller, agent: string, id: string): Promise<void> {
+    this.#owned(caller, agent, id, "delete it");
+    this.#sessions.cancel(id);
+    this.#deps.store.deleteConversation(id);
+    await this.#deps.sandbox.remove(id);
+  }
+
+  async fork(
+    caller: Caller,
+    agent: string,
+    id: string,
+    body: Schemas["ForkRequest"],
+  ): Promise<Schemas["ForkResult"]> {
+    const parent = this.visible(caller, agent, id);
+    const childId = body.conversation_id ?? newConversationId();
+    const store = this.#deps.store;
+    if (store.getConversation(childId)) throw conflict(`Conversation id already taken: ${childId}`);
+    const atTurn = Math.min(Math.max(0, body.at_turn ?? parent.turnCount), parent.turnCount);
+    const at = this.#now();
+    const copied = store
+      .listMessages(parent.id)
+      .filter((m) => m.turnIndex < atTurn)
+      .map<SessionEntry>((m) =>
+        m.isCompactSummary
+          ? { role: m.role, text: m.text, compactSummary: true }
+          : { role: m.role, text: m.text },
+      );
+    const sessionId = newSessionId();
+    const child: ConversationRecord = {
+      ...parent,
+      id: childId,
+      ownerMemberId: caller.memberId,
+      shared: false,
+      hidden: false,
+      agentSessionId: sessionId,
+      parentConversationId: parent.id,
+      forkedAtTurnIndex: atTurn,
+      defaultModel: body.model ?? parent.defaultModel,
+      defaultAutomation: body.automation ?? parent.defaultAutomation,
+      createdAt: at,
+      updatedAt: at,
+      turnCount: atTurn,
+    };
+    try {
+      store.insertConversation(child);
+    } catch (error) {
+      if (error instanceof ConversationExistsError)
+        throw conflict(`Conversation id already taken: ${childId}`);
+      throw error;
+    }
+    store.copyTurns(parent.id, childId, atTurn);
+    // The child's session is the parent's history up to at_turn, so its first turn answers from it at once.
+    store.createSession({
+      id: sessionId,
+      conversationId: childId,
+      context: copied,
+      createdAt: at,
+      updatedAt: at,
+    });
+    await this.#deps.sandbox.fork(parent.id, childId);
+    return {
+      conversation_id: childId,
+      parent_conversation_id: parent.id,
+      forked_at_turn: atTurn,
+      agent_session_id: sessionId,
+    };
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * Deployed flows: `POST {flow_url}/apps/{app_id}` runs the flow's steps in order, each one agent turn
+ * whose prompt is a template over the input variables (`{{name}}`) and the previous step's output
+ * (`{{previous}}`). The response body is "not shown" by the seed; ours is {app_id, run_id, output, steps}.
+ */
+import { randomUUID } from "node:crypto";
+import type { FlowConfig } from "../config/types.ts";
+import { ApiError, badRequest, notFound, unauthorized } from "./errors.ts";
+import type { TurnService } from "./turns.ts";
+import type { ServiceDeps } from "./types.ts";
+
+export interface FlowStepResult {
+  name: string;
+  agent: string;
+  conversation_id: string;
+  output: string;
+}
+
+export interface FlowRunResult {
+  app_id: string;
+  run_id: string;
+  output: string;
+  steps: FlowStepResult[];
+}
+
+export function renderTemplate(template: string, vars: Record<string, string>): string {
+  return template.replace(/\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g, (whole, name: string) =>
+    Object.hasOwn(vars, name) ? vars[name] : whole,
+  );
+}
+
+export class FlowService {
+  readonly #deps: ServiceDeps;
+  readonly #turns: TurnService;
+  readonly #isFlowKey: (flowId: string, key: string) => boolean;
+
+  constructor(deps: ServiceDeps, turns: TurnService, isFlowKey: (flowId: string, key: string) => boolean) {
+    this.#deps = deps;
+    this.#turns = turns;
+    this.#isFlowKey = isFlowKey;
+  }
+
+  #flow(appId: string, key: string | undefined): FlowConfig {
+    if (!key) throw unauthorized();
+    const flow = this.#deps.config.flows.find((f) => f.id === appId);
+    if (!flow) throw notFound("Flow not found");
+    if (!this.#isFlowKey(flow.id, key)) throw unauthorized();
+    return flow;
+  }
+
+  async invoke(
+    appId: string,
+    key: string | undefined,
+    inputVars: Record<string, string>,
+  ): Promise<FlowRunResult> {
+    const flow = this.#flow(appId, key);
+    const missing = flow.inputs.filter((name) => typeof inputVars[name] !== "string");
+    if (missing.length > 0) throw badRequest(`input_vars is missing ${missing.join(", ")}`);
+    const workspace = this.#deps.config.workspaces.find((w) => w.id === flow.workspaceId);
+    const member = workspace?.members.find((m) => m.id === flow.runAsMemberId);
+    const caller = {
+      workspaceId: flow.workspaceId,
+      memberId: flow.runAsMemberId,
+      memberName: member?.name ?? flow.runAsMemberId,
+      role: "Operator" as const,
+    };
+    const runId = `run_${randomUUID()}`;
+    const steps: FlowStepResult[] = [];
+    let previous = "";
+    for (const step of flow.steps) {
+      const prompt = renderTemplate(step.prompt, { ...inputVars, previous });
+      const turn = await this.#turns.prepare({
+        caller,
+        agent: step.agent,
+        body: { messages: [{ role: "user", content: prompt }] },
+        routed: false,
+      });
+      const texts: string[] = [];
+      for await (const event of turn.events(new AbortController().signal)) {
+        if (event.type === "content_block_delta" && event.delta.type === "text_delta")
+          texts.push(event.delta.text);
+        if (event.type === "error") {
+          throw new ApiError(500, "api_error", `Flow step ${step.name} failed: ${event.error.message}`);
+        }
+      }
+      previous = texts.join("\n\n");
+      steps.push({
+        name: step.name,
+        agent: step.agent,
+        conversation_id: turn.conversationId,
+        output: previous,
+      });
+    }
+    return { app_id: flow.id, run_id: runId, output: previous, steps };
+  }
+}

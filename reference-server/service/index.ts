@@ -1,0 +1,33 @@
+/** The service layer: the seed's rules over the store, sandbox and engine, with no knowledge of HTTP. */
+import { findAgent, listModels } from "./agents.ts";
+import { ConversationService } from "./conversations.ts";
+import { FlowService } from "./flows.ts";
+import { KeyedMutex } from "./locks.ts";
+import { SessionRecorder } from "./sessions.ts";
+import { TurnService } from "./turns.ts";
+import type { Caller, ServiceDeps } from "./types.ts";
+
+export interface Service {
+  conversations: ConversationService;
+  turns: TurnService;
+  flows: FlowService;
+  models(caller: Caller, agent: string): ReturnType<typeof listModels>;
+  close(): void;
+}
+
+export function createService(
+  deps: ServiceDeps,
+  isFlowKey: (flowId: string, key: string) => boolean,
+): Service {
+  const sessions = new SessionRecorder(deps.store, deps.options.sessionDelayMs);
+  const turns = new TurnService(deps, sessions, new KeyedMutex());
+  return {
+    conversations: new ConversationService(deps, sessions),
+    turns,
+    flows: new FlowService(deps, turns, isFlowKey),
+    models: (caller, agent) => listModels(findAgent(deps.config, caller, agent)),
+    close: () => sessions.close(),
+  };
+}
+
+export type { Caller, ServiceDeps, ServiceOptions } from "./types.ts";

@@ -1,0 +1,323 @@
+/**
+ * Send-message: everything decided before the stream opens (agent, role, delivery, conversation id
+ * resolution, model and automation) happens in `prepare`, which throws ApiError for a status; the turn
+ * itself runs in `PreparedTurn.events()`, where any failure becomes an SSE `error` event.
+ */
+import { randomUUID } from "node:crypto";
+import type { components } from "../../generated/api-types.ts";
+import type { AgentConfig, AutomationConfig } from "../config/types.ts";
+import type { AgentEvent, SessionEntry, TurnOutcome } from "../engine/types.ts";
+import type { TurnSandbox } from "../sandbox/types.ts";
+import type { ConversationRecord, MessageRecord } from "../store/types.ts";
+import { findAgent } from "./agents.ts";
+import { newConversationId, newSessionId } from "./conversations.ts";
+import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
+import type { KeyedMutex } from "./locks.ts";
+import { checkConversationId, newestUserText, titleFrom } from "./prompt.ts";
+import type { SessionRecorder } from "./sessions.ts";
+import {
+  blockEvents,
+  errorEvent,
+  estimateTokens,
+  isOutput,
+  messageEnd,
+  messageStart,
+  outputChars,
+  type StreamEvent,
+  usageFor,
+} from "./stream-events.ts";
+import type { Caller, ServiceDeps } from "./types.ts";
+import { canSee, isOwner } from "./visibility.ts";
+
+type SendMessageRequest = components["schemas"]["SendMessageRequest"];
+
+export interface SendInput {
+  caller: Caller;
+  agent: string;
+  body: SendMessageRequest;
+  /** Model-routed send: `body.model` selected the agent, so it is not a model id. */
+  routed: boolean;
+}
+
+/** A turn whose status is decided (200) and whose events are yet to run. Iterate `events` exactly once. */
+export interface PreparedTurn {
+  conversationId: string;
+  /** Runs the turn; always drain it to the end (the transcript is written before it finishes). */
+  events(signal: AbortSignal): AsyncGenerator<StreamEvent, void, void>;
+}
+
+interface TurnPlan {
+  agent: AgentConfig;
+  record: ConversationRecord;
+  prompt: string;
+  model: string;
+  system: string | undefined;
+  metadata: NonNullable<SendMessageRequest["metadata"]>;
+  release: () => void;
+  caller: Caller;
+}
+
+/** What a finished (or failed) turn hands to the commit. */
+interface TurnResult {
+  agentEvents: AgentEvent[];
+  outcome: TurnOutcome | undefined;
+  resumedSessionId: string | null;
+  failure: string | undefined;
+  /** Repo agents with read_only false: the commit pushed to the default branch. */
+  pushedCommit: string | null;
+}
+
+const WORKSPACE_ROLES_THAT_RUN_TURNS = new Set(["Admin", "Builder", "Operator"]);
+
+export class TurnService {
+  readonly #deps: ServiceDeps;
+  readonly #sessions: SessionRecorder;
+  readonly #locks: KeyedMutex;
+
+  constructor(deps: ServiceDeps, sessions: SessionRecorder, locks: KeyedMutex) {
+    this.#deps = deps;
+    this.#sessions = sessions;
+    this.#locks = locks;
+  }
+
+  #now(): string {
+    return (this.#deps.now?.() ?? new Date()).toISOString();
+  }
+
+  async prepare(input: SendInput): Promise<PreparedTurn> {
+    const { caller, body } = input;
+    const agent = findAgent(this.#deps.config, caller, input.agent);
+    if (!WORKSPACE_ROLES_THAT_RUN_TURNS.has(caller.role)) throw forbidden("A Viewer key cannot run a turn");
+    const metadata = body.metadata ?? {};
+    if (metadata.delivery === "async") throw notImplemented("Only sync delivery is supported");
+    const userText = newestUserText(body.messages);
+    const conversationId = metadata.conversation_id ?? newConversationId();
+    if (metadata.conversation_id !== undefined)
+      checkConversationId(conversationId, "metadata.conversation_id");
+
+    const release = await this.#locks.acquire(conversationId);
+    try {
+      const record = this.#resolveConversation(caller, agent, conversationId, userText, metadata);
+      const automation = findAutomation(agent, metadata.automation ?? record.defaultAutomation ?? undefined);
+      const bodyModel = input.routed ? undefined : body.model;
+      const plan: TurnPlan = {
+        agent,
+        record,
+        prompt: userText.trim() === "" && automation ? automation.prompt : userText,
+        model: bodyModel ?? automation?.model ?? record.defaultModel ?? agent.defaultModel,
+        system: body.system,
+        metadata,
+        release,
+        caller,
+      };
+      return { conversationId, events: (signal) => this.#run(plan, signal) };
+    } catch (error) {
+      release();
+      throw error;
+    }
+  }
+
+  /** The seed's conversation id resolution table (the caller holds the conversation's lock). */
+  #resolveConversation(
+    caller: Caller,
+    agent: AgentConfig,
+    id: string,
+    prompt: string,
+    metadata: NonNullable<SendMessageRequest["metadata"]>,
+  ): ConversationRecord {
+    const existing = this.#deps.store.getConversation(id);
+    if (existing) {
+      if (existing.workspaceId !== caller.workspaceId || existing.agent !== agent.name)
+        throw conversationNotFound();
+      if (isOwner(existing, caller)) return existing;
+      if (canSee(existing, caller, agent.name))
+        throw forbidden("This conversation is shared read-only; fork it to continue");
+      throw conversationNotFound();
+    }
+    const at = this.#now();
+    const automation = findAutomation(agent, metadata.automation);
+    const record: ConversationRecord = {
+      id,
+      workspaceId: caller.workspaceId,
+      agent: agent.name,
+      ownerMemberId: caller.memberId,
+      channel: "INTERACTIVE",
+      channelId: null,
+      notebookPath: null,
+      automation: automation?.name ?? null,
+      title: titleFrom(prompt.trim() === "" && automation ? automation.prompt : prompt),
+      shared: false,
+      agentSessionId: null,
+      parentConversationId: null,
+      forkedAtTurnIndex: null,
+      defaultModel: null,
+      defaultAutomation: null,
+      hidden: metadata.test !== undefined && metadata.test !== false && metadata.test !== null,
+      createdAt: at,
+      updatedAt: at,
+      turnCount: 0,
+    };
+    this.#deps.store.insertConversation(record);
+    return record;
+  }
+
+  async *#run(plan: TurnPlan, clientSignal: AbortSignal): AsyncGenerator<StreamEvent, void, void> {
+    const { record, metadata } = plan;
+    const store = this.#deps.store;
+    const signal = AbortSignal.any([clientSignal, AbortSignal.timeout(this.#deps.options.turnTimeoutMs)]);
+    // A newer turn supersedes a recording still pending from an earlier one.
+    this.#sessions.cancel(record.id);
+    const resumedSessionId = record.agentSessionId;
+    const session = resumedSessionId ? store.getSession(resumedSessionId) : undefined;
+    const context = (session?.context as SessionEntry[] | undefined) ?? [];
+    const streamToolCalls = metadata.stream_tool_calls === true;
+    const agentEvents: AgentEvent[] = [];
+    let sandbox: TurnSandbox | undefined;
+    let outcome: TurnOutcome | undefined;
+    let failure: string | undefined;
+    let pushedCommit: string | null = null;
+    const inputTokens = estimateTokens(
+      [plan.agent.instructions, plan.system ?? "", ...context.map((e) => e.text), plan.prompt].join("\n"),
+    );
+    let outputTokens = 0;
+    try {
+      yield messageStart(`msg_${randomUUID().replaceAll("-", "")}`, plan.model, inputTokens);
+      sandbox = await this.#deps.sandbox.acquire({
+        conversationId: record.id,
+        agent: {
+          workspaceId: plan.agent.workspaceId,
+          name: plan.agent.name,
+          kind: plan.agent.kind,
+          secrets: plan.agent.secrets,
+          repoUrl: plan.agent.repoUrl,
+          filesDir: plan.agent.filesDir,
+        },
+        isolated: metadata.isolated === true,
+        readOnly: metadata.read_only !== false,
+        attachments: metadata.attachments,
+      });
+      const run = this.#deps.engine.runTurn({
+        prompt: plan.prompt,
+        instructions: plan.agent.instructions,
+        system: plan.system,
+        model: plan.model,
+        context,
+        attachments: sandbox.attachments,
+        tools: this.#deps.sandbox.isolation === "unavailable" ? null : sandbox.tools,
+        compactionBudgetChars: this.#deps.options.compactionBudgetChars,
+        signal,
+      });
+      let index = 0;
+      for (;;) {
+        const step = await run.next();
+        if (step.done) {
+          outcome = step.value;
+          break;
+        }
+        agentEvents.push(step.value);
+        outputTokens += isOutput(step.value) ? estimateTokens(outputChars(step.value)) : 0;
+        const events = blockEvents(step.value, index, streamToolCalls);
+        if (events.length > 0) index++;
+        yield* events;
+      }
+      if (signal.aborted && !clientSignal.aborted) failure = "The turn timed out";
+      const finished = await sandbox.finish();
+      pushedCommit = finished.pushedCommit;
+    } catch (error) {
+      failure = error instanceof Error ? error.message : String(error);
+      await sandbox?.finish().catch(() => undefined);
+    }
+    try {
+      this.#commit(plan, { agentEvents, outcome, resumedSessionId, failure, pushedCommit });
+    } catch (error) {
+      failure ??= `The turn could not be stored: ${error instanceof Error ? error.message : String(error)}`;
+    } finally {
+      plan.release();
+    }
+    if (failure !== undefined) {
+      yield errorEvent(failure);
+      return;
+    }
+    yield* messageEnd(usageFor(inputTokens, outputTokens));
+  }
+
+  /** Writes the turn to the transcript and moves the session pointer as the seed's states table says. */
+  #commit(plan: TurnPlan, result: TurnResult): void {
+    const { agentEvents, outcome, resumedSessionId, failure } = result;
+    const store = this.#deps.store;
+    const current = store.getConversation(plan.record.id);
+    if (!current) throw new Error("the conversation was deleted during the turn");
+    const at = this.#now();
+    const messages: Array<Omit<MessageRecord, "conversationId" | "turnIndex" | "seq" | "createdAt">> = [];
+    const compaction = agentEvents.find((e) => e.kind === "compaction");
+    if (compaction?.kind === "compaction") {
+      messages.push({ role: "user", text: compaction.summary, ...system(), isCompactSummary: true });
+    }
+    messages.push({
+      role: "user",
+      text: plan.prompt,
+      authorMemberId: plan.caller.memberId,
+      authorName: plan.caller.memberName,
+      isCompactSummary: false,
+    });
+    const answer = agentEvents.flatMap((e) => (e.kind === "text" ? [e.text] : [])).join("\n\n");
+    if (answer !== "")
+      messages.push({ role: "assistant", text: answer, ...system(), isCompactSummary: false });
+    const events = agentEvents.map(rawEvent);
+    if (result.pushedCommit) events.push({ type: "repo_push", commit: result.pushedCommit });
+    if (failure !== undefined) events.push({ type: "error", message: failure });
+    store.commitTurn({
+      conversationId: current.id,
+      turnIndex: current.turnCount,
+      messages,
+      events,
+      compaction: compaction?.kind === "compaction" ? { summary: compaction.summary } : null,
+      at,
+    });
+
+    const producedOutput = agentEvents.some(isOutput);
+    if (!producedOutput || outcome === undefined) {
+      // A resumed turn with no output clears the session: the next turn starts clean.
+      if (resumedSessionId !== null && !producedOutput)
+        store.updateConversation(current.id, { agentSessionId: null });
+      return;
+    }
+    if (resumedSessionId !== null && store.getSession(resumedSessionId)) {
+      store.updateSessionContext(resumedSessionId, outcome.context, at);
+      return;
+    }
+    const sessionId = newSessionId();
+    store.createSession({
+      id: sessionId,
+      conversationId: current.id,
+      context: outcome.context,
+      createdAt: at,
+      updatedAt: at,
+    });
+    this.#sessions.recordLater(current.id, sessionId);
+  }
+}
+
+function system(): { authorMemberId: null; authorName: null } {
+  return { authorMemberId: null, authorName: null };
+}
+
+function findAutomation(agent: AgentConfig, name: string | undefined): AutomationConfig | undefined {
+  if (name === undefined) return undefined;
+  // An unknown (or inactive) automation name is ignored, as the seed says: no error.
+  return agent.automations.find((a) => a.name === name && a.active);
+}
+
+/** The transcript's raw `events` element for an agent event (their shape is "not shown" by the seed). */
+function rawEvent(event: AgentEvent): Record<string, unknown> {
+  if (event.kind === "tool_result") {
+    return {
+      type: "tool_result",
+      tool_use_id: event.toolUseId,
+      content: event.content,
+      is_error: event.isError,
+    };
+  }
+  const { kind, ...rest } = event;
+  return { type: kind, ...rest };
+}

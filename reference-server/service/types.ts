@@ -1,0 +1,38 @@
+/**
+ * What the service layer works with: the authenticated caller and the parts below it (store, sandbox,
+ * engine, config). The http layer builds a Caller from the API key; nothing here knows about HTTP.
+ */
+import type { AgentConfig, Role, ServerConfig } from "../config/types.ts";
+import type { AgentEngine } from "../engine/types.ts";
+import type { SandboxManager } from "../sandbox/types.ts";
+import type { Store } from "../store/types.ts";
+
+export interface Caller {
+  workspaceId: string;
+  memberId: string;
+  memberName: string;
+  role: Role;
+}
+
+export interface ServiceOptions {
+  /** Delay between a turn's stream closing and its `agent_session_id` being recorded (the seed's race). */
+  sessionDelayMs: number;
+  /** Model-routed send: `model` = `<routingPrefix>--<agent>`. */
+  routingPrefix: string;
+  /** Context size (characters) above which the engine compacts. */
+  compactionBudgetChars: number;
+  /** Wall-clock bound of one turn; past it the turn ends with an `error` event. */
+  turnTimeoutMs: number;
+}
+
+export interface ServiceDeps {
+  config: ServerConfig;
+  store: Store;
+  sandbox: SandboxManager;
+  engine: AgentEngine;
+  options: ServiceOptions;
+  /** Clock for timestamps (tests may pin it). */
+  now?: () => Date;
+}
+
+export type { AgentConfig };

@@ -1,0 +1,395 @@
+/**
+ * The Store over node:sqlite (embedded SQLite, WAL). One connection per process; every call is
+ * synchronous and short, so a turn's writes never interleave with another's inside a transaction.
+ */
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import { migrate } from "./schema.ts";
+import {
+  type Channel,
+  type CompactionRecord,
+  ConversationExistsError,
+  type ConversationRecord,
+  type EventRecord,
+  type ListFilter,
+  type MessageRecord,
+  type SessionRecord,
+  type Store,
+  type TurnWrite,
+} from "./types.ts";
+
+export interface SqliteStoreOptions {
+  /**
+   * NORMAL (default): in WAL mode a commit is durable against a crash or kill of the server process
+   * (the WAL is written before COMMIT returns; only fsync is deferred to checkpoints), and may lose the
+   * last commits only on power loss or an OS crash. FULL also fsyncs the WAL on every commit.
+   */
+  synchronous?: "NORMAL" | "FULL";
+  /** How long a writer waits for another connection's lock before SQLITE_BUSY. */
+  busyTimeoutMs?: number;
+}
+
+/** Row shapes as SQLite returns them (booleans are 0/1). */
+interface ConversationRow {
+  id: string;
+  workspace_id: string;
+  agent: string;
+  owner_member_id: string | null;
+  channel: string;
+  channel_id: string | null;
+  notebook_path: string | null;
+  automation: string | null;
+  title: string;
+  shared: number;
+  agent_session_id: string | null;
+  parent_conversation_id: string | null;
+  forked_at_turn_index: number | null;
+  default_model: string | null;
+  default_automation: string | null;
+  hidden: number;
+  created_at: string;
+  updated_at: string;
+  turn_count: number;
+}
+
+/** ConversationRecord field → column, the single place that maps the two namings. */
+const conversationColumns = {
+  id: "id",
+  workspaceId: "workspace_id",
+  agent: "agent",
+  ownerMemberId: "owner_member_id",
+  channel: "channel",
+  channelId: "channel_id",
+  notebookPath: "notebook_path",
+  automation: "automation",
+  title: "title",
+  shared: "shared",
+  agentSessionId: "agent_session_id",
+  parentConversationId: "parent_conversation_id",
+  forkedAtTurnIndex: "forked_at_turn_index",
+  defaultModel: "default_model",
+  defaultAutomation: "default_automation",
+  hidden: "hidden",
+  createdAt: "created_at",
+  updatedAt: "updated_at",
+  turnCount: "turn_count",
+} as const satisfies Record<keyof ConversationRecord, keyof ConversationRow>;
+
+type ConversationField = keyof typeof conversationColumns;
+
+function toSqlValue(value: unknown): SQLInputValue {
+  if (value === undefined) return null;
+  if (typeof value === "boolean") return value ? 1 : 0;
+  return value as SQLInputValue;
+}
+
+function rowToConversation(row: ConversationRow): ConversationRecord {
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    agent: row.agent,
+    ownerMemberId: row.owner_member_id,
+    channel: row.channel as Channel,
+    channelId: row.channel_id,
+    notebookPath: row.notebook_path,
+    automation: row.automation,
+    title: row.title,
+    shared: row.shared === 1,
+    agentSessionId: row.agent_session_id,
+    parentConversationId: row.parent_conversation_id,
+    forkedAtTurnIndex: row.forked_at_turn_index,
+    defaultModel: row.default_model,
+    defaultAutomation: row.default_automation,
+    hidden: row.hidden === 1,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    turnCount: row.turn_count,
+  };
+}
+
+/** `since` may be any ISO 8601 form (offsets, no ms); stored times are `toISOString()`, so normalise to compare lexically. */
+function normaliseSince(since: string): string {
+  const ms = Date.parse(since);
+  return Number.isNaN(ms) ? since : new Date(ms).toISOString();
+}
+
+function isUniqueViolation(error: unknown): boolean {
+  const errcode = (error as { errcode?: unknown }).errcode;
+  // 1555 = SQLITE_CONSTRAINT_PRIMARYKEY, 2067 = SQLITE_CONSTRAINT_UNIQUE.
+  return errcode === 1555 || errcode === 2067;
+}
+
+export function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Store {
+  const db = new DatabaseSync(file);
+  try {
+    db.exec(`PRAGMA busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
+    db.exec("PRAGMA journal_mode = WAL");
+    db.exec(`PRAGMA synchronous = ${options.synchronous === "FULL" ? "FULL" : "NORMAL"}`);
+    db.exec("PRAGMA foreign_keys = ON");
+    migrate(db);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+
+  // Statements are compiled once per distinct SQL text (the list and update statements vary by which
+  // filters/fields are present, so they are keyed by their text too).
+  const statements = new Map<string, StatementSync>();
+  function statement(sql: string): StatementSync {
+    let prepared = statements.get(sql);
+    if (!prepared) {
+      prepared = db.prepare(sql);
+      statements.set(sql, prepared);
+    }
+    return prepared;
+  }
+
+  function transaction<T>(work: () => T): T {
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      const result = work();
+      db.exec("COMMIT");
+      return result;
+    } catch (error) {
+      if (db.isTransaction) db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+
+  const allFields = Object.keys(conversationColumns) as ConversationField[];
+  const insertConversationSql = `INSERT INTO conversations (${allFields.map((f) => conversationColumns[f]).join(", ")})
+    VALUES (${allFields.map(() => "?").join(", ")})`;
+
+  return {
+    getConversation(id) {
+      const row = statement("SELECT * FROM conversations WHERE id = ?").get(id) as
+        | ConversationRow
+        | undefined;
+      return row ? rowToConversation(row) : undefined;
+    },
+
+    insertConversation(record) {
+      try {
+        statement(insertConversationSql).run(...allFields.map((f) => toSqlValue(record[f])));
+      } catch (error) {
+        if (isUniqueViolation(error)) throw new ConversationExistsError(record.id);
+        throw error;
+      }
+    },
+
+    updateConversation(id, patch) {
+      const fields = (Object.keys(patch) as ConversationField[]).filter(
+        (f) => f !== "id" && f in conversationColumns && patch[f as keyof typeof patch] !== undefined,
+      );
+      if (fields.length === 0) return;
+      const sql = `UPDATE conversations SET ${fields.map((f) => `${conversationColumns[f]} = ?`).join(", ")} WHERE id = ?`;
+      statement(sql).run(...fields.map((f) => toSqlValue(patch[f as keyof typeof patch])), id);
+    },
+
+    deleteConversation(id) {
+      return transaction(() => {
+        // Messages, events and compactions go by ON DELETE CASCADE; sessions carry no foreign key.
+        statement("DELETE FROM sessions WHERE conversation_id = ?").run(id);
+        return statement("DELETE FROM conversations WHERE id = ?").run(id).changes > 0;
+      });
+    },
+
+    listConversations(filter: ListFilter) {
+      const where = [
+        "workspace_id = ?",
+        "agent = ?",
+        "hidden = 0",
+        "(owner_member_id = ? OR shared = 1 OR owner_member_id IS NULL)",
+      ];
+      const params: SQLInputValue[] = [filter.workspaceId, filter.agent, filter.viewerMemberId];
+      if (filter.channel !== undefined) {
+        where.push("channel = ?");
+        params.push(filter.channel);
+      }
+      if (filter.channelId !== undefined) {
+        where.push("channel_id = ?");
+        params.push(filter.channelId);
+      }
+      if (filter.notebookPath !== undefined) {
+        where.push("notebook_path = ?");
+        params.push(filter.notebookPath);
+      }
+      if (filter.automation !== undefined) {
+        where.push("automation = ?");
+        params.push(filter.automation);
+      }
+      if (filter.since !== undefined) {
+        where.push("updated_at >= ?");
+        params.push(normaliseSince(filter.since));
+      }
+      const sql = `SELECT * FROM conversations WHERE ${where.join(" AND ")}
+        ORDER BY updated_at DESC, created_at DESC, id DESC LIMIT ?`;
+      params.push(Math.max(0, Math.trunc(filter.limit)));
+      return (statement(sql).all(...params) as unknown as ConversationRow[]).map(rowToConversation);
+    },
+
+    listMessages(conversationId) {
+      const rows = statement(
+        `SELECT conversation_id, turn_index, seq, role, text, author_member_id, author_name, is_compact_summary, created_at
+         FROM messages WHERE conversation_id = ? ORDER BY seq`,
+      ).all(conversationId) as Array<Record<string, SQLInputValue>>;
+      return rows.map(
+        (row): MessageRecord => ({
+          conversationId: row.conversation_id as string,
+          turnIndex: row.turn_index as number,
+          seq: row.seq as number,
+          role: row.role as MessageRecord["role"],
+          text: row.text as string,
+          authorMemberId: row.author_member_id as string | null,
+          authorName: row.author_name as string | null,
+          isCompactSummary: row.is_compact_summary === 1,
+          createdAt: row.created_at as string,
+        }),
+      );
+    },
+
+    listEvents(conversationId) {
+      const rows = statement(
+        "SELECT conversation_id, turn_index, seq, event, created_at FROM events WHERE conversation_id = ? ORDER BY seq",
+      ).all(conversationId) as Array<Record<string, SQLInputValue>>;
+      return rows.map(
+        (row): EventRecord => ({
+          conversationId: row.conversation_id as string,
+          turnIndex: row.turn_index as number,
+          seq: row.seq as number,
+          event: JSON.parse(row.event as string) as Record<string, unknown>,
+          createdAt: row.created_at as string,
+        }),
+      );
+    },
+
+    commitTurn(write: TurnWrite) {
+      transaction(() => {
+        const bumped = statement("UPDATE conversations SET updated_at = ?, turn_count = ? WHERE id = ?").run(
+          write.at,
+          write.turnIndex + 1,
+          write.conversationId,
+        );
+        if (bumped.changes === 0) throw new Error(`commitTurn: no conversation ${write.conversationId}`);
+        let messageSeq = (
+          statement("SELECT COALESCE(MAX(seq) + 1, 0) AS next FROM messages WHERE conversation_id = ?").get(
+            write.conversationId,
+          ) as { next: number }
+        ).next;
+        const insertMessage = statement(
+          `INSERT INTO messages (conversation_id, seq, turn_index, role, text, author_member_id, author_name, is_compact_summary, created_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        );
+        for (const message of write.messages) {
+          insertMessage.run(
+            write.conversationId,
+            messageSeq++,
+            write.turnIndex,
+            message.role,
+            message.text,
+            message.authorMemberId,
+            message.authorName,
+            message.isCompactSummary ? 1 : 0,
+            write.at,
+          );
+        }
+        let eventSeq = (
+          statement("SELECT COALESCE(MAX(seq) + 1, 0) AS next FROM events WHERE conversation_id = ?").get(
+            write.conversationId,
+          ) as { next: number }
+        ).next;
+        const insertEvent = statement(
+          "INSERT INTO events (conversation_id, seq, turn_index, event, created_at) VALUES (?, ?, ?, ?, ?)",
+        );
+        for (const event of write.events) {
+          insertEvent.run(write.conversationId, eventSeq++, write.turnIndex, JSON.stringify(event), write.at);
+        }
+        if (write.compaction) {
+          statement(
+            "INSERT INTO compactions (conversation_id, turn_index, summary, created_at) VALUES (?, ?, ?, ?)",
+          ).run(write.conversationId, write.turnIndex, write.compaction.summary, write.at);
+        }
+      });
+    },
+
+    copyTurns(parentId, childId, uptoTurn) {
+      transaction(() => {
+        // Offsets keep seq unique should the child already hold messages (it normally holds none).
+        const nextSeq = (table: "messages" | "events") =>
+          (
+            statement(`SELECT COALESCE(MAX(seq) + 1, 0) AS next FROM ${table} WHERE conversation_id = ?`).get(
+              childId,
+            ) as { next: number }
+          ).next;
+        statement(
+          `INSERT INTO messages (conversation_id, seq, turn_index, role, text, author_member_id, author_name, is_compact_summary, created_at)
+           SELECT ?, seq + ?, turn_index, role, text, author_member_id, author_name, is_compact_summary, created_at
+           FROM messages WHERE conversation_id = ? AND turn_index < ? ORDER BY seq`,
+        ).run(childId, nextSeq("messages"), parentId, uptoTurn);
+        statement(
+          `INSERT INTO events (conversation_id, seq, turn_index, event, created_at)
+           SELECT ?, seq + ?, turn_index, event, created_at
+           FROM events WHERE conversation_id = ? AND turn_index < ? ORDER BY seq`,
+        ).run(childId, nextSeq("events"), parentId, uptoTurn);
+        // The copied history includes any compaction summary message, so its last-compaction goes too.
+        statement(
+          `INSERT INTO compactions (conversation_id, turn_index, summary, created_at)
+           SELECT ?, turn_index, summary, created_at FROM compactions
+           WHERE conversation_id = ? AND turn_index < ? ORDER BY rowid`,
+        ).run(childId, parentId, uptoTurn);
+      });
+    },
+
+    getLastCompaction(conversationId) {
+      const row = statement(
+        `SELECT conversation_id, turn_index, summary, created_at FROM compactions
+         WHERE conversation_id = ? ORDER BY turn_index DESC, rowid DESC LIMIT 1`,
+      ).get(conversationId) as Record<string, SQLInputValue> | undefined;
+      if (!row) return undefined;
+      return {
+        conversationId: row.conversation_id as string,
+        turnIndex: row.turn_index as number,
+        summary: row.summary as string,
+        createdAt: row.created_at as string,
+      } satisfies CompactionRecord;
+    },
+
+    createSession(record: SessionRecord) {
+      statement(
+        "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+      ).run(
+        record.id,
+        record.conversationId,
+        JSON.stringify(record.context ?? null),
+        record.createdAt,
+        record.updatedAt,
+      );
+    },
+
+    getSession(id) {
+      const row = statement(
+        "SELECT id, conversation_id, context, created_at, updated_at FROM sessions WHERE id = ?",
+      ).get(id) as Record<string, SQLInputValue> | undefined;
+      if (!row) return undefined;
+      return {
+        id: row.id as string,
+        conversationId: row.conversation_id as string,
+        context: JSON.parse(row.context as string),
+        createdAt: row.created_at as string,
+        updatedAt: row.updated_at as string,
+      };
+    },
+
+    updateSessionContext(id, context, at) {
+      statement("UPDATE sessions SET context = ?, updated_at = ? WHERE id = ?").run(
+        JSON.stringify(context ?? null),
+        at,
+        id,
+      );
+    },
+
+    close() {
+      statements.clear();
+      if (db.isOpen) db.close();
+    },
+  };
+}

@@ -1,0 +1,127 @@
+/**
+ * Durable state behind the service. One implementation: SQLite through node:sqlite (WAL).
+ * All methods are synchronous (node:sqlite is); the service keeps calls short.
+ */
+
+export type Channel = "INTERACTIVE" | "NOTEBOOK" | "SLACK" | "EMAIL";
+
+export interface ConversationRecord {
+  /** Caller-chosen or generated; globally unique across agents and workspaces. */
+  id: string;
+  workspaceId: string;
+  agent: string;
+  /** null for conversations owned by a channel (chat channel, e-mail): visible to the whole workspace. */
+  ownerMemberId: string | null;
+  channel: Channel;
+  channelId: string | null;
+  notebookPath: string | null;
+  /** Automation the conversation was started with (list filter `automation`). */
+  automation: string | null;
+  title: string;
+  shared: boolean;
+  agentSessionId: string | null;
+  parentConversationId: string | null;
+  forkedAtTurnIndex: number | null;
+  /** Defaults recorded on a fork for the child's future turns. */
+  defaultModel: string | null;
+  defaultAutomation: string | null;
+  /** `metadata.test`: hidden test run (not listed). */
+  hidden: boolean;
+  /** ISO 8601 UTC with milliseconds. */
+  createdAt: string;
+  updatedAt: string;
+  turnCount: number;
+}
+
+export interface MessageRecord {
+  conversationId: string;
+  /** 0-based turn the message belongs to. */
+  turnIndex: number;
+  /** Order within the conversation. */
+  seq: number;
+  role: "user" | "assistant";
+  text: string;
+  authorMemberId: string | null;
+  authorName: string | null;
+  isCompactSummary: boolean;
+  createdAt: string;
+}
+
+export interface EventRecord {
+  conversationId: string;
+  turnIndex: number;
+  seq: number;
+  /** The raw agent event (JSON-serialisable object). */
+  event: Record<string, unknown>;
+  createdAt: string;
+}
+
+export interface SessionRecord {
+  id: string;
+  conversationId: string;
+  /** JSON-serialisable session context (engine SessionEntry[]). */
+  context: unknown;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface CompactionRecord {
+  conversationId: string;
+  turnIndex: number;
+  summary: string;
+  createdAt: string;
+}
+
+export interface ListFilter {
+  workspaceId: string;
+  agent: string;
+  /** The caller: sees own, shared, and channel-owned (ownerMemberId null) conversations. */
+  viewerMemberId: string;
+  channel?: Channel;
+  channelId?: string;
+  notebookPath?: string;
+  automation?: string;
+  /** ISO 8601: only conversations with updatedAt >= since. */
+  since?: string;
+  limit: number;
+}
+
+/** What one completed turn writes, atomically. */
+export interface TurnWrite {
+  conversationId: string;
+  turnIndex: number;
+  messages: Array<Omit<MessageRecord, "conversationId" | "turnIndex" | "seq" | "createdAt">>;
+  events: Array<Record<string, unknown>>;
+  compaction: { summary: string } | null;
+  /** New updatedAt; turnCount becomes turnIndex + 1. */
+  at: string;
+}
+
+export interface Store {
+  getConversation(id: string): ConversationRecord | undefined;
+  /** Throws ConversationExistsError when the id is taken. */
+  insertConversation(record: ConversationRecord): void;
+  updateConversation(id: string, patch: Partial<Omit<ConversationRecord, "id">>): void;
+  /** Removes the conversation and its messages, events, sessions and compactions. */
+  deleteConversation(id: string): boolean;
+  /** Newest activity (updatedAt, then createdAt, then id) first; hidden conversations excluded. */
+  listConversations(filter: ListFilter): ConversationRecord[];
+  listMessages(conversationId: string): MessageRecord[];
+  listEvents(conversationId: string): EventRecord[];
+  /** Appends one completed turn's messages/events/compaction and bumps turnCount/updatedAt in one transaction. */
+  commitTurn(write: TurnWrite): void;
+  /** Copies messages (and events) of turns < uptoTurn from parent to child (fork), in one transaction. */
+  copyTurns(parentId: string, childId: string, uptoTurn: number): void;
+  getLastCompaction(conversationId: string): CompactionRecord | undefined;
+  createSession(record: SessionRecord): void;
+  getSession(id: string): SessionRecord | undefined;
+  updateSessionContext(id: string, context: unknown, at: string): void;
+  close(): void;
+}
+
+export class ConversationExistsError extends Error {
+  constructor(id: string) {
+    super(`conversation ${id} already exists`);
+    this.name = "ConversationExistsError";
+  }
+}
