@@ -8,6 +8,7 @@ import type { SessionEntry } from "../engine/types.ts";
 import { type Channel, ConversationExistsError, type ConversationRecord } from "../store/types.ts";
 import { findAgent } from "./agents.ts";
 import { conflict, conversationNotFound, forbidden } from "./errors.ts";
+import { checkConversationId } from "./prompt.ts";
 import type { SessionRecorder } from "./sessions.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";
@@ -126,6 +127,7 @@ export class ConversationService {
     body: Schemas["ForkRequest"],
   ): Promise<Schemas["ForkResult"]> {
     const parent = this.visible(caller, agent, id);
+    if (body.conversation_id !== undefined) checkConversationId(body.conversation_id, "conversation_id");
     const childId = body.conversation_id ?? newConversationId();
     const store = this.#deps.store;
     if (store.getConversation(childId)) throw conflict(`Conversation id already taken: ${childId}`);
