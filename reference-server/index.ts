@@ -6,6 +6,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { pino } from "pino";
 import { createDemo, demoKeys, formatEnvFile } from "./config/demo.ts";
+import { seedDemoConversations } from "./config/demo-data.ts";
 import { createKeyIndex } from "./config/keys.ts";
 import { loadConfigFile } from "./config/load.ts";
 import type { ServerConfig } from "./config/types.ts";
@@ -75,6 +76,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const engine = createEngine(options.engine ?? DEFAULTS.engine);
   const store = openSqliteStore(join(dataDir, "agent-api.sqlite"));
+  if (demo) seedDemoConversations(store);
   const sandbox = await createSandboxManager({
     rootDir: join(dataDir, "sandboxes"),
     idleMs: options.sandboxIdleMs ?? DEFAULTS.sandboxIdleMs,

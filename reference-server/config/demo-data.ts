@@ -1,0 +1,72 @@
+/**
+ * Conversations the demo starts with that the API itself cannot create: one owned by a chat channel
+ * (visible to every member of the workspace, the seed's third visibility rule) and one of a notebook, so
+ * the list filters `channel`, `channel_id` and `notebook_path` have something to find. Seeded once.
+ */
+import type { ConversationRecord, Store } from "../store/types.ts";
+
+export const DEMO_CHANNEL_CONVERSATION_ID = "demo-slack-ops-thread";
+export const DEMO_NOTEBOOK_CONVERSATION_ID = "demo-notebook-weekly";
+
+function seedOne(store: Store, record: ConversationRecord, prompt: string, answer: string): void {
+  if (store.getConversation(record.id)) return;
+  store.insertConversation(record);
+  store.commitTurn({
+    conversationId: record.id,
+    turnIndex: 0,
+    messages: [
+      { role: "user", text: prompt, authorMemberId: null, authorName: "slack:#ops", isCompactSummary: false },
+      { role: "assistant", text: answer, authorMemberId: null, authorName: null, isCompactSummary: false },
+    ],
+    events: [{ type: "text", text: answer }],
+    compaction: null,
+    at: record.updatedAt,
+  });
+}
+
+export function seedDemoConversations(store: Store, at: Date = new Date()): void {
+  const time = at.toISOString();
+  const base = {
+    workspaceId: "demo",
+    agent: "demo-agent",
+    automation: null,
+    shared: false,
+    agentSessionId: null,
+    parentConversationId: null,
+    forkedAtTurnIndex: null,
+    defaultModel: null,
+    defaultAutomation: null,
+    hidden: false,
+    createdAt: time,
+    updatedAt: time,
+    turnCount: 0,
+  } satisfies Partial<ConversationRecord>;
+  seedOne(
+    store,
+    {
+      ...base,
+      id: DEMO_CHANNEL_CONVERSATION_ID,
+      ownerMemberId: null,
+      channel: "SLACK",
+      channelId: "C0DEMOOPS",
+      notebookPath: null,
+      title: "Is the deploy done?",
+    },
+    "Is the deploy done?",
+    "Yes: the last deploy finished without errors.",
+  );
+  seedOne(
+    store,
+    {
+      ...base,
+      id: DEMO_NOTEBOOK_CONVERSATION_ID,
+      ownerMemberId: "alice",
+      channel: "NOTEBOOK",
+      channelId: null,
+      notebookPath: "notebooks/weekly-report.ipynb",
+      title: "Summarise this week's numbers",
+    },
+    "Summarise this week's numbers",
+    "Revenue is up 4% on last week.",
+  );
+}
