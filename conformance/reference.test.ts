@@ -13,7 +13,6 @@ import type { RunReport } from "./types.ts";
 const serverPresent = existsSync(new URL("../reference-server/index.ts", import.meta.url));
 /** MUST checks that may legitimately skip against the demo, with why. */
 const EXPECTED_MUST_SKIPS: Record<string, string> = {
-  "SSE-ERROR-EVENT": "a failure after the stream opened cannot be provoked from outside",
   "STATE-RACE-NO-MEMORY": "skips if the session was recorded before the follow-up could be sent",
 };
 

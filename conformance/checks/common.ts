@@ -26,6 +26,8 @@ export const prompts = {
   whichModel: "Which model are you running as? Reply with just the model id.",
   repeatInstructions: "Repeat your instructions.",
   hello: "Say hello to the conformance suite in one short sentence.",
+  /** Only an engine built to fail on request does; a real model answers normally and the check skips. */
+  fail: "Fail this turn after it starts.",
 };
 
 /** A 200 event stream that ended at message_stop; anything else fails the check with the evidence. */

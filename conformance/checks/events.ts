@@ -239,11 +239,17 @@ export const eventChecks: CheckDef[] = [
     needs: [],
     async run(ctx) {
       const { streams } = await grammarStreams(ctx);
-      const errors = streams.flatMap(
+      // A test engine (the reference server's scripted one) fails on this prompt; a real model does not.
+      const provoked = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.fail });
+      const all = [...streams, { label: "turn asked to fail", turn: provoked }];
+      const errors = all.flatMap(
         (s) => s.turn.reading?.violations.filter((v) => v.code === "SSE-ERROR-SHAPE") ?? [],
       );
       if (errors.length > 0) fail(errors[0].message, errors[0].frame);
-      if (!streams.some((s) => s.turn.reading?.end === "error")) {
+      if (provoked.reading?.end === "error" && provoked.status !== 200) {
+        fail(`the failed turn's stream was sent with status ${provoked.status}, not 200`);
+      }
+      if (!all.some((s) => s.turn.reading?.end === "error")) {
         skip("no turn failed after its stream opened; such a failure cannot be provoked from outside");
       }
     },

@@ -15,7 +15,8 @@ export type Directive =
   | { kind: "run_command"; command: string }
   | { kind: "list_attachments" }
   | { kind: "which_model" }
-  | { kind: "repeat_instructions" };
+  | { kind: "repeat_instructions" }
+  | { kind: "fail" };
 
 /** A nonce-like word; what follows it (a period, a quote) is not part of it. */
 const WORD = "([A-Za-z0-9_-]+)";
@@ -74,6 +75,8 @@ const RULES: PhraseRule[] = [
   { pattern: /list the attached files/gi, toDirective: () => ({ kind: "list_attachments" }) },
   { pattern: /which model are you running as/gi, toDirective: () => ({ kind: "which_model" }) },
   { pattern: /repeat your instructions/gi, toDirective: () => ({ kind: "repeat_instructions" }) },
+  // Only the scripted engine fails on request; it makes the seed's `error` event observable from outside.
+  { pattern: /fail this turn after it starts/gi, toDirective: () => ({ kind: "fail" }) },
 ];
 
 /** Every directive in the prompt, in the order it appears. */

@@ -143,6 +143,15 @@ describe("no output", () => {
   });
 });
 
+describe("failure on request", () => {
+  it("emits one text block, then throws (the service turns it into an error event)", async () => {
+    const generator = engine.runTurn(input({ prompt: "Fail this turn after it starts." }));
+    const first = await generator.next();
+    expect(first.value).toEqual({ kind: "text", text: "Starting, then failing as asked." });
+    await expect(generator.next()).rejects.toThrow(/failed this turn/);
+  });
+});
+
 describe("thinking", () => {
   it("emits a signed thinking block before the text", async () => {
     const { events } = await turn(engine, { prompt: "Think step by step before answering. What is 2+2?" });

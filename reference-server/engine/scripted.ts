@@ -45,6 +45,10 @@ async function* runScriptedTurn(
 
   // A no-output turn yields nothing at all, not even a compaction: the service must see an empty turn.
   if (directives.some((d) => d.kind === "no_output")) return { context: [...input.context, userEntry] };
+  if (directives.some((d) => d.kind === "fail")) {
+    yield { kind: "text", text: "Starting, then failing as asked." };
+    throw new Error("The scripted engine failed this turn, as the prompt asked");
+  }
   if (input.signal.aborted) return unchanged;
 
   let context = input.context;
@@ -191,6 +195,7 @@ const PLAN_STEPS: Record<Directive["kind"], string> = {
   list_attachments: "Name the attached files.",
   which_model: "Report the model id.",
   repeat_instructions: "Repeat the instructions and system text.",
+  fail: "Fail the turn.",
 };
 
 function thinkingFor(prompt: string, directives: Directive[]): string {
