@@ -22,7 +22,8 @@ let report: RunReport;
 beforeAll(async () => {
   if (!serverPresent) return;
   const { startDemoServer } = await import("./demo.ts");
-  demo = await startDemoServer(400);
+  // 1 s: long enough that a busy 2-core CI machine still sends the race check's follow-up inside the delay.
+  demo = await startDemoServer(1000);
   report = await runSuite({
     checks: catalogue,
     inputs: resolveInputs({}, { ...demo.envVars, AGENT_API_SESSION_WAIT_MS: "5000" }),

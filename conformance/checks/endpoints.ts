@@ -51,7 +51,9 @@ export const endpointChecks: CheckDef[] = [
       // A second, newer conversation: it must come before the older one.
       const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
       ensureTurnOk(newer);
-      const res = await ctx.listConversations({ limit: "200" });
+      // `since` keeps the check's own conversations within the first 200 on a busy deployment.
+      const since = String((await ctx.conversation(conv.id)).created_at);
+      const res = await ctx.listConversations({ limit: "200", since });
       ensureStatus(res, 200, "conversation list");
       if (!isRecord(res.body) || !Array.isArray(res.body.conversations))
         fail("no conversations array", res.text.slice(0, 300));
@@ -117,7 +119,7 @@ export const endpointChecks: CheckDef[] = [
       const own = await ctx.conversation(conv.id);
       const other = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"].find((c) => c !== own.channel) ?? "EMAIL";
       for (const channel of [own.channel, other]) {
-        const res = await ctx.listConversations({ channel, limit: "200" });
+        const res = await ctx.listConversations({ channel, limit: "200", since: String(own.created_at) });
         ensureStatus(res, 200, `list with channel ${channel}`);
         const list =
           isRecord(res.body) && Array.isArray(res.body.conversations)
@@ -130,6 +132,36 @@ export const endpointChecks: CheckDef[] = [
           fail(`channel=${channel} does not list a conversation of that channel`);
         if (channel !== own.channel && listed) fail(`channel=${channel} lists a ${own.channel} conversation`);
       }
+    },
+  }),
+  /** Visibility: another member's shared conversation is listed, their private one is not. */
+  check({
+    id: "LIST-VISIBILITY",
+    level: "MUST",
+    section: "Endpoints/List conversations",
+    title: "The list holds another member's shared conversations and never their private ones",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const key = ctx.inputs.memberKey;
+      const privateId = ctx.newConversationId();
+      const sharedId = ctx.newConversationId();
+      ensureTurnOk(await ctx.turn({ conversationId: privateId, prompt: prompts.hello, key }), "private turn");
+      ensureTurnOk(await ctx.turn({ conversationId: sharedId, prompt: prompts.hello, key }), "turn to share");
+      ensureStatus(
+        await ctx.share(sharedId, { shared: true }, { key }),
+        [200, 204],
+        "share toggle by the owner",
+      );
+      const since = String((await ctx.conversation(privateId, { key })).created_at);
+      const res = await ctx.listConversations({ limit: "200", since });
+      ensureStatus(res, 200, "conversation list");
+      const ids =
+        isRecord(res.body) && Array.isArray(res.body.conversations)
+          ? res.body.conversations.filter(isRecord).map((c) => c.id)
+          : [];
+      if (!ids.includes(sharedId))
+        fail("another member's conversation shared with the workspace is not listed");
+      if (ids.includes(privateId)) fail("another member's private conversation is listed");
     },
   }),
   /** The single fetch: {conversation}, the fields of the seed, timestamps in UTC with milliseconds. */
@@ -254,10 +286,63 @@ export const endpointChecks: CheckDef[] = [
       }
     },
   }),
+  /** A compaction shows: last-compaction says so, the transcript flags its summary message. */
+  check({
+    id: "COMPACTION-FLAGGED",
+    level: "MUST",
+    section: "Endpoints/Get last compaction",
+    title:
+      "After a compaction, last-compaction answers compacted true and the transcript has a user message with is_compact_summary true",
+    needs: [],
+    async run(ctx) {
+      const id = ctx.newConversationId();
+      // Long turns push the context past a compaction budget; the filler asks nothing of the agent.
+      const filler = "This sentence is filler for a long-context test and needs no answer. ".repeat(420);
+      let compacted = false;
+      const sent: string[] = [];
+      for (let round = 0; round < 3 && !compacted; round++) {
+        const prompt = `${prompts.remember(ctx.nonce())}\n\n${filler}`;
+        sent.push(prompt);
+        const turn = await ctx.turn({ conversationId: id, prompt });
+        ensureTurnOk(turn, `long turn ${round + 1}`);
+        await ctx.waitForSession(id);
+        const res = await ctx.lastCompaction(id);
+        ensureStatus(res, 200, "last compaction");
+        compacted = isRecord(res.body) && res.body.compacted === true;
+        if (
+          compacted &&
+          !(isRecord(res.body) && typeof res.body.summary === "string" && res.body.summary !== "")
+        )
+          fail("compacted is true but the summary is empty", res.text.slice(0, 300));
+      }
+      const transcript = await ctx.transcript(id);
+      ensureStatus(transcript, 200, "transcript");
+      const messages =
+        isRecord(transcript.body) && Array.isArray(transcript.body.messages)
+          ? transcript.body.messages.filter(isRecord)
+          : [];
+      const textOf = (m: Record<string, unknown>) =>
+        Array.isArray(m.content)
+          ? m.content.map((b) => (isRecord(b) && typeof b.text === "string" ? b.text : "")).join("")
+          : "";
+      // A user message the caller never sent can only be a compaction summary, which must say so.
+      const unflagged = messages.find(
+        (m) => m.role === "user" && m.is_compact_summary !== true && !sent.includes(textOf(m)),
+      );
+      if (unflagged)
+        fail(
+          "a user message the caller never sent is not flagged is_compact_summary",
+          textOf(unflagged).slice(0, 300),
+        );
+      if (!compacted) skip("three turns of ~30,000 characters did not make the deployment compact");
+      if (!messages.some((m) => m.role === "user" && m.is_compact_summary === true))
+        fail("no user message has is_compact_summary true after a compaction", transcript.text.slice(0, 500));
+    },
+  }),
   /** The share body is exactly {shared: boolean}; other bodies are refused. */
   check({
     id: "SHARE-BODY-STRICT",
-    level: "SHOULD",
+    level: "MUST",
     section: "Endpoints/Toggle sharing",
     title: "A share body other than exactly {shared: <boolean>} gets a 4xx and changes nothing",
     needs: [],

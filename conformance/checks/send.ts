@@ -59,21 +59,30 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-NEWEST-USER-ONLY",
     level: "MUST",
     section: SECTION,
-    title: "Only the newest user element of messages is used (earlier elements are not read)",
+    title:
+      'Only the newest element with role "user" is used (earlier elements and a trailing assistant one are not read)',
     needs: [],
     async run(ctx) {
       const old = ctx.nonce();
+      const token = ctx.nonce();
       const turn = await ctx.turn({
         conversationId: ctx.newConversationId(),
         messages: [
           { role: "user", content: prompts.remember(old) },
           { role: "assistant", content: "OK" },
-          { role: "user", content: prompts.recall },
+          { role: "user", content: `${prompts.recall} ${prompts.token(token)}` },
+          // Not the newest user element, so not read: a server reading the last element misses the token.
+          { role: "assistant", content: "Understood." },
         ],
       });
       ensureTurnOk(turn);
       if (turn.text.trim() === "") fail("the turn produced no text");
       if (turn.text.includes(old)) fail("the agent read an earlier messages element", turn.text);
+      if (!turn.text.includes(token))
+        fail(
+          "the reply lacks the token the newest user element asked for: another element was read",
+          turn.text,
+        );
     },
   }),
   /** content as text blocks is read; non-text blocks are skipped without error. */

@@ -79,6 +79,25 @@ export const stateChecks: CheckDef[] = [
         fail("the agent remembered the code word although no session was recorded", followUp.text);
     },
   }),
+  /** The seed's race: the pointer is recorded after the stream closes, so it is null right then. */
+  check({
+    id: "STATE-SESSION-NULL-AT-CLOSE",
+    level: "INFO",
+    section: SECTION,
+    title:
+      "agent_session_id is still null right after a new conversation's first stream closes (recorded later)",
+    needs: [],
+    async run(ctx) {
+      const id = ctx.newConversationId();
+      ensureTurnOk(await ctx.turn({ conversationId: id, prompt: prompts.hello }), "first turn");
+      const right = await ctx.conversation(id);
+      if (right.agent_session_id !== null)
+        fail(
+          "agent_session_id was set when the stream closed: this deployment has no race (friendlier than the seed describes)",
+        );
+      if ((await ctx.waitForSession(id)) === null) fail("agent_session_id was never recorded");
+    },
+  }),
   /** After a turn with output the session pointer is recorded (a few seconds later at most). */
   check({
     id: "STATE-SESSION-RECORDED",

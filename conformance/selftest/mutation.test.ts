@@ -1,0 +1,128 @@
+/**
+ * The suite is itself tested (DESIGN §4): a fault proxy in front of ONE reference demo breaks one rule of the
+ * seed at a time. Unbroken, the whole suite must pass through it; with each mutation, a run of the suite
+ * (the checks of the mutation's area plus the ones it declares) must fail at least one declared check.
+ * A mutation marked `knownGap` is a reported gap of the suite: it must still go uncaught, so the day the
+ * suite catches it this test says to remove the marker.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { catalogue } from "../catalogue.ts";
+import type { DemoServer } from "../demo.ts";
+import { startDemoServer } from "../demo.ts";
+import { SpecValidator } from "../spec-validator.ts";
+import type { RunReport } from "../types.ts";
+import { type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
+import { AREA_CHECKS, type Area, checksFor, mutations } from "./mutations.ts";
+import { startFaultProxy } from "./proxy.ts";
+
+/** Mutation runs at once (each a proxy and a suite run against the one server). */
+const PARALLEL = 4;
+
+let demo: DemoServer;
+let validator: SpecValidator;
+let baseline: RunReport;
+
+/** A counting semaphore: the concurrent tests below take a slot each. */
+function limiter(size: number) {
+  let free = size;
+  const waiting: Array<() => void> = [];
+  return async <T>(work: () => Promise<T>): Promise<T> => {
+    if (free === 0) await new Promise<void>((resolve) => waiting.push(resolve));
+    else free--;
+    try {
+      return await work();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else free++;
+    }
+  };
+}
+const slot = limiter(PARALLEL);
+
+beforeAll(async () => {
+  // 1 s: long enough that a busy 2-core CI machine still sends the race check's follow-up inside the delay.
+  demo = await startDemoServer(1000);
+  validator = await SpecValidator.load();
+  baseline = await runThroughProxy(demo, null, { validator });
+}, 60_000);
+
+afterAll(async () => {
+  await demo?.close();
+});
+
+describe("the mutation catalogue", () => {
+  it("names only checks of the catalogue, and every area", () => {
+    const ids = new Set(catalogue.map((c) => c.id));
+    const unknown = mutations.flatMap((m) =>
+      m.breaks.filter((id) => !ids.has(id)).map((id) => `${m.name}: ${id}`),
+    );
+    expect(unknown).toEqual([]);
+    for (const m of mutations) expect(m.breaks.length, m.name).toBeGreaterThan(0);
+    const areas = new Set(mutations.map((m) => m.area));
+    expect([...areas].sort()).toEqual((Object.keys(AREA_CHECKS) as Area[]).sort());
+    expect(mutations.length).toBeGreaterThanOrEqual(30);
+  });
+});
+
+describe("the fault proxy", () => {
+  it("forwards faithfully when unbroken: the whole suite passes through it", () => {
+    const failures = baseline.results
+      .filter((r) => r.level === "MUST" && r.outcome === "fail")
+      .map((r) => `${r.id}: ${r.reason}`);
+    expect(failures).toEqual([]);
+    // The race check may skip when the session was recorded before the follow-up went out.
+    const skips = baseline.results
+      .filter((r) => r.level === "MUST" && r.outcome === "skip" && r.id !== "STATE-RACE-NO-MEMORY")
+      .map((r) => `${r.id}: ${r.reason}`);
+    expect(skips).toEqual([]);
+    expect(baseline.warnings).toEqual([]);
+  });
+
+  it("answers byte for byte what the server answers", async () => {
+    const proxy = await startFaultProxy({ target: demo.url, mutation: null });
+    try {
+      const path = "/api/agents/demo-agent/v1/models";
+      const init = { headers: { "x-api-key": demo.envVars.AGENT_API_KEY } };
+      const [direct, proxied] = await Promise.all([
+        fetch(`${demo.url}${path}`, init),
+        fetch(`${proxy.url}${path}`, init),
+      ]);
+      expect(proxied.status).toBe(direct.status);
+      expect(proxied.headers.get("content-type")).toBe(direct.headers.get("content-type"));
+      expect(await proxied.text()).toBe(await direct.text());
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("refuses an unknown mutation name", async () => {
+    await expect(startFaultProxy({ target: demo.url, mutation: "no-such-mutation" })).rejects.toThrow(
+      /unknown mutation/,
+    );
+  });
+});
+
+/** What a failed expectation shows: the declared checks' outcomes and reasons. */
+function explain(outcome: MutationOutcome): string {
+  const declared = outcome.report.results
+    .filter((r) => outcome.mutation.breaks.includes(r.id))
+    .map((r) => `${r.id}: ${r.outcome}${r.reason ? ` (${r.reason})` : ""}`);
+  return `${outcome.mutation.name} — ${outcome.mutation.description}\n  ${declared.join("\n  ")}\n  failed: ${outcome.failed.join(", ") || "none"}`;
+}
+
+describe.concurrent("each mutation is caught by the suite", () => {
+  for (const mutation of mutations) {
+    it(mutation.knownGap ? `${mutation.name} (known gap of the suite)` : mutation.name, async () => {
+      const outcome = await slot(() => runMutation(demo, mutation, { validator, only: checksFor(mutation) }));
+      if (mutation.knownGap) {
+        expect(
+          outcome.caught,
+          `the suite now catches ${mutation.name}: remove its knownGap\n${explain(outcome)}`,
+        ).toBe(false);
+      } else {
+        expect(outcome.caught, explain(outcome)).toBe(true);
+      }
+    }, 90_000);
+  }
+});
