@@ -2,7 +2,7 @@
  * `agent-api serve`: runs the reference server. Without --config it serves the demo workspace and prints
  * its local-only keys and a curl line that works when pasted.
  */
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { demoSummary } from "../../reference-server/config/demo.ts";
 import { DEFAULTS, demoKeys, startServer } from "../../reference-server/index.ts";
 
@@ -15,38 +15,47 @@ function integer(name: string) {
 }
 
 function buildProgram(): Command {
-  return new Command("agent-api serve")
-    .description("Run the reference server of the Agent Conversation API")
-    .option("--port <n>", `port to listen on (default ${DEFAULTS.port})`, integer("--port"))
-    .option("--host <host>", `address to listen on (default ${DEFAULTS.host})`)
-    .option("--data <dir>", "data directory: SQLite database, sandboxes, demo files", "./.agent-api")
-    .option("--config <file>", "config file (YAML or JSON); without it the demo workspace is served")
-    .option("--demo", "serve the demo workspace (the default without --config)")
-    .option("--env-file <file>", "with the demo: write the AGENT_API_* variables for `agent-api check` here")
-    .option(
-      "--session-delay-ms <n>",
-      `delay before agent_session_id is recorded after a stream closes (default ${DEFAULTS.sessionDelayMs})`,
-      integer("--session-delay-ms"),
-    )
-    .option(
-      "--routing-prefix <p>",
-      `routing prefix of the model-routed send (default ${DEFAULTS.routingPrefix})`,
-    )
-    .option("--engine <name>", `agent engine: scripted or anthropic (default ${DEFAULTS.engine})`)
-    .option(
-      "--sandbox-idle-ms <n>",
-      `idle time before a warm sandbox is reclaimed (default ${DEFAULTS.sandboxIdleMs})`,
-      integer("--sandbox-idle-ms"),
-    )
-    .option(
-      "--compaction-budget <chars>",
-      `context size that triggers compaction (default ${DEFAULTS.compactionBudgetChars})`,
-      integer("--compaction-budget"),
-    )
-    .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
-    .option("--log-level <level>", "pino log level: fatal, error, warn, info, debug, silent", "info")
-    .exitOverride()
-    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+  return (
+    new Command("agent-api serve")
+      .description("Run the reference server of the Agent Conversation API")
+      .option("--port <n>", `port to listen on (default ${DEFAULTS.port})`, integer("--port"))
+      .option("--host <host>", `address to listen on (default ${DEFAULTS.host})`)
+      .option("--data <dir>", "data directory: SQLite database, sandboxes, demo files", "./.agent-api")
+      .option("--config <file>", "config file (YAML or JSON); without it the demo workspace is served")
+      .option("--demo", "serve the demo workspace (the default without --config)")
+      .option(
+        "--write-env-file <file>",
+        "with the demo: write the AGENT_API_* variables for `agent-api check` here (alias --env-file)",
+      )
+      // --env-file is the name users expect, but Node itself claims `--env-file` anywhere on its command line
+      // (nodejs/node#54232): under npx/npm it works only once the file exists. The bin/agent-api wrapper
+      // renames it; this hidden alias serves a run where Node let it through.
+      .addOption(new Option("--env-file <file>").hideHelp())
+      .option(
+        "--session-delay-ms <n>",
+        `delay before agent_session_id is recorded after a stream closes (default ${DEFAULTS.sessionDelayMs})`,
+        integer("--session-delay-ms"),
+      )
+      .option(
+        "--routing-prefix <p>",
+        `routing prefix of the model-routed send (default ${DEFAULTS.routingPrefix})`,
+      )
+      .option("--engine <name>", `agent engine: scripted or anthropic (default ${DEFAULTS.engine})`)
+      .option(
+        "--sandbox-idle-ms <n>",
+        `idle time before a warm sandbox is reclaimed (default ${DEFAULTS.sandboxIdleMs})`,
+        integer("--sandbox-idle-ms"),
+      )
+      .option(
+        "--compaction-budget <chars>",
+        `context size that triggers compaction (default ${DEFAULTS.compactionBudgetChars})`,
+        integer("--compaction-budget"),
+      )
+      .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
+      .option("--log-level <level>", "pino log level: fatal, error, warn, info, debug, silent", "info")
+      .exitOverride()
+      .configureOutput({ writeErr: (text) => process.stderr.write(text) })
+  );
 }
 
 export async function main(args: string[]): Promise<number> {
@@ -69,7 +78,7 @@ export async function main(args: string[]): Promise<number> {
       host: opts.host as string | undefined,
       configFile: opts.config as string | undefined,
       demo: opts.demo === true,
-      envFile: opts.envFile as string | undefined,
+      envFile: (opts.writeEnvFile ?? opts.envFile) as string | undefined,
       sessionDelayMs: opts.sessionDelayMs as number | undefined,
       routingPrefix: opts.routingPrefix as string | undefined,
       engine: opts.engine as string | undefined,
@@ -86,7 +95,8 @@ export async function main(args: string[]): Promise<number> {
   process.stdout.write(`Tool isolation: ${server.isolation}\n`);
   if (Object.keys(server.envVars).length > 0) {
     process.stdout.write(demoSummary(demoKeys, server.url));
-    if (opts.envFile) process.stdout.write(`Wrote the conformance variables to ${opts.envFile}\n`);
+    const envFile = opts.writeEnvFile ?? opts.envFile;
+    if (envFile) process.stdout.write(`Wrote the conformance variables to ${envFile}\n`);
   }
   await new Promise<void>((resolveStop) => {
     const stop = () => resolveStop();

@@ -69,6 +69,11 @@ export function buildApp(options: AppOptions): FastifyInstance {
     // Conversation ids are caller-chosen and may be long; the id rules themselves live in the service.
     routerOptions: { maxParamLength: 2048, ignoreTrailingSlash: true },
     return503OnClosing: true,
+    // The router's own refusals (a malformed %-escape: 400, an overlong path segment: 414) get our error body too.
+    frameworkErrors: (error, _request, reply) => {
+      const apiError = toApiError(error);
+      (reply as FastifyReply).code(apiError.status).type("application/json").send(apiError.toBody());
+    },
   });
 
   // Any content type is read as JSON: `curl -d` sends form encoding by default, and the body is JSON anyway.

@@ -8,6 +8,7 @@ import type { SessionEntry } from "../engine/types.ts";
 import { type Channel, ConversationExistsError, type ConversationRecord } from "../store/types.ts";
 import { findAgent } from "./agents.ts";
 import { conflict, conversationNotFound, forbidden } from "./errors.ts";
+import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
 import type { SessionRecorder } from "./sessions.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
@@ -37,10 +38,19 @@ export function newSessionId(): string {
 export class ConversationService {
   readonly #deps: ServiceDeps;
   readonly #sessions: SessionRecorder;
+  /** The per-conversation locks turns take: a fork waits for a running turn on its parent. */
+  readonly #locks: KeyedMutex;
+  /**
+   * Fork and delete of one conversation, one at a time: a fork never copies a parent that a concurrent
+   * delete is removing underneath it (that was a 500, and a child left behind). Delete does not wait for a
+   * running turn (it ends that turn with an error event).
+   */
+  readonly #copyOrRemove = new KeyedMutex();
 
-  constructor(deps: ServiceDeps, sessions: SessionRecorder) {
+  constructor(deps: ServiceDeps, sessions: SessionRecorder, locks: KeyedMutex = new KeyedMutex()) {
     this.#deps = deps;
     this.#sessions = sessions;
+    this.#locks = locks;
   }
 
   #now(): string {
@@ -115,12 +125,35 @@ export class ConversationService {
 
   async delete(caller: Caller, agent: string, id: string): Promise<void> {
     this.#owned(caller, agent, id, "delete it");
-    this.#sessions.cancel(id);
-    this.#deps.store.deleteConversation(id);
-    await this.#deps.sandbox.remove(id);
+    const release = await this.#copyOrRemove.acquire(id);
+    try {
+      this.#owned(caller, agent, id, "delete it");
+      this.#sessions.cancel(id);
+      this.#deps.store.deleteConversation(id);
+      await this.#deps.sandbox.remove(id);
+    } finally {
+      release();
+    }
   }
 
   async fork(
+    caller: Caller,
+    agent: string,
+    id: string,
+    body: Schemas["ForkRequest"],
+  ): Promise<Schemas["ForkResult"]> {
+    this.visible(caller, agent, id);
+    const releaseTurn = await this.#locks.acquire(id);
+    const release = await this.#copyOrRemove.acquire(id);
+    try {
+      return await this.#fork(caller, agent, id, body);
+    } finally {
+      release();
+      releaseTurn();
+    }
+  }
+
+  async #fork(
     caller: Caller,
     agent: string,
     id: string,

@@ -20,9 +20,10 @@ export function createService(
   isFlowKey: (flowId: string, key: string) => boolean,
 ): Service {
   const sessions = new SessionRecorder(deps.store, deps.options.sessionDelayMs);
-  const turns = new TurnService(deps, sessions, new KeyedMutex());
+  const locks = new KeyedMutex();
+  const turns = new TurnService(deps, sessions, locks);
   return {
-    conversations: new ConversationService(deps, sessions),
+    conversations: new ConversationService(deps, sessions, locks),
     turns,
     flows: new FlowService(deps, turns, isFlowKey),
     models: (caller, agent) => listModels(findAgent(deps.config, caller, agent)),

@@ -46,4 +46,8 @@ export function checkConversationId(id: string, field: string): void {
       `${field} must be printable ASCII without leading or trailing spaces (it is returned in the X-Conversation-Id header)`,
     );
   }
+  // URL clients resolve the path segments `.` and `..` (also as %2E) away, so such a conversation could
+  // never be read, shared or deleted again.
+  if (id === "." || id === "..")
+    throw badRequest(`${field} must not be "." or ".." (not addressable in a URL path)`);
 }

@@ -1,0 +1,243 @@
+/**
+ * Shared set-up of the reference server's integration tests: a real server on loopback over a real SQLite
+ * file in a fresh temporary data directory, the project's own client bound to it, a raw HTTP helper for
+ * what the client cannot send (bad input, missing keys), and a snapshot of everything stored.
+ */
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import {
+  type AgentClient,
+  createAgentClient,
+  type SendMessageRequest,
+  type TurnEvent,
+} from "../../client/index.ts";
+import { type RunningServer, type ServerOptions, startServer } from "../index.ts";
+
+export const KEYS = {
+  admin: "demo-admin-key",
+  member: "demo-member-key",
+  viewer: "demo-viewer-key",
+  revoked: "demo-revoked-key",
+  otherAdmin: "other-admin-key",
+  flow: "demo-flow-key",
+} as const;
+
+/** Phrases of the scripted engine (reference-server/engine/README.md). */
+export const PHRASES = {
+  remember: (word: string) => `Remember this code word: ${word}. Reply with just OK.`,
+  recall: "What code word did I ask you to remember? Reply with just the word.",
+  noOutput: "Produce no output at all for this turn.",
+  think: "Think step by step before answering.",
+  whichModel: "Which model are you running as? Reply with just the model id.",
+  repeatInstructions: "Repeat your instructions.",
+  fail: "Fail this turn after it starts.",
+} as const;
+
+export interface TestServer {
+  url: string;
+  dataDir: string;
+  dbFile: string;
+  server: RunningServer;
+  /** The project's client for one key and agent (defaults: alice, demo-agent). */
+  client(key?: string, agent?: string): AgentClient;
+  /** Instructions of a configured agent, as the server loaded them. */
+  instructions(agent: string): string;
+  /** Stops the server; the data directory stays (restart tests start again on it). */
+  stop(): Promise<void>;
+  /** Stops the server and removes the data directory. */
+  close(): Promise<void>;
+}
+
+export type TestServerOptions = Partial<Omit<ServerOptions, "dataDir">> & { dataDir?: string };
+
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), "agent-api-it-")));
+  const server = await startServer({
+    port: 0,
+    host: "127.0.0.1",
+    demo: true,
+    sessionDelayMs: 300,
+    logLevel: "silent",
+    ...options,
+    dataDir,
+  });
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    await server.close();
+  };
+  return {
+    url: server.url,
+    dataDir,
+    dbFile: join(dataDir, "agent-api.sqlite"),
+    server,
+    client: (key = KEYS.admin, agent = "demo-agent") =>
+      createAgentClient({ baseUrl: server.url, apiKey: key, agent }),
+    instructions(agent) {
+      const found = server.config.agents.find((a) => a.name === agent);
+      if (!found) throw new Error(`no agent ${agent} in the server's config`);
+      return found.instructions;
+    },
+    stop,
+    async close() {
+      await stop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface TurnResult {
+  conversationId: string;
+  status: number;
+  contentType: string | null;
+  events: TurnEvent[];
+  /** Concatenated text deltas. */
+  text: string;
+  /** The model named by message_start. */
+  model: string | undefined;
+}
+
+/** Runs one turn through the client and reads its stream to the end (throws what the stream throws). */
+export async function runTurn(
+  client: AgentClient,
+  prompt: string | SendMessageRequest,
+  metadata?: SendMessageRequest["metadata"],
+): Promise<TurnResult> {
+  const body: SendMessageRequest =
+    typeof prompt === "string"
+      ? { stream: true, messages: [{ role: "user", content: prompt }], ...(metadata ? { metadata } : {}) }
+      : prompt;
+  const turn = await client.sendMessage(body);
+  const events: TurnEvent[] = [];
+  for await (const event of turn) events.push(event);
+  let text = "";
+  let model: string | undefined;
+  for (const event of events) {
+    if (event.type === "content_block_delta" && event.delta.type === "text_delta") text += event.delta.text;
+    if (event.type === "message_start") model = event.message.model;
+  }
+  return {
+    conversationId: turn.conversationId,
+    status: turn.response.status,
+    contentType: turn.response.headers.get("content-type"),
+    events,
+    text,
+    model,
+  };
+}
+
+export interface RawResponse {
+  status: number;
+  headers: Headers;
+  text: string;
+  /** Parsed JSON body, or undefined when the body is not JSON. */
+  json: unknown;
+}
+
+export interface RawRequest {
+  /** X-Api-Key; omitted when undefined. */
+  key?: string;
+  /** A value to JSON-encode. */
+  body?: unknown;
+  /** Bytes sent as they are (wins over body). */
+  rawBody?: string;
+  headers?: Record<string, string>;
+}
+
+/** One HTTP request with fetch, for what the typed client deliberately cannot express. */
+export async function raw(base: string, method: string, path: string, request: RawRequest = {}) {
+  const headers: Record<string, string> = { ...request.headers };
+  if (request.key !== undefined) headers["x-api-key"] = request.key;
+  let body: string | undefined;
+  if (request.rawBody !== undefined) body = request.rawBody;
+  else if (request.body !== undefined) body = JSON.stringify(request.body);
+  if (body !== undefined) headers["content-type"] ??= "application/json";
+  const response = await fetch(`${base}${path}`, { method, headers, body });
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, text, json } satisfies RawResponse;
+}
+
+/** The reference server's error body for every failure but the revoked key (README, "not shown" choices). */
+export function isErrorBody(
+  body: unknown,
+): body is { message: string; error: { type: string; message: string } } {
+  if (!body || typeof body !== "object") return false;
+  const b = body as { message?: unknown; error?: { type?: unknown; message?: unknown } };
+  return (
+    typeof b.message === "string" &&
+    b.message.length > 0 &&
+    typeof b.error?.type === "string" &&
+    typeof b.error.message === "string"
+  );
+}
+
+/**
+ * Everything the server stores, as one comparable value: every row of every table of the SQLite file
+ * (read through a second, read-only connection) and the file tree under the sandboxes directory.
+ */
+export async function snapshotStore(server: TestServer): Promise<unknown> {
+  const db = new DatabaseSync(server.dbFile, { readOnly: true });
+  const tables: Record<string, unknown[]> = {};
+  try {
+    const names = db
+      .prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+      )
+      .all() as Array<{ name: string }>;
+    for (const { name } of names) {
+      // Some tables are WITHOUT ROWID: order the rows by their content instead.
+      tables[name] = db
+        .prepare(`SELECT * FROM "${name}"`)
+        .all()
+        .map((row) => JSON.stringify(row))
+        .sort();
+    }
+  } finally {
+    db.close();
+  }
+  return { tables, files: await fileTree(join(server.dataDir, "sandboxes")) };
+}
+
+async function fileTree(root: string): Promise<string[]> {
+  const out: string[] = [];
+  async function walk(dir: string): Promise<void> {
+    let entries: import("node:fs").Dirent[];
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      const full = join(dir, entry.name);
+      if (entry.isDirectory()) {
+        out.push(`${relative(root, full)}/`);
+        await walk(full);
+      } else {
+        out.push(`${relative(root, full)} ${(await stat(full)).size}`);
+      }
+    }
+  }
+  await walk(root);
+  return out.sort();
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** ISO 8601 UTC with milliseconds, as the seed's conventions require. */
+export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** Unique ids per test run, so tests sharing a server never collide. */
+let counter = 0;
+export function uid(prefix: string): string {
+  counter += 1;
+  return `${prefix}-${process.pid}-${counter}-${Math.random().toString(36).slice(2, 8)}`;
+}
