@@ -11,11 +11,13 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { createSandboxManager } from "../reference-server/sandbox/index.ts";
+import { bwrapArgs, resolveExecutable } from "../reference-server/sandbox/isolation.ts";
 import type { SandboxAgent, SandboxManager } from "../reference-server/sandbox/types.ts";
 
 const TURNS = Math.max(50, Number(process.argv[2] ?? 60));
 const RECLAIM_MS = 1;
 const TARGET_WARM_OVERHEAD_MS = 25;
+const BASELINE = "baseline (direct spawn)";
 
 function percentile(samples: number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -25,9 +27,9 @@ function percentile(samples: number[], p: number): number {
 const median = (samples: number[]) => percentile(samples, 50);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function spawnEcho(): Promise<void> {
+function spawnEcho(file = "/bin/sh", args = ["-c", "echo hi"]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn("/bin/sh", ["-c", "echo hi"], { stdio: ["ignore", "pipe", "pipe"], env: {} });
+    const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe"], env: {} });
     child.stdout.resume();
     child.on("error", reject);
     child.on("close", () => resolve());
@@ -50,11 +52,16 @@ async function oneToolTurn(manager: SandboxManager, agent: SandboxAgent, convers
   return { elapsed, cold: turn.cold };
 }
 
-async function measure(label: string, run: () => Promise<number>): Promise<number[]> {
-  for (let i = 0; i < 5; i++) await run(); // warm-up: JIT, page cache
-  const samples: number[] = [];
-  for (let i = 0; i < TURNS; i++) samples.push(await run());
-  process.stderr.write(`  measured ${label}\n`);
+/**
+ * Runs every series once per round, TURNS rounds after 5 warm-up rounds (JIT, page cache). Interleaving
+ * makes load from other processes fall on all series alike, so their ratios stay meaningful.
+ */
+async function measure(runners: [string, () => Promise<number>][]): Promise<Map<string, number[]>> {
+  for (let i = 0; i < 5; i++) for (const [, run] of runners) await run();
+  const samples = new Map<string, number[]>(runners.map(([label]) => [label, []]));
+  for (let i = 0; i < TURNS; i++) {
+    for (const [label, run] of runners) samples.get(label)?.push(await run());
+  }
   return samples;
 }
 
@@ -109,6 +116,7 @@ async function main() {
       repoUrl: bare,
     };
 
+    const warmedUp = new Set<string>();
     const timed = async (fn: () => Promise<unknown>) => {
       const started = performance.now();
       await fn();
@@ -116,7 +124,11 @@ async function main() {
     };
     const warmTurn = (agent: SandboxAgent) => async () => {
       const { elapsed, cold } = await oneToolTurn(warmManager, agent, `warm-${agent.kind}`);
-      return cold ? Number.NaN : elapsed;
+      // Only the very first turn (a warm-up round) may be cold.
+      if (cold && warmedUp.has(agent.kind))
+        throw new Error("expected a warm turn, the sandbox was reclaimed");
+      warmedUp.add(agent.kind);
+      return elapsed;
     };
     const coldTurn = (agent: SandboxAgent) => async () => {
       await sleep(RECLAIM_MS + 4); // let the idle timer reclaim it (not part of the measured turn)
@@ -125,33 +137,48 @@ async function main() {
       return elapsed;
     };
 
-    process.stderr.write(`sandbox isolation: ${warmManager.isolation}; ${TURNS} turns per series\n`);
-    const baseline = await measure("baseline", () => timed(spawnEcho));
-    const series: [string, number[]][] = [
-      ["storage warm", (await measure("storage warm", warmTurn(storage))).filter((n) => !Number.isNaN(n))],
-      ["storage cold", await measure("storage cold", coldTurn(storage))],
-      ["repo warm", (await measure("repo warm", warmTurn(repo))).filter((n) => !Number.isNaN(n))],
-      ["repo cold", await measure("repo cold", coldTurn(repo))],
+    // The same command in bubblewrap with the sandbox's own arguments, without the manager around it:
+    // how much of the overhead is bwrap itself (namespaces, mounts) and how much the turn's bookkeeping.
+    const bwrapDir = path.join(work, "bwrap-only");
+    await mkdir(bwrapDir);
+    const bwrapAlone = () =>
+      timed(() =>
+        spawnEcho(resolveExecutable("bwrap"), bwrapArgs(bwrapDir, { PATH: "/usr/bin:/bin" }, "echo hi")),
+      );
+    const runners: [string, () => Promise<number>][] = [
+      [BASELINE, () => timed(() => spawnEcho())],
+      ...(warmManager.isolation === "bwrap"
+        ? [["bwrap alone (no manager)", bwrapAlone] as [string, () => Promise<number>]]
+        : []),
+      ["storage warm", warmTurn(storage)],
+      ["storage cold", coldTurn(storage)],
+      ["repo warm", warmTurn(repo)],
+      ["repo cold", coldTurn(repo)],
     ];
+
+    process.stderr.write(`sandbox isolation: ${warmManager.isolation}; ${TURNS} turns per series\n`);
+    const samples = await measure(runners);
     await warmManager.close();
     await coldManager.close();
 
     const fmt = (ms: number) => `${ms.toFixed(2)} ms`.padStart(10);
-    console.log(`isolation: ${warmManager.isolation}, turns per series: ${TURNS}`);
+    console.log(`isolation: ${warmManager.isolation}, turns per series: ${TURNS} (series interleaved)`);
     console.log(`${"series".padEnd(26)}${"median".padStart(10)}${"p90".padStart(10)}`);
-    console.log(
-      `${"baseline (direct spawn)".padEnd(26)}${fmt(median(baseline))}${fmt(percentile(baseline, 90))}`,
-    );
-    for (const [label, samples] of series) {
-      console.log(`${label.padEnd(26)}${fmt(median(samples))}${fmt(percentile(samples, 90))}`);
+    for (const [label, values] of samples) {
+      console.log(`${label.padEnd(26)}${fmt(median(values))}${fmt(percentile(values, 90))}`);
     }
-    const get = (label: string) => median(series.find(([l]) => l === label)?.[1] ?? []);
+    if (warmManager.isolation !== "bwrap")
+      console.log(
+        `NOTE: tools ran with isolation "${warmManager.isolation}", not bubblewrap: no sandbox overhead measured`,
+      );
+    const get = (label: string) => median(samples.get(label) ?? []);
+    const baseline = get(BASELINE);
     for (const kind of ["storage", "repo"]) {
       const warm = get(`${kind} warm`);
       const cold = get(`${kind} cold`);
-      const overhead = warm - median(baseline);
+      const overhead = warm - baseline;
       console.log(
-        `${kind}: cold/warm ${(cold / warm).toFixed(2)}x, warm/baseline ${(warm / median(baseline)).toFixed(2)}x, ` +
+        `${kind}: cold/warm ${(cold / warm).toFixed(2)}x, warm/baseline ${(warm / baseline).toFixed(2)}x, ` +
           `sandbox overhead (warm − baseline) ${overhead.toFixed(2)} ms (target ≤ ${TARGET_WARM_OVERHEAD_MS} ms: ` +
           `${overhead <= TARGET_WARM_OVERHEAD_MS ? "met" : "missed"})`,
       );

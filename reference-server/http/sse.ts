@@ -28,7 +28,7 @@ export async function writeEventStream(
     "x-accel-buffering": "no",
     "x-conversation-id": conversationId,
   });
-  res.flushHeaders();
+  // No flushHeaders(): the headers go out with message_start, which follows at once, in one write.
   try {
     for await (const event of run(abort.signal)) {
       if (res.destroyed || res.writableEnded) continue;

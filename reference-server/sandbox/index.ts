@@ -7,7 +7,7 @@
  * "Warm" is in-memory knowledge about a prepared working directory; reclaiming it loses no files.
  */
 import { randomUUID } from "node:crypto";
-import { cp, mkdir, mkdtemp, realpath, rename, rm, stat } from "node:fs/promises";
+import { cp, lstat, mkdir, mkdtemp, realpath, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { writeAttachments } from "./attachments.ts";
 import { DEFAULT_BWRAP_COMMAND, probeBwrap, resolveExecutable } from "./isolation.ts";
@@ -69,6 +69,11 @@ async function exists(p: string): Promise<boolean> {
   );
 }
 
+async function copyableEntry(source: string): Promise<boolean> {
+  const stats = await lstat(source).catch(() => null);
+  return stats !== null && (stats.isDirectory() || stats.isFile() || stats.isSymbolicLink());
+}
+
 export interface CreateSandboxManagerOptions extends SandboxManagerOptions {
   /** bubblewrap executable; default `bwrap` on PATH (tests name a missing one to get no isolation). */
   bwrapCommand?: string;
@@ -89,7 +94,9 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   for (const dir of Object.values(dirs)) await mkdir(dir, { recursive: true, mode: 0o700 });
 
   const probeDir = await mkdtemp(path.join(dirs.tmp, "probe-"));
-  const bwrapWorks = await probeBwrap(bwrapCommand, probeDir);
+  // A bare name means it is not on the server's PATH: that is "not installed". (Spawned with an empty
+  // environment, the bare name would still be found in /usr/bin or /bin, whatever PATH says.)
+  const bwrapWorks = bwrapCommand.includes("/") && (await probeBwrap(bwrapCommand, probeDir));
   await rm(probeDir, { recursive: true, force: true });
   const isolation: IsolationMode = bwrapWorks ? "bwrap" : options.unsafeNoIsolation ? "none" : "unavailable";
 
@@ -222,7 +229,13 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       if (!(await exists(from))) continue;
       // Copy into a scratch name first so a half-copied child is never taken for a real one.
       const scratch = path.join(dirs.tmp, `fork-${randomUUID()}`);
-      await cp(from, scratch, { recursive: true, verbatimSymlinks: true, errorOnExist: true });
+      await cp(from, scratch, {
+        recursive: true,
+        verbatimSymlinks: true,
+        errorOnExist: true,
+        // Directories, files and links only: a FIFO or socket a tool left would make cp throw.
+        filter: copyableEntry,
+      });
       await rm(to, { recursive: true, force: true });
       await rename(scratch, to);
     }

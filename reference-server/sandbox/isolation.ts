@@ -1,8 +1,8 @@
 /**
  * Bubblewrap: how a sandboxed command is launched, and whether this machine can launch one at all.
- * The sandbox sees read-only /usr (plus the /bin, /lib... links into it), a private /proc, /dev and
- * /tmp, its own working directory at /workspace, no network, no capabilities and only the
- * environment it is given.
+ * The sandbox sees read-only /usr (plus the /bin, /lib... links into it), a private read-only /proc,
+ * a minimal /dev, an empty /tmp, its own working directory at /workspace, no network, no capabilities
+ * and only the environment it is given.
  */
 import { spawn } from "node:child_process";
 import { accessSync, constants, lstatSync, readlinkSync } from "node:fs";
@@ -46,6 +46,14 @@ export function bwrapArgs(workdir: string, env: Record<string, string>, command:
     "/etc/alternatives",
     "/etc/alternatives",
     "--proc",
+    "/proc",
+    // bwrap 0.8 leaves /proc/sys writable (its own read-only cover is skipped: access() on the directory
+    // fails). With the server running as root the sandbox's uid is the host's root, and global sysctls
+    // such as kernel.core_pattern would be writable: a way out. So /proc/sys and all of /proc are read-only.
+    "--ro-bind",
+    "/proc/sys",
+    "/proc/sys",
+    "--remount-ro",
     "/proc",
     "--dev",
     "/dev",

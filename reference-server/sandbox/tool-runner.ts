@@ -3,7 +3,8 @@
  * was started unsafe); the file tools run in-process with strict containment (see safe-paths.ts),
  * which is as safe as a child process here because no sandboxed process outlives its tool call.
  */
-import { readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { bwrapArgs, SANDBOX_WORKDIR } from "./isolation.ts";
 import { runProcess } from "./process-runner.ts";
@@ -20,6 +21,8 @@ const MAX_WRITE_BYTES = 10 * 1024 * 1024;
 const MAX_LISTED_ENTRIES = 1000;
 const SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** resolveInside already resolved links inside the working directory; never follow one, never block. */
+const OPEN_SAFELY = constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 export interface ToolRunnerOptions {
   workdir: string;
@@ -61,6 +64,7 @@ export function createToolRunner(options: ToolRunnerOptions): ToolRunner {
         if (code === "EISDIR") return fail("is a directory");
         if (code === "ENOTDIR") return fail("not a directory");
         if (code === "ENOENT") return fail("no such file or directory");
+        if (code === "ENXIO" || code === "ELOOP") return fail("not a regular file");
         throw error;
       }
     },
@@ -77,7 +81,15 @@ async function writeFileTool(
   const parts = relativeComponents(input.path);
   if (parts.length === 0) return fail("write_file needs a file path");
   const target = await resolveInside(options.workdir, parts, true);
-  await writeFile(target, input.content);
+  // O_NONBLOCK: a FIFO the turn made at this name fails at once (ENXIO) instead of blocking the server.
+  const handle = await open(target, constants.O_WRONLY | constants.O_CREAT | OPEN_SAFELY, 0o666);
+  try {
+    if (!(await handle.stat()).isFile()) return fail(`not a regular file: ${parts.join("/")}`);
+    await handle.truncate(0);
+    await handle.writeFile(input.content);
+  } finally {
+    await handle.close();
+  }
   return ok(`wrote ${bytes} bytes to ${parts.join("/")}`);
 }
 
@@ -87,12 +99,26 @@ async function readFileTool(
 ): Promise<ToolOutcome> {
   const parts = relativeComponents(input.path);
   const target = await resolveInside(options.workdir, parts, false);
-  const data = await readFile(target);
-  if (data.length <= options.outputCapBytes) return ok(data.toString("utf8"));
-  return ok(
-    data.subarray(0, options.outputCapBytes).toString("utf8") +
-      truncationMarker(data.length - options.outputCapBytes),
-  );
+  // Opened without blocking and checked before reading: a FIFO (or anything but a regular file) the
+  // turn left here is refused, and only the part that will be shown is read, however large the file.
+  const handle = await open(target, constants.O_RDONLY | OPEN_SAFELY);
+  try {
+    const stats = await handle.stat();
+    if (stats.isDirectory()) return fail("is a directory");
+    if (!stats.isFile()) return fail(`not a regular file: ${parts.join("/")}`);
+    const shown = Buffer.alloc(Math.min(stats.size, options.outputCapBytes));
+    let filled = 0;
+    while (filled < shown.length) {
+      const { bytesRead } = await handle.read(shown, filled, shown.length - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+    }
+    const text = shown.subarray(0, filled).toString("utf8");
+    if (stats.size <= options.outputCapBytes) return ok(text);
+    return ok(text + truncationMarker(stats.size - options.outputCapBytes));
+  } finally {
+    await handle.close();
+  }
 }
 
 async function listFilesTool(

@@ -12,7 +12,7 @@ import type { Store } from "../store/types.ts";
 export class SessionRecorder {
   readonly #store: Store;
   readonly #delayMs: number;
-  readonly #pending = new Map<string, NodeJS.Timeout>();
+  readonly #pending = new Map<string, { timer: NodeJS.Timeout; sessionId: string }>();
 
   constructor(store: Store, delayMs: number) {
     this.#store = store;
@@ -33,18 +33,23 @@ export class SessionRecorder {
     }
     const timer = setTimeout(apply, this.#delayMs);
     timer.unref();
-    this.#pending.set(conversationId, timer);
+    this.#pending.set(conversationId, { timer, sessionId });
   }
 
-  /** Forgets a pending recording (a newer turn started, the conversation was deleted). */
+  /**
+   * Forgets a pending recording (a newer turn started, the conversation was deleted). Its session row is
+   * deleted too: nothing will ever point to it.
+   */
   cancel(conversationId: string): void {
-    const timer = this.#pending.get(conversationId);
-    if (timer) clearTimeout(timer);
+    const pending = this.#pending.get(conversationId);
+    if (!pending) return;
+    clearTimeout(pending.timer);
     this.#pending.delete(conversationId);
+    this.#store.deleteSession(pending.sessionId);
   }
 
   close(): void {
-    for (const timer of this.#pending.values()) clearTimeout(timer);
+    for (const { timer } of this.#pending.values()) clearTimeout(timer);
     this.#pending.clear();
   }
 }

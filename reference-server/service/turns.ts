@@ -7,11 +7,11 @@ import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
 import type { AgentEvent, SessionEntry, TurnOutcome } from "../engine/types.ts";
-import type { TurnSandbox } from "../sandbox/types.ts";
-import type { ConversationRecord, MessageRecord } from "../store/types.ts";
+import type { ConversationRecord, MessageRecord, TurnWrite } from "../store/types.ts";
 import { findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
 import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
+import { LazySandbox } from "./lazy-sandbox.ts";
 import type { KeyedMutex } from "./locks.ts";
 import { checkConversationId, newestUserText, titleFrom } from "./prompt.ts";
 import type { SessionRecorder } from "./sessions.ts";
@@ -172,17 +172,8 @@ export class TurnService {
     const context = (session?.context as SessionEntry[] | undefined) ?? [];
     const streamToolCalls = metadata.stream_tool_calls === true;
     const agentEvents: AgentEvent[] = [];
-    let sandbox: TurnSandbox | undefined;
-    let outcome: TurnOutcome | undefined;
-    let failure: string | undefined;
-    let pushedCommit: string | null = null;
-    const inputTokens = estimateTokens(
-      [plan.agent.instructions, plan.system ?? "", ...context.map((e) => e.text), plan.prompt].join("\n"),
-    );
-    let outputTokens = 0;
-    try {
-      yield messageStart(`msg_${randomUUID().replaceAll("-", "")}`, plan.model, inputTokens);
-      sandbox = await this.#deps.sandbox.acquire({
+    const sandbox = new LazySandbox(() =>
+      this.#deps.sandbox.acquire({
         conversationId: record.id,
         agent: {
           workspaceId: plan.agent.workspaceId,
@@ -195,14 +186,27 @@ export class TurnService {
         isolated: metadata.isolated === true,
         readOnly: metadata.read_only !== false,
         attachments: metadata.attachments,
-      });
+      }),
+    );
+    let outcome: TurnOutcome | undefined;
+    let failure: string | undefined;
+    let pushedCommit: string | null = null;
+    const inputTokens = estimateTokens(
+      [plan.agent.instructions, plan.system ?? "", ...context.map((e) => e.text), plan.prompt].join("\n"),
+    );
+    let outputTokens = 0;
+    try {
+      yield messageStart(`msg_${randomUUID().replaceAll("-", "")}`, plan.model, inputTokens);
+      // Attachments are written before the turn starts: the agent is told which files arrived.
+      const hasAttachments = Array.isArray(metadata.attachments) && metadata.attachments.length > 0;
+      const attachments = hasAttachments ? (await sandbox.ready()).attachments : [];
       const run = this.#deps.engine.runTurn({
         prompt: plan.prompt,
         instructions: plan.agent.instructions,
         system: plan.system,
         model: plan.model,
         context,
-        attachments: sandbox.attachments,
+        attachments,
         tools: this.#deps.sandbox.isolation === "unavailable" ? null : sandbox.tools,
         compactionBudgetChars: this.#deps.options.compactionBudgetChars,
         signal,
@@ -222,10 +226,10 @@ export class TurnService {
       }
       if (signal.aborted && !clientSignal.aborted) failure = "The turn timed out";
       const finished = await sandbox.finish();
-      pushedCommit = finished.pushedCommit;
+      pushedCommit = finished?.pushedCommit ?? null;
     } catch (error) {
       failure = error instanceof Error ? error.message : String(error);
-      await sandbox?.finish().catch(() => undefined);
+      await sandbox.finish().catch(() => undefined);
     }
     try {
       this.#commit(plan, { agentEvents, outcome, resumedSessionId, failure, pushedCommit });
@@ -266,6 +270,19 @@ export class TurnService {
     const events = agentEvents.map(rawEvent);
     if (result.pushedCommit) events.push({ type: "repo_push", commit: result.pushedCommit });
     if (failure !== undefined) events.push({ type: "error", message: failure });
+    // The seed's states table: output records a session (the pointer a few seconds later; an existing one
+    // is updated in place); a resumed turn without output clears the pointer so the next turn starts clean.
+    const producedOutput = agentEvents.some(isOutput);
+    const resumed = resumedSessionId !== null && store.getSession(resumedSessionId) !== undefined;
+    let newSessionIdToRecord: string | null = null;
+    let session: TurnWrite["session"];
+    if (producedOutput && outcome !== undefined) {
+      const id = resumed ? (resumedSessionId as string) : newSessionId();
+      if (!resumed) newSessionIdToRecord = id;
+      session = { upsert: { id, context: outcome.context } };
+    } else if (!producedOutput && resumedSessionId !== null) {
+      session = { clearPointer: true };
+    }
     store.commitTurn({
       conversationId: current.id,
       turnIndex: current.turnCount,
@@ -273,28 +290,9 @@ export class TurnService {
       events,
       compaction: compaction?.kind === "compaction" ? { summary: compaction.summary } : null,
       at,
+      session,
     });
-
-    const producedOutput = agentEvents.some(isOutput);
-    if (!producedOutput || outcome === undefined) {
-      // A resumed turn with no output clears the session: the next turn starts clean.
-      if (resumedSessionId !== null && !producedOutput)
-        store.updateConversation(current.id, { agentSessionId: null });
-      return;
-    }
-    if (resumedSessionId !== null && store.getSession(resumedSessionId)) {
-      store.updateSessionContext(resumedSessionId, outcome.context, at);
-      return;
-    }
-    const sessionId = newSessionId();
-    store.createSession({
-      id: sessionId,
-      conversationId: current.id,
-      context: outcome.context,
-      createdAt: at,
-      updatedAt: at,
-    });
-    this.#sessions.recordLater(current.id, sessionId);
+    if (newSessionIdToRecord !== null) this.#sessions.recordLater(current.id, newSessionIdToRecord);
   }
 }
 

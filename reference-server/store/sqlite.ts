@@ -308,6 +308,22 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
             "INSERT INTO compactions (conversation_id, turn_index, summary, created_at) VALUES (?, ?, ?, ?)",
           ).run(write.conversationId, write.turnIndex, write.compaction.summary, write.at);
         }
+        if (write.session && "upsert" in write.session) {
+          statement(
+            `INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (id) DO UPDATE SET context = excluded.context, updated_at = excluded.updated_at`,
+          ).run(
+            write.session.upsert.id,
+            write.conversationId,
+            JSON.stringify(write.session.upsert.context ?? null),
+            write.at,
+            write.at,
+          );
+        } else if (write.session && "clearPointer" in write.session) {
+          statement("UPDATE conversations SET agent_session_id = NULL WHERE id = ?").run(
+            write.conversationId,
+          );
+        }
       });
     },
 
@@ -385,6 +401,10 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
         at,
         id,
       );
+    },
+
+    deleteSession(id) {
+      statement("DELETE FROM sessions WHERE id = ?").run(id);
     },
 
     close() {

@@ -95,6 +95,12 @@ export interface TurnWrite {
   compaction: { summary: string } | null;
   /** New updatedAt; turnCount becomes turnIndex + 1. */
   at: string;
+  /**
+   * The turn's session bookkeeping, in the same transaction: `upsert` writes the session context after a
+   * turn with output; `clearPointer` sets the conversation's agent_session_id to null (a resumed turn with
+   * no output).
+   */
+  session?: { upsert: { id: string; context: unknown } } | { clearPointer: true };
 }
 
 export interface Store {
@@ -116,6 +122,8 @@ export interface Store {
   createSession(record: SessionRecord): void;
   getSession(id: string): SessionRecord | undefined;
   updateSessionContext(id: string, context: unknown, at: string): void;
+  /** Removes a session nothing points to (a recording cancelled by a newer turn). */
+  deleteSession(id: string): void;
   close(): void;
 }
 

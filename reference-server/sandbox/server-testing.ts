@@ -1,0 +1,211 @@
+/**
+ * Shared set-up for the end-to-end sandbox tests: the reference server's demo started in-process on a free
+ * loopback port, turns sent over real HTTP, the SSE stream parsed back into blocks, transcripts read.
+ * Nothing of the server is replaced: these helpers only speak HTTP to it and look at its data directory.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type RunningServer, type ServerOptions, startServer } from "../index.ts";
+
+export const ADMIN_KEY = "demo-admin-key";
+
+/** One block of the streamed answer, rebuilt from content_block_start / _delta / _stop. */
+export type StreamBlock =
+  | { type: "text"; text: string }
+  | { type: "thinking"; thinking: string }
+  | { type: "tool_use"; id: string; name: string; input: Record<string, unknown> }
+  | { type: "tool_result"; tool_use_id: string; content: string; is_error: boolean };
+
+export interface TurnReply {
+  status: number;
+  conversationId: string;
+  /** Event names in order, e.g. message_start ... message_stop (or error). */
+  eventNames: string[];
+  blocks: StreamBlock[];
+  /** The text blocks joined with blank lines. */
+  text: string;
+  /** The message of an `error` event, when the turn failed after the stream opened. */
+  error: string | undefined;
+}
+
+export interface TranscriptEvent {
+  turn_index: number;
+  type: string;
+  [field: string]: unknown;
+}
+
+export interface Transcript {
+  conversation: Record<string, unknown>;
+  messages: Array<{ role: string; content: Array<{ type: string; text: string }> }>;
+  events: TranscriptEvent[];
+}
+
+export interface Attachment {
+  name: string;
+  mediaType: string;
+  dataBase64: string;
+}
+
+export interface TestServer {
+  server: RunningServer;
+  dataDir: string;
+  url: string;
+  /** The demo's bare repository behind acme-widgets. */
+  bareRepo: string;
+  turn(agent: string, prompt: string, metadata?: Record<string, unknown>): Promise<TurnReply>;
+  transcript(agent: string, conversationId: string): Promise<Transcript>;
+  close(): Promise<void>;
+}
+
+/** Splits an SSE body into its events; each is `event: NAME` then `data: JSON`. */
+export function parseSse(body: string): Array<{ name: string; data: Record<string, unknown> }> {
+  const events: Array<{ name: string; data: Record<string, unknown> }> = [];
+  for (const chunk of body.split(/\r?\n\r?\n/)) {
+    let name = "";
+    const data: string[] = [];
+    for (const line of chunk.split(/\r?\n/)) {
+      if (line.startsWith("event:")) name = line.slice(6).trim();
+      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+    }
+    if (name !== "" || data.length > 0) events.push({ name, data: JSON.parse(data.join("\n")) });
+  }
+  return events;
+}
+
+/** Rebuilds the blocks of a turn from its events, checking indexes are used start → deltas → stop. */
+export function blocksOf(events: Array<{ name: string; data: Record<string, unknown> }>): StreamBlock[] {
+  const blocks: StreamBlock[] = [];
+  const open = new Map<number, { block: Record<string, unknown>; json: string }>();
+  for (const { name, data } of events) {
+    const index = data.index as number;
+    if (name === "content_block_start") {
+      if (open.has(index)) throw new Error(`block ${index} started twice`);
+      open.set(index, { block: { ...(data.content_block as Record<string, unknown>) }, json: "" });
+    } else if (name === "content_block_delta") {
+      const entry = open.get(index);
+      if (!entry) throw new Error(`delta for block ${index} that is not open`);
+      const delta = data.delta as Record<string, string>;
+      if (delta.type === "text_delta") entry.block.text = `${entry.block.text ?? ""}${delta.text}`;
+      else if (delta.type === "thinking_delta")
+        entry.block.thinking = `${entry.block.thinking ?? ""}${delta.thinking}`;
+      else if (delta.type === "input_json_delta") entry.json += delta.partial_json;
+    } else if (name === "content_block_stop") {
+      const entry = open.get(index);
+      if (!entry) throw new Error(`stop for block ${index} that is not open`);
+      open.delete(index);
+      if (entry.block.type === "tool_use")
+        entry.block.input = entry.json === "" ? {} : JSON.parse(entry.json);
+      blocks.push(entry.block as StreamBlock);
+    }
+  }
+  if (open.size > 0) throw new Error(`blocks never stopped: ${[...open.keys()].join(", ")}`);
+  return blocks;
+}
+
+export async function sendTurn(
+  url: string,
+  agent: string,
+  prompt: string,
+  metadata: Record<string, unknown> = {},
+  key = ADMIN_KEY,
+): Promise<TurnReply> {
+  const response = await fetch(`${url}/api/agents/${agent}/v1/messages`, {
+    method: "POST",
+    headers: { "x-api-key": key, "content-type": "application/json" },
+    body: JSON.stringify({ stream: true, messages: [{ role: "user", content: prompt }], metadata }),
+    signal: AbortSignal.timeout(20_000),
+  });
+  const body = await response.text();
+  if (response.status !== 200) throw new Error(`turn answered ${response.status}: ${body}`);
+  const events = parseSse(body);
+  const blocks = blocksOf(events);
+  const errorEvent = events.find((e) => e.name === "error");
+  return {
+    status: response.status,
+    conversationId: response.headers.get("x-conversation-id") ?? "",
+    eventNames: events.map((e) => e.name),
+    blocks,
+    text: blocks.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n\n"),
+    error: errorEvent ? String((errorEvent.data.error as { message: string }).message) : undefined,
+  };
+}
+
+export async function getTranscript(url: string, agent: string, conversationId: string): Promise<Transcript> {
+  const response = await fetch(
+    `${url}/api/agents/${agent}/conversations/${encodeURIComponent(conversationId)}/messages`,
+    { headers: { "x-api-key": ADMIN_KEY } },
+  );
+  if (response.status !== 200) throw new Error(`transcript answered ${response.status}`);
+  return (await response.json()) as Transcript;
+}
+
+/** The tool_result blocks of a turn (it must have streamed them: `stream_tool_calls: true`). */
+export function toolResults(reply: TurnReply) {
+  return reply.blocks.filter((b) => b.type === "tool_result");
+}
+
+/** The single tool result of a one-tool turn. */
+export function onlyToolResult(reply: TurnReply): { content: string; is_error: boolean } {
+  if (reply.error !== undefined) throw new Error(`turn failed: ${reply.error}`);
+  const results = toolResults(reply);
+  if (results.length !== 1) throw new Error(`expected one tool_result, got ${JSON.stringify(reply.blocks)}`);
+  return results[0];
+}
+
+export const phrase = {
+  write: (name: string, value: string) =>
+    `Use your tools to create a file named ${name} containing ${value}.`,
+  read: (name: string) => `Use your tools to read the file named ${name} and reply with its contents.`,
+  run: (command: string) => `Use your tools to run the shell command: ${command}`,
+  list: () => "Use your tools to list your files.",
+  attachments: () => "List the attached files.",
+};
+
+/** The demo on a fresh (or given) data directory, with options for the test at hand. */
+export async function startTestServer(
+  options: Partial<ServerOptions> & { dataDir?: string } = {},
+): Promise<TestServer> {
+  const dataDir = options.dataDir ?? (await mkdtemp(path.join(tmpdir(), "sandbox-e2e-")));
+  const server = await startServer({
+    port: 0,
+    host: "127.0.0.1",
+    demo: true,
+    sessionDelayMs: 100,
+    logLevel: "silent",
+    // Only matters where bubblewrap does not work: the persistence tests still run (unisolated), and the
+    // isolation tests, which need bubblewrap, skip themselves.
+    unsafeNoIsolation: true,
+    ...options,
+    dataDir,
+  });
+  return {
+    server,
+    dataDir,
+    url: server.url,
+    bareRepo: server.envVars.AGENT_API_REPO_URL,
+    turn: (agent, prompt, metadata = {}) =>
+      sendTurn(server.url, agent, prompt, { stream_tool_calls: true, ...metadata }),
+    transcript: (agent, id) => getTranscript(server.url, agent, id),
+    close: () => server.close(),
+  };
+}
+
+export async function removeDir(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** git against a bare repository, with no user or system config. */
+export function bareGit(gitDir: string, ...args: string[]): string {
+  return execFileSync("git", [`--git-dir=${gitDir}`, ...args], {
+    encoding: "utf8",
+    env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" },
+  });
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export function base64(data: string | Buffer): string {
+  return Buffer.from(data).toString("base64");
+}

@@ -1,0 +1,33 @@
+/**
+ * A turn's sandbox, prepared on first use. A turn that runs no tool and brings no attachment never touches
+ * the file system: restoring working files, refreshing a clone and resetting `outputs/` cost more than the
+ * rest of such a turn, and nothing could observe them. The first tool call prepares it, so from the agent's
+ * side the files, repository and secrets are live for the whole turn all the same.
+ */
+import type { FinishReport, ToolRunner, TurnSandbox } from "../sandbox/types.ts";
+
+export class LazySandbox {
+  readonly #acquire: () => Promise<TurnSandbox>;
+  #sandbox: Promise<TurnSandbox> | undefined;
+
+  constructor(acquire: () => Promise<TurnSandbox>) {
+    this.#acquire = acquire;
+  }
+
+  /** The sandbox, prepared now if it was not yet. */
+  ready(): Promise<TurnSandbox> {
+    this.#sandbox ??= this.#acquire();
+    return this.#sandbox;
+  }
+
+  /** Tools that prepare the sandbox on their first call. */
+  readonly tools: ToolRunner = {
+    run: async (name, input) => (await this.ready()).tools.run(name, input),
+  };
+
+  /** Ends the turn in the sandbox (commit/push, publish outputs); null when it was never prepared. */
+  async finish(): Promise<FinishReport | null> {
+    if (!this.#sandbox) return null;
+    return (await this.#sandbox).finish();
+  }
+}
