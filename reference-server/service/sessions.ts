@@ -7,25 +7,28 @@
  * Pending recordings live in memory: a server stopped inside the delay loses them, which the seed already
  * allows (a turn with no recorded session resumes with no memory, and the client guidance bounds the wait).
  */
-import type { Store } from "../store/types.ts";
+import type { SessionRecord, Store } from "../store/types.ts";
 
 export class SessionRecorder {
   readonly #store: Store;
   readonly #delayMs: number;
-  readonly #pending = new Map<string, { timer: NodeJS.Timeout; sessionId: string }>();
+  readonly #pending = new Map<string, NodeJS.Timeout>();
 
   constructor(store: Store, delayMs: number) {
     this.#store = store;
     this.#delayMs = delayMs;
   }
 
-  /** Records `sessionId` on the conversation after the delay, unless a newer turn intervenes. */
-  recordLater(conversationId: string, sessionId: string): void {
-    this.cancel(conversationId);
+  /**
+   * Writes the session and records it on its conversation after the delay, unless a newer turn intervenes.
+   * The session row is written only then: until the pointer is set nothing can resume it, so a recording
+   * that is cancelled, or lost with a stopped server, leaves nothing behind.
+   */
+  recordLater(session: SessionRecord): void {
+    this.cancel(session.conversationId);
     const apply = () => {
-      this.#pending.delete(conversationId);
-      // The conversation may have been deleted meanwhile: an UPDATE of a missing row changes nothing.
-      this.#store.updateConversation(conversationId, { agentSessionId: sessionId });
+      this.#pending.delete(session.conversationId);
+      this.#store.recordSession(session);
     };
     if (this.#delayMs <= 0) {
       apply();
@@ -33,23 +36,18 @@ export class SessionRecorder {
     }
     const timer = setTimeout(apply, this.#delayMs);
     timer.unref();
-    this.#pending.set(conversationId, { timer, sessionId });
+    this.#pending.set(session.conversationId, timer);
   }
 
-  /**
-   * Forgets a pending recording (a newer turn started, the conversation was deleted). Its session row is
-   * deleted too: nothing will ever point to it.
-   */
+  /** Forgets a pending recording (a newer turn started, the conversation was deleted). */
   cancel(conversationId: string): void {
-    const pending = this.#pending.get(conversationId);
-    if (!pending) return;
-    clearTimeout(pending.timer);
+    const timer = this.#pending.get(conversationId);
+    if (timer) clearTimeout(timer);
     this.#pending.delete(conversationId);
-    this.#store.deleteSession(pending.sessionId);
   }
 
   close(): void {
-    for (const { timer } of this.#pending.values()) clearTimeout(timer);
+    for (const timer of this.#pending.values()) clearTimeout(timer);
     this.#pending.clear();
   }
 }

@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
 import type { AgentEvent, SessionEntry, TurnOutcome } from "../engine/types.ts";
-import type { ConversationRecord, MessageRecord, TurnWrite } from "../store/types.ts";
+import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
 import { findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
 import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
@@ -274,12 +274,18 @@ export class TurnService {
     // is updated in place); a resumed turn without output clears the pointer so the next turn starts clean.
     const producedOutput = agentEvents.some(isOutput);
     const resumed = resumedSessionId !== null && store.getSession(resumedSessionId) !== undefined;
-    let newSessionIdToRecord: string | null = null;
     let session: TurnWrite["session"];
+    let toRecord: SessionRecord | undefined;
     if (producedOutput && outcome !== undefined) {
-      const id = resumed ? (resumedSessionId as string) : newSessionId();
-      if (!resumed) newSessionIdToRecord = id;
-      session = { upsert: { id, context: outcome.context } };
+      if (resumed) session = { upsert: { id: resumedSessionId as string, context: outcome.context } };
+      else
+        toRecord = {
+          id: newSessionId(),
+          conversationId: current.id,
+          context: outcome.context,
+          createdAt: at,
+          updatedAt: at,
+        };
     } else if (!producedOutput && resumedSessionId !== null) {
       session = { clearPointer: true };
     }
@@ -292,7 +298,7 @@ export class TurnService {
       at,
       session,
     });
-    if (newSessionIdToRecord !== null) this.#sessions.recordLater(current.id, newSessionIdToRecord);
+    if (toRecord) this.#sessions.recordLater(toRecord);
   }
 }
 

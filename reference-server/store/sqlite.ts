@@ -403,8 +403,23 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       );
     },
 
-    deleteSession(id) {
-      statement("DELETE FROM sessions WHERE id = ?").run(id);
+    recordSession(record) {
+      transaction(() => {
+        const pointed = statement("UPDATE conversations SET agent_session_id = ? WHERE id = ?").run(
+          record.id,
+          record.conversationId,
+        );
+        if (pointed.changes === 0) return;
+        statement(
+          "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+        ).run(
+          record.id,
+          record.conversationId,
+          JSON.stringify(record.context ?? null),
+          record.createdAt,
+          record.updatedAt,
+        );
+      });
     },
 
     close() {

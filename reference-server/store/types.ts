@@ -122,8 +122,11 @@ export interface Store {
   createSession(record: SessionRecord): void;
   getSession(id: string): SessionRecord | undefined;
   updateSessionContext(id: string, context: unknown, at: string): void;
-  /** Removes a session nothing points to (a recording cancelled by a newer turn). */
-  deleteSession(id: string): void;
+  /**
+   * Writes a session and points its conversation at it, in one transaction; nothing when the conversation
+   * is gone (deleted while the recording was pending).
+   */
+  recordSession(record: SessionRecord): void;
   close(): void;
 }
 
