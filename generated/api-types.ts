@@ -714,7 +714,7 @@ export interface components {
                 "text/event-stream": string;
             };
         };
-        /** @description The request is malformed (invalid JSON, a wrong type, a missing required field, a value out of range). */
+        /** @description The request is malformed (invalid JSON, a wrong type, a missing required field, a value out of range, a bad percent-escape in the path). */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -929,6 +929,7 @@ export interface operations {
                     "application/json": components["schemas"]["ModelList"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
         };
@@ -1011,6 +1012,7 @@ export interface operations {
                     "application/json": components["schemas"]["ConversationEnvelope"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
         };
@@ -1093,6 +1095,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             /** @description The caller can read the conversation but does not own it (owner only, no admin override). */
             403: {
@@ -1137,6 +1140,7 @@ export interface operations {
                     "application/json": components["schemas"]["Transcript"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
         };
@@ -1172,6 +1176,7 @@ export interface operations {
                     "application/json": components["schemas"]["CompactionInfo"];
                 };
             };
+            400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
         };

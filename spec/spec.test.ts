@@ -51,14 +51,14 @@ describe("operations", () => {
       ["200", "400", "401", "403", "404", "413", "501"],
     ],
     sendRoutedMessage: ["post", "/api/agents/v1/messages", ["200", "400", "401", "403", "404", "413", "501"]],
-    listModels: ["get", "/api/agents/{agent}/v1/models", ["200", "401", "404"]],
+    listModels: ["get", "/api/agents/{agent}/v1/models", ["200", "400", "401", "404"]],
     listConversations: ["get", "/api/agents/{agent}/conversations", ["200", "400", "401", "404"]],
-    getConversation: ["get", "/api/agents/{agent}/conversations/{id}", ["200", "401", "404"]],
-    getTranscript: ["get", "/api/agents/{agent}/conversations/{id}/messages", ["200", "401", "404"]],
+    getConversation: ["get", "/api/agents/{agent}/conversations/{id}", ["200", "400", "401", "404"]],
+    getTranscript: ["get", "/api/agents/{agent}/conversations/{id}/messages", ["200", "400", "401", "404"]],
     getLastCompaction: [
       "get",
       "/api/agents/{agent}/conversations/{id}/last-compaction",
-      ["200", "401", "404"],
+      ["200", "400", "401", "404"],
     ],
     setConversationSharing: [
       "post",
@@ -70,7 +70,11 @@ describe("operations", () => {
       "/api/agents/{agent}/conversations/{id}/fork",
       ["200", "400", "401", "404", "409"],
     ],
-    deleteConversation: ["delete", "/api/agents/{agent}/conversations/{id}", ["204", "401", "403", "404"]],
+    deleteConversation: [
+      "delete",
+      "/api/agents/{agent}/conversations/{id}",
+      ["204", "400", "401", "403", "404"],
+    ],
     invokeFlow: ["post", "/apps/{app_id}", ["200", "400", "401", "404"]],
   };
 

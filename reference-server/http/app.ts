@@ -53,6 +53,9 @@ function toApiError(error: unknown): ApiError {
   const message = error instanceof Error ? error.message : String(error);
   if (status === 413)
     return new ApiError(413, "request_too_large", `Request body is larger than ${BODY_LIMIT_BYTES} bytes`);
+  // Bodies are read as JSON whatever their type; a Content-Type that is not even a media type is a bad request.
+  if (status === 415)
+    return new ApiError(400, "invalid_request_error", "Content-Type is not a valid media type");
   if (typeof status === "number" && status >= 400 && status < 500)
     return new ApiError(status, "invalid_request_error", message);
   return new ApiError(500, "api_error", "Internal server error");
@@ -66,10 +69,25 @@ export function buildApp(options: AppOptions): FastifyInstance {
     // Fastify's two lines per request are replaced by the one written in onResponse below.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,
-    // Conversation ids are caller-chosen and may be long; the id rules themselves live in the service.
-    routerOptions: { maxParamLength: 2048, ignoreTrailingSlash: true },
+    // Path parameters are never refused by the router for length (the request head is capped at 16 KiB
+    // anyway): an overlong conversation id is simply not found, as the spec documents.
+    routerOptions: { maxParamLength: 16_384, ignoreTrailingSlash: true },
     return503OnClosing: true,
-    // The router's own refusals (a malformed %-escape: 400, an overlong path segment: 414) get our error body too.
+    // Requests Node's HTTP parser refuses (a head over 16 KiB: 431, garbage: 400) get our error body and an
+    // explicit Connection: close, so a keep-alive client knows the socket is done.
+    clientErrorHandler: (error, socket) => {
+      if (!socket.writable) return;
+      const code = (error as { code?: string }).code;
+      const [status, text, message] =
+        code === "HPE_HEADER_OVERFLOW"
+          ? [431, "Request Header Fields Too Large", "The request head is larger than 16 KiB"]
+          : [400, "Bad Request", "The request is not valid HTTP"];
+      const body = JSON.stringify(new ApiError(status, "invalid_request_error", message).toBody());
+      socket.end(
+        `HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    },
+    // The router's own refusals (a malformed %-escape: 400) get our error body too.
     frameworkErrors: (error, _request, reply) => {
       const apiError = toApiError(error);
       (reply as FastifyReply).code(apiError.status).type("application/json").send(apiError.toBody());
@@ -217,7 +235,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   app.post<{ Params: ConversationParams }>("/api/agents/:agent/conversations/:id/fork", async (request) => {
     const caller = callerOf(request);
-    const body = (request.body ?? {}) as Schemas["ForkRequest"];
+    // No body means all defaults; a JSON `null` is a body, and not an object.
+    const body = (request.body === undefined ? {} : request.body) as Schemas["ForkRequest"];
     validator.body("forkConversation", body);
     return service.conversations.fork(caller, request.params.agent, request.params.id, body);
   });
