@@ -157,10 +157,14 @@ export async function refresh(repo: RepoPaths, branch: string | null, alwaysMerg
   }
 }
 
+/** Pushes tried before a turn reports that the default branch kept moving. */
+const PUSH_ATTEMPTS = 5;
+
 /**
  * Stages everything (but `.uploads/`, excluded), commits as the agent and pushes to `branch`. Returns the new
- * commit, or null when the turn changed nothing. A push rejected because the remote moved is
- * retried once after rebasing onto it.
+ * commit, or null when the turn changed nothing. A push rejected because the remote moved (another
+ * conversation pushed first, or holds the ref lock of a local repository) is retried after rebasing onto
+ * it, a few times with a growing pause; a rebase that conflicts is abandoned and reported.
  */
 export async function commitAndPush(
   repo: RepoPaths,
@@ -172,12 +176,21 @@ export async function commitAndPush(
   if (await gitSucceeds(["diff", "--cached", "--quiet"], repo)) return null;
   const message = `agent turn on conversation ${conversationId.replace(/[\r\n]+/g, " ").slice(0, 200)}`;
   await git(["commit", "--quiet", "--no-verify", "-m", message], repo.workTree, repo);
-  try {
-    await git(["push", "--quiet", "origin", `HEAD:refs/heads/${branch}`], repo.workTree, repo);
-  } catch {
-    await git(["fetch", "--quiet", "origin"], repo.workTree, repo);
-    await git(["rebase", "--quiet", `origin/${branch}`], repo.workTree, repo);
-    await git(["push", "--quiet", "origin", `HEAD:refs/heads/${branch}`], repo.workTree, repo);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await git(["push", "--quiet", "origin", `HEAD:refs/heads/${branch}`], repo.workTree, repo);
+      break;
+    } catch (error) {
+      if (attempt >= PUSH_ATTEMPTS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, attempt * 50 + Math.random() * 50));
+      await git(["fetch", "--quiet", "origin"], repo.workTree, repo);
+      try {
+        await git(["rebase", "--quiet", `origin/${branch}`], repo.workTree, repo);
+      } catch (rebaseError) {
+        await git(["rebase", "--abort"], repo.workTree, repo).catch(() => undefined);
+        throw rebaseError;
+      }
+    }
   }
   return (await git(["rev-parse", "HEAD"], repo.workTree, repo)).trim();
 }

@@ -416,3 +416,21 @@ describe("files a tool shaped to trap the server", () => {
     ]);
   });
 });
+
+describe("repository-backed agent: concurrent pushes", () => {
+  it("several conversations pushing to the default branch at once all land, none lost", async () => {
+    const s = await server();
+    const before = Number(bareGit(s.bareRepo, "rev-list", "--count", "refs/heads/main").trim());
+    const ids = ["push-a", "push-b", "push-c", "push-d", "push-e"];
+    const replies = await Promise.all(
+      ids.map((id) =>
+        s.turn("acme-widgets", phrase.write(`${id}.txt`, id), { conversation_id: id, read_only: false }),
+      ),
+    );
+    for (const reply of replies) expect(reply.error).toBeUndefined();
+    const files = bareGit(s.bareRepo, "ls-tree", "-r", "--name-only", "refs/heads/main");
+    for (const id of ids) expect(files).toContain(`${id}.txt`);
+    const after = Number(bareGit(s.bareRepo, "rev-list", "--count", "refs/heads/main").trim());
+    expect(after - before).toBe(ids.length);
+  });
+});
