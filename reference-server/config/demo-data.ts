@@ -8,14 +8,26 @@ import type { ConversationRecord, Store } from "../store/types.ts";
 export const DEMO_CHANNEL_CONVERSATION_ID = "demo-slack-ops-thread";
 export const DEMO_NOTEBOOK_CONVERSATION_ID = "demo-notebook-weekly";
 
-function seedOne(store: Store, record: ConversationRecord, prompt: string, answer: string): void {
+function seedOne(
+  store: Store,
+  record: ConversationRecord,
+  author: { id: string; name: string },
+  prompt: string,
+  answer: string,
+): void {
   if (store.getConversation(record.id)) return;
   store.insertConversation(record);
   store.commitTurn({
     conversationId: record.id,
     turnIndex: 0,
     messages: [
-      { role: "user", text: prompt, authorMemberId: null, authorName: "slack:#ops", isCompactSummary: false },
+      {
+        role: "user",
+        text: prompt,
+        authorMemberId: author.id,
+        authorName: author.name,
+        isCompactSummary: false,
+      },
       { role: "assistant", text: answer, authorMemberId: null, authorName: null, isCompactSummary: false },
     ],
     events: [{ type: "text", text: answer }],
@@ -52,6 +64,7 @@ export function seedDemoConversations(store: Store, at: Date = new Date()): void
       notebookPath: null,
       title: "Is the deploy done?",
     },
+    { id: "slack:U0DEMOBOB", name: "bob (Slack)" },
     "Is the deploy done?",
     "Yes: the last deploy finished without errors.",
   );
@@ -66,6 +79,7 @@ export function seedDemoConversations(store: Store, at: Date = new Date()): void
       notebookPath: "notebooks/weekly-report.ipynb",
       title: "Summarise this week's numbers",
     },
+    { id: "alice", name: "Alice Admin" },
     "Summarise this week's numbers",
     "Revenue is up 4% on last week.",
   );

@@ -197,16 +197,23 @@ export class ConversationService {
         throw conflict(`Conversation id already taken: ${childId}`);
       throw error;
     }
-    store.copyTurns(parent.id, childId, atTurn);
-    // The child's session is the parent's history up to at_turn, so its first turn answers from it at once.
-    store.createSession({
-      id: sessionId,
-      conversationId: childId,
-      context: copied,
-      createdAt: at,
-      updatedAt: at,
-    });
-    await this.#deps.sandbox.fork(parent.id, childId);
+    try {
+      store.copyTurns(parent.id, childId, atTurn);
+      // The child's session is the parent's history up to at_turn, so its first turn answers from it at once.
+      store.createSession({
+        id: sessionId,
+        conversationId: childId,
+        context: copied,
+        createdAt: at,
+        updatedAt: at,
+      });
+      await this.#deps.sandbox.fork(parent.id, childId);
+    } catch (error) {
+      // No half-made child: a fork that fails leaves nothing behind (the id stays free).
+      store.deleteConversation(childId);
+      await this.#deps.sandbox.remove(childId).catch(() => undefined);
+      throw error;
+    }
     return {
       conversation_id: childId,
       parent_conversation_id: parent.id,

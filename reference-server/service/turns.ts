@@ -98,13 +98,18 @@ export class TurnService {
     const release = await this.#locks.acquire(conversationId);
     try {
       const record = this.#resolveConversation(caller, agent, conversationId, userText, metadata);
-      const automation = findAutomation(agent, metadata.automation ?? record.defaultAutomation ?? undefined);
+      // Model: the body, then this turn's automation, then the defaults a fork recorded (its model, then its
+      // automation's), then the agent's default.
+      const turnAutomation = findAutomation(agent, metadata.automation);
+      const inherited = findAutomation(agent, record.defaultAutomation ?? undefined);
+      const automation = turnAutomation ?? inherited;
       const bodyModel = input.routed ? undefined : body.model;
       const plan: TurnPlan = {
         agent,
         record,
         prompt: userText.trim() === "" && automation ? automation.prompt : userText,
-        model: bodyModel ?? automation?.model ?? record.defaultModel ?? agent.defaultModel,
+        model:
+          bodyModel ?? turnAutomation?.model ?? record.defaultModel ?? inherited?.model ?? agent.defaultModel,
         system: body.system,
         metadata,
         release,

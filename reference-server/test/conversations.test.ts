@@ -401,6 +401,17 @@ describe("share toggle", () => {
 });
 
 describe("fork", () => {
+  it("a fork's recorded model beats its recorded automation's model; this turn's automation beats both", async () => {
+    const alice = t.client();
+    const parentId = (await runTurn(alice, PHRASES.remember("fork-model"))).conversationId;
+    // nightly-summary runs on demo-small; the fork records demo-large as the child's model.
+    const child = await alice.fork(parentId, { model: "demo-large", automation: "nightly-summary" });
+    const asked = (metadata?: { automation: string }) =>
+      runTurn(alice, PHRASES.whichModel, { conversation_id: child.conversation_id, ...metadata });
+    expect((await asked()).text).toContain("demo-large");
+    expect((await asked({ automation: "nightly-summary" })).text).toContain("demo-small");
+  });
+
   it("copies history up to at_turn (clamped), makes a private child owned by the caller, leaves the parent unchanged", async () => {
     const alice = t.client();
     const bob = t.client(KEYS.member);
