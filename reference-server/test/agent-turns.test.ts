@@ -72,7 +72,7 @@ describe("the events of a turn", () => {
 
 describe("tools and files", () => {
   it("files the agent wrote are there in the next turn; tool blocks stream only with stream_tool_calls", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip();
+    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
     const alice = t.client();
     const write = await runTurn(
       alice,
@@ -142,7 +142,7 @@ describe("tools and files", () => {
   });
 
   it("a storage-backed agent's own files are restored fresh every turn", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip();
+    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
     const notes = t.client(KEYS.admin, "notes-agent");
     const first = await runTurn(
       notes,
@@ -172,7 +172,7 @@ describe("delete while a turn runs", () => {
   // The seed does not say what a delete does to a running turn; either it waits for the turn or the turn
   // ends with an error event. What must hold: the stream ends properly, the delete wins, the id starts clean.
   it("the running stream ends properly, the conversation is gone afterwards, and the id starts clean", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip();
+    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
     const alice = t.client();
     const id = "deleted-mid-turn";
     const running = await alice.sendMessage({
@@ -204,7 +204,7 @@ describe("delete while a turn runs", () => {
 
 describe("attachments", () => {
   it("are written to .uploads/ with safe, de-duplicated names; malformed entries are dropped silently", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip();
+    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
     const turn = await runTurn(
       t.client(),
       "List the attached files. Use your tools to read the attached file a.txt and reply with its contents.",
@@ -258,7 +258,7 @@ describe("read_only on a repository-backed agent", () => {
     }).trim();
 
   it("API-key turns never push by default; read_only false commits and pushes to the default branch, without attachments", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip();
+    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
     const repo = t.client(KEYS.admin, "acme-widgets");
     const before = git("rev-parse", "refs/heads/main");
     const readOnly = await runTurn(
