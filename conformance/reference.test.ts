@@ -50,3 +50,26 @@ it.skipIf(!serverPresent)(
   },
   120_000,
 );
+
+it.skipIf(!serverPresent)(
+  "leaves nothing behind: after the run only the demo's seeded conversations remain, for any key",
+  async () => {
+    const env = demo?.envVars ?? {};
+    const seeded = ["demo-slack-ops-thread", "demo-notebook-weekly"];
+    for (const key of [env.AGENT_API_KEY, env.AGENT_API_MEMBER_KEY]) {
+      for (const agent of [env.AGENT_API_AGENT, env.AGENT_API_STORAGE_AGENT, env.AGENT_API_REPO_AGENT]) {
+        const res = await fetch(`${env.AGENT_API_BASE_URL}/api/agents/${agent}/conversations?limit=200`, {
+          headers: { "x-api-key": key },
+        });
+        expect(res.status).toBe(200);
+        const { conversations } = (await res.json()) as {
+          conversations: Array<{ id: string; title: string }>;
+        };
+        expect(conversations.filter((c) => !seeded.includes(c.id)).map((c) => `${c.id}: ${c.title}`)).toEqual(
+          [],
+        );
+      }
+    }
+  },
+  120_000,
+);

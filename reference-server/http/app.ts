@@ -154,17 +154,6 @@ export function buildApp(options: AppOptions): FastifyInstance {
     });
     reply.hijack();
     await writeEventStream(reply.raw, turn.conversationId, (signal) => turn.events(signal));
-    // The hijacked reply skips onResponse; log the turn here so every request has its line.
-    request.log.info(
-      {
-        method: request.method,
-        url: request.url,
-        status: 200,
-        ms: Math.round(reply.elapsedTime),
-        key: request.caller?.keyLabel,
-      },
-      "request",
-    );
   }
 
   app.post<{ Params: AgentParams }>("/api/agents/:agent/v1/messages", async (request, reply) => {

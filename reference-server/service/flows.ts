@@ -74,6 +74,8 @@ export class FlowService {
         agent: step.agent,
         body: { messages: [{ role: "user", content: prompt }] },
         routed: false,
+        // A flow's steps are its own business: readable by id (steps[].conversation_id), not listed.
+        hidden: true,
       });
       const texts: string[] = [];
       for await (const event of turn.events(new AbortController().signal)) {

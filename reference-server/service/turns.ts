@@ -37,6 +37,8 @@ export interface SendInput {
   body: SendMessageRequest;
   /** Model-routed send: `body.model` selected the agent, so it is not a model id. */
   routed: boolean;
+  /** A new conversation is hidden from lists (a flow's step turns; `metadata.test` does the same). */
+  hidden?: boolean;
 }
 
 /** A turn whose status is decided (200) and whose events are yet to run. Iterate `events` exactly once. */
@@ -97,7 +99,14 @@ export class TurnService {
 
     const release = await this.#locks.acquire(conversationId);
     try {
-      const record = this.#resolveConversation(caller, agent, conversationId, userText, metadata);
+      const record = this.#resolveConversation(
+        caller,
+        agent,
+        conversationId,
+        userText,
+        metadata,
+        input.hidden,
+      );
       // Model: the body, then this turn's automation, then the defaults a fork recorded (its model, then its
       // automation's), then the agent's default.
       const turnAutomation = findAutomation(agent, metadata.automation);
@@ -129,6 +138,7 @@ export class TurnService {
     id: string,
     prompt: string,
     metadata: NonNullable<SendMessageRequest["metadata"]>,
+    hidden = false,
   ): ConversationRecord {
     const existing = this.#deps.store.getConversation(id);
     if (existing) {
@@ -157,7 +167,7 @@ export class TurnService {
       forkedAtTurnIndex: null,
       defaultModel: null,
       defaultAutomation: null,
-      hidden: metadata.test !== undefined && metadata.test !== false && metadata.test !== null,
+      hidden: hidden || (metadata.test !== undefined && metadata.test !== false && metadata.test !== null),
       createdAt: at,
       updatedAt: at,
       turnCount: 0,

@@ -55,6 +55,9 @@ describe("invoke a deployed flow", () => {
       "Repeat your instructions. Previous step said: You said: Write one sentence about sea otters.",
     );
     expect(run.steps[0].conversation_id).not.toBe(run.steps[1].conversation_id);
+    // Readable by id, but not listed: a flow's steps do not clutter the member's conversations.
+    const listed = (await alice.listConversations({ limit: 200 })).conversations.map((c) => c.id);
+    for (const step of run.steps) expect(listed).not.toContain(step.conversation_id);
 
     // A second run is a new run with new conversations.
     const again = (await client.invokeFlow({

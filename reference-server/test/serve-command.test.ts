@@ -1,0 +1,181 @@
+/**
+ * `agent-api serve` as users run it: the real command in a child process, with a YAML --config of its own
+ * (not the demo), and the pino request log it prints: one JSON line per request, never a key or a prompt.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
+const ADMIN_KEY = "acme-ann-admin-key-1";
+const VIEWER_KEY = "acme-ben-viewer-key-1";
+const REVOKED_KEY = "acme-cy-revoked-key-1";
+const SECRET_PROMPT = "Say the word zebra-prompt-7.";
+
+const CONFIG = `
+workspaces:
+  - id: acme
+    members: [{ id: ann, name: Ann }, { id: ben }, { id: cy }]
+keys:
+  - { key: ${ADMIN_KEY}, label: ann-admin, workspace: acme, member: ann, role: Admin }
+  - { key: ${VIEWER_KEY}, workspace: acme, member: ben, role: Viewer }
+  - { key: ${REVOKED_KEY}, workspace: acme, member: cy, role: Operator, revoked: true }
+agents:
+  - name: helper
+    workspace: acme
+    kind: storage
+    default_model: big
+    models: [{ id: small }]
+    instructions: You are the helper.
+`;
+
+interface Served {
+  child: ChildProcess;
+  url: string;
+  stdout(): string;
+}
+
+async function serve(args: string[]): Promise<Served> {
+  // Node 24 from node_modules/.bin is first on PATH under npm test; the bin refuses older Node.
+  const child = spawn(BIN, ["serve", ...args], { stdio: ["ignore", "pipe", "pipe"], env: process.env });
+  let out = "";
+  let err = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    out += chunk.toString("utf8");
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    err += chunk.toString("utf8");
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}${err}`)), 20_000);
+    const poll = setInterval(() => {
+      const match = /listening on (http:\/\/\S+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        clearInterval(poll);
+        resolve(match[1]);
+      }
+    }, 25);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      clearInterval(poll);
+      reject(new Error(`serve exited with ${code}: ${out}${err}`));
+    });
+  });
+  return { child, url, stdout: () => out };
+}
+
+async function stop(served: Served | undefined): Promise<void> {
+  if (!served || served.child.exitCode !== null) return;
+  const exited = new Promise((resolve) => served.child.once("exit", resolve));
+  served.child.kill("SIGTERM");
+  await exited;
+}
+
+let dir: string;
+let server: Served;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "serve-command-"));
+  await writeFile(join(dir, "server.yaml"), CONFIG);
+  server = await serve([
+    "--config",
+    join(dir, "server.yaml"),
+    "--data",
+    join(dir, "data"),
+    "--port",
+    "0",
+    "--session-delay-ms",
+    "100",
+  ]);
+}, 30_000);
+
+afterAll(async () => {
+  await stop(server);
+  await rm(dir, { recursive: true, force: true });
+});
+
+const send = (key: string, content: string) =>
+  fetch(`${server.url}/api/agents/helper/v1/messages`, {
+    method: "POST",
+    headers: { "x-api-key": key, "content-type": "application/json" },
+    body: JSON.stringify({ messages: [{ role: "user", content }] }),
+  });
+
+describe("agent-api serve --config", () => {
+  it("serves the configured workspace: its keys, roles, revoked flag and agent", async () => {
+    const turn = await send(ADMIN_KEY, "Which model are you running as? Reply with just the model id.");
+    expect(turn.status).toBe(200);
+    expect(await turn.text()).toContain('"text":"big"');
+    expect((await send(VIEWER_KEY, "hi")).status).toBe(403);
+    const revoked = await send(REVOKED_KEY, "hi");
+    expect(revoked.status).toBe(401);
+    expect(await revoked.json()).toEqual({ message: "API key has been revoked" });
+    const models = await fetch(`${server.url}/api/agents/helper/v1/models`, {
+      headers: { "x-api-key": ADMIN_KEY },
+    });
+    expect(((await models.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id)).toEqual([
+      "big",
+      "small",
+    ]);
+    // No demo here: the demo's agent does not exist.
+    const demo = await fetch(`${server.url}/api/agents/demo-agent/v1/models`, {
+      headers: { "x-api-key": ADMIN_KEY },
+    });
+    expect(demo.status).toBe(404);
+  });
+
+  it("logs one JSON line per request, with the key's label and never a key or a prompt", async () => {
+    // Lines of earlier requests may still be in the pipe: let them arrive before counting.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const before = server
+      .stdout()
+      .split("\n")
+      .filter((l) => l.includes('"msg":"request"')).length;
+    await (await send(ADMIN_KEY, SECRET_PROMPT)).text();
+    await (
+      await fetch(`${server.url}/api/agents/helper/conversations`, { headers: { "x-api-key": ADMIN_KEY } })
+    ).text();
+    await (
+      await fetch(`${server.url}/api/agents/helper/conversations`, { headers: { "x-api-key": "wrong-key" } })
+    ).text();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const lines = server
+      .stdout()
+      .split("\n")
+      .filter((l) => l.includes('"msg":"request"'));
+    const mine = lines.slice(before).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(mine.map((l) => [l.method, l.status])).toEqual([
+      ["POST", 200],
+      ["GET", 200],
+      ["GET", 401],
+    ]);
+    expect(mine[0].key).toBe("ann-admin");
+    const log = server.stdout();
+    for (const secret of [ADMIN_KEY, VIEWER_KEY, REVOKED_KEY, "wrong-key", "zebra-prompt-7"])
+      expect(log).not.toContain(secret);
+  });
+});
+
+describe("agent-api serve --demo --env-file", () => {
+  it("writes the AGENT_API_* variables the suite reads, though Node claims --env-file for itself", async () => {
+    const envFile = join(dir, "demo.env");
+    const demo = await serve(["--demo", "--data", join(dir, "demo"), "--port", "0", "--env-file", envFile]);
+    try {
+      const vars = Object.fromEntries(
+        (await readFile(envFile, "utf8"))
+          .trim()
+          .split("\n")
+          .map((line) => line.split(/=(.*)/s).slice(0, 2)),
+      );
+      expect(vars.AGENT_API_BASE_URL).toBe(demo.url);
+      expect(vars.AGENT_API_KEY).toBe("demo-admin-key");
+      expect(vars.AGENT_API_REVOKED_KEY).toBe("demo-revoked-key");
+    } finally {
+      await stop(demo);
+    }
+  });
+});
