@@ -36,6 +36,8 @@ export interface ServerOptions {
   turnTimeoutMs?: number;
   toolTimeoutMs?: number;
   toolOutputCapBytes?: number;
+  /** How long a turn's client may leave events unread before it is dropped (default 30 s). */
+  sseStallMs?: number;
   /** Write the AGENT_API_* variables for the conformance suite here (demo only). */
   envFile?: string;
 }
@@ -110,7 +112,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
     keys.lookupFlowKey,
   );
-  const app = buildApp({ config, keys, service, routingPrefix, logger });
+  const app = buildApp({ config, keys, service, routingPrefix, logger, sseStallMs: options.sseStallMs });
   let closed = false;
   const closeAll = async () => {
     if (closed) return;

@@ -75,7 +75,7 @@ describe("operations", () => {
       "/api/agents/{agent}/conversations/{id}",
       ["204", "400", "401", "403", "404"],
     ],
-    invokeFlow: ["post", "/apps/{app_id}", ["200", "400", "401", "404"]],
+    invokeFlow: ["post", "/apps/{app_id}", ["200", "400", "401", "404", "502"]],
   };
 
   it("has exactly the 11 operations of the seed", () => {

@@ -31,6 +31,8 @@ export interface AppOptions {
   service: Service;
   routingPrefix: string;
   logger: FastifyBaseLogger;
+  /** How long a turn's client may leave events unread before it is dropped (default 30 s). */
+  sseStallMs?: number;
 }
 
 declare module "fastify" {
@@ -153,7 +155,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
       routed,
     });
     reply.hijack();
-    await writeEventStream(reply.raw, turn.conversationId, (signal) => turn.events(signal));
+    await writeEventStream(reply.raw, turn.conversationId, (signal) => turn.events(signal), options.sseStallMs);
   }
 
   app.post<{ Params: AgentParams }>("/api/agents/:agent/v1/messages", async (request, reply) => {

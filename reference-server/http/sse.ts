@@ -11,10 +11,31 @@ export function frame(event: StreamEvent): string {
   return `event: ${name}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
+/** How long a client may leave written events unread before it is dropped (default). */
+export const STALL_MS = 30_000;
+
+/** Resolves true once the socket drained, false when it closed or stalled past `ms`. */
+function drained(res: ServerResponse, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      res.off("drain", onDrain);
+      res.off("close", onClose);
+      resolve(ok);
+    };
+    const onDrain = () => done(true);
+    const onClose = () => done(false);
+    const timer = setTimeout(() => done(false), ms);
+    res.on("drain", onDrain);
+    res.on("close", onClose);
+  });
+}
+
 export async function writeEventStream(
   res: ServerResponse,
   conversationId: string,
   run: (signal: AbortSignal) => AsyncGenerator<StreamEvent, void, void>,
+  stallMs: number = STALL_MS,
 ): Promise<void> {
   const abort = new AbortController();
   const onClose = () => {
@@ -32,16 +53,9 @@ export async function writeEventStream(
   try {
     for await (const event of run(abort.signal)) {
       if (res.destroyed || res.writableEnded) continue;
-      if (!res.write(frame(event))) {
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            res.off("drain", done);
-            res.off("close", done);
-            resolve();
-          };
-          res.on("drain", done);
-          res.on("close", done);
-        });
+      if (!res.write(frame(event)) && !(await drained(res, stallMs))) {
+        // A client that stops reading must not hold the conversation's turn lock: drop it, finish the turn.
+        res.destroy();
       }
     }
   } finally {

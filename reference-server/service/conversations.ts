@@ -47,10 +47,19 @@ export class ConversationService {
    */
   readonly #copyOrRemove = new KeyedMutex();
 
-  constructor(deps: ServiceDeps, sessions: SessionRecorder, locks: KeyedMutex = new KeyedMutex()) {
+  /** Ends a conversation's running turn (delete does not wait for the agent to finish). */
+  readonly #interruptTurn: (conversationId: string, reason: string) => void;
+
+  constructor(
+    deps: ServiceDeps,
+    sessions: SessionRecorder,
+    locks: KeyedMutex = new KeyedMutex(),
+    interruptTurn: (conversationId: string, reason: string) => void = () => undefined,
+  ) {
     this.#deps = deps;
     this.#sessions = sessions;
     this.#locks = locks;
+    this.#interruptTurn = interruptTurn;
   }
 
   #now(): string {
@@ -125,14 +134,19 @@ export class ConversationService {
 
   async delete(caller: Caller, agent: string, id: string): Promise<void> {
     this.#owned(caller, agent, id, "delete it");
+    // A running turn is ended, not awaited; its lock is then taken so that the turn's last writes, the row
+    // and the files all go before the id can be used again (by a send or a fork's child).
+    this.#interruptTurn(id, "The conversation was deleted during the turn");
+    const releaseTurn = await this.#locks.acquire(id);
     const release = await this.#copyOrRemove.acquire(id);
     try {
       this.#owned(caller, agent, id, "delete it");
       this.#sessions.cancel(id);
-      this.#deps.store.deleteConversation(id);
       await this.#deps.sandbox.remove(id);
+      this.#deps.store.deleteConversation(id);
     } finally {
       release();
+      releaseTurn();
     }
   }
 
@@ -143,13 +157,19 @@ export class ConversationService {
     body: Schemas["ForkRequest"],
   ): Promise<Schemas["ForkResult"]> {
     this.visible(caller, agent, id);
-    const releaseTurn = await this.#locks.acquire(id);
-    const release = await this.#copyOrRemove.acquire(id);
+    const childId = body.conversation_id;
+    if (childId !== undefined && this.#deps.store.getConversation(childId))
+      throw conflict(`Conversation id already taken: ${childId}`);
+    // The parent's turn lock (a fork waits for a running turn) and the child id's (no send can create the
+    // child between its row and its files); taken in id order so two forks never wait on each other.
+    const ids = childId !== undefined && childId !== id ? [id, childId].sort() : [id];
+    const releases: Array<() => void> = [];
     try {
+      for (const lockId of ids) releases.push(await this.#locks.acquire(lockId));
+      releases.push(await this.#copyOrRemove.acquire(id));
       return await this.#fork(caller, agent, id, body);
     } finally {
-      release();
-      releaseTurn();
+      for (const release of releases.reverse()) release();
     }
   }
 

@@ -82,7 +82,7 @@ export class FlowService {
         if (event.type === "content_block_delta" && event.delta.type === "text_delta")
           texts.push(event.delta.text);
         if (event.type === "error") {
-          throw new ApiError(500, "api_error", `Flow step ${step.name} failed: ${event.error.message}`);
+          throw new ApiError(502, "api_error", `Flow step ${step.name} failed: ${event.error.message}`);
         }
       }
       previous = texts.join("\n\n");

@@ -23,7 +23,9 @@ export function createService(
   const locks = new KeyedMutex();
   const turns = new TurnService(deps, sessions, locks);
   return {
-    conversations: new ConversationService(deps, sessions, locks),
+    conversations: new ConversationService(deps, sessions, locks, (id, reason) =>
+      turns.interrupt(id, reason),
+    ),
     turns,
     flows: new FlowService(deps, turns, isFlowKey),
     models: (caller, agent) => listModels(findAgent(deps.config, caller, agent)),

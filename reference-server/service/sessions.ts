@@ -13,6 +13,8 @@ export class SessionRecorder {
   readonly #store: Store;
   readonly #delayMs: number;
   readonly #pending = new Map<string, NodeJS.Timeout>();
+  /** After close, nothing is recorded: the store may be closed already. */
+  #closed = false;
 
   constructor(store: Store, delayMs: number) {
     this.#store = store;
@@ -25,6 +27,7 @@ export class SessionRecorder {
    * that is cancelled, or lost with a stopped server, leaves nothing behind.
    */
   recordLater(session: SessionRecord): void {
+    if (this.#closed) return;
     this.cancel(session.conversationId);
     const apply = () => {
       this.#pending.delete(session.conversationId);
@@ -47,6 +50,7 @@ export class SessionRecorder {
   }
 
   close(): void {
+    this.#closed = true;
     for (const timer of this.#pending.values()) clearTimeout(timer);
     this.#pending.clear();
   }

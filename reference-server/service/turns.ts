@@ -75,6 +75,8 @@ export class TurnService {
   readonly #deps: ServiceDeps;
   readonly #sessions: SessionRecorder;
   readonly #locks: KeyedMutex;
+  /** The turn running on each conversation (turns of one conversation are serialised), to end it early. */
+  readonly #running = new Map<string, AbortController>();
 
   constructor(deps: ServiceDeps, sessions: SessionRecorder, locks: KeyedMutex) {
     this.#deps = deps;
@@ -84,6 +86,11 @@ export class TurnService {
 
   #now(): string {
     return (this.#deps.now?.() ?? new Date()).toISOString();
+  }
+
+  /** Ends the turn running on a conversation (a delete): it stops and finishes with an `error` event. */
+  interrupt(conversationId: string, reason: string): void {
+    this.#running.get(conversationId)?.abort(new TurnInterrupted(reason));
   }
 
   async prepare(input: SendInput): Promise<PreparedTurn> {
@@ -112,7 +119,8 @@ export class TurnService {
       const turnAutomation = findAutomation(agent, metadata.automation);
       const inherited = findAutomation(agent, record.defaultAutomation ?? undefined);
       const automation = turnAutomation ?? inherited;
-      const bodyModel = input.routed ? undefined : body.model;
+      // An empty model is no model: the defaults apply.
+      const bodyModel = input.routed || body.model === "" ? undefined : body.model;
       const plan: TurnPlan = {
         agent,
         record,
@@ -179,7 +187,10 @@ export class TurnService {
   async *#run(plan: TurnPlan, clientSignal: AbortSignal): AsyncGenerator<StreamEvent, void, void> {
     const { record, metadata } = plan;
     const store = this.#deps.store;
-    const signal = AbortSignal.any([clientSignal, AbortSignal.timeout(this.#deps.options.turnTimeoutMs)]);
+    const interrupt = new AbortController();
+    this.#running.set(record.id, interrupt);
+    const timeout = AbortSignal.timeout(this.#deps.options.turnTimeoutMs);
+    const signal = AbortSignal.any([clientSignal, timeout, interrupt.signal]);
     // A newer turn supersedes a recording still pending from an earlier one.
     this.#sessions.cancel(record.id);
     const resumedSessionId = record.agentSessionId;
@@ -239,7 +250,8 @@ export class TurnService {
         if (events.length > 0) index++;
         yield* events;
       }
-      if (signal.aborted && !clientSignal.aborted) failure = "The turn timed out";
+      // A turn cut short is a failure whatever the engine returned: it must not move the session.
+      if (signal.aborted) failure = interruption(interrupt.signal, timeout, clientSignal);
       const finished = await sandbox.finish();
       pushedCommit = finished?.pushedCommit ?? null;
     } catch (error) {
@@ -251,6 +263,7 @@ export class TurnService {
     } catch (error) {
       failure ??= `The turn could not be stored: ${error instanceof Error ? error.message : String(error)}`;
     } finally {
+      if (this.#running.get(record.id) === interrupt) this.#running.delete(record.id);
       plan.release();
     }
     if (failure !== undefined) {
@@ -265,10 +278,19 @@ export class TurnService {
     const { agentEvents, outcome, resumedSessionId, failure } = result;
     const store = this.#deps.store;
     const current = store.getConversation(plan.record.id);
-    if (!current) throw new Error("the conversation was deleted during the turn");
+    // The same conversation, not a new one that took the id after a delete: never write into another's.
+    if (
+      !current ||
+      current.createdAt !== plan.record.createdAt ||
+      current.ownerMemberId !== plan.record.ownerMemberId ||
+      current.workspaceId !== plan.record.workspaceId
+    )
+      throw new Error("the conversation was deleted during the turn");
+    const completed = failure === undefined;
     const at = this.#now();
     const messages: Array<Omit<MessageRecord, "conversationId" | "turnIndex" | "seq" | "createdAt">> = [];
-    const compaction = agentEvents.find((e) => e.kind === "compaction");
+    // A turn that did not complete did not replace its context, so its compaction did not happen either.
+    const compaction = completed ? agentEvents.find((e) => e.kind === "compaction") : undefined;
     if (compaction?.kind === "compaction") {
       messages.push({ role: "user", text: compaction.summary, ...system(), isCompactSummary: true });
     }
@@ -287,11 +309,12 @@ export class TurnService {
     if (failure !== undefined) events.push({ type: "error", message: failure });
     // The seed's states table: output records a session (the pointer a few seconds later; an existing one
     // is updated in place); a resumed turn without output clears the pointer so the next turn starts clean.
+    // A turn that failed or was cut short moves nothing: it is stored with its error, the session kept.
     const producedOutput = agentEvents.some(isOutput);
     const resumed = resumedSessionId !== null && store.getSession(resumedSessionId) !== undefined;
     let session: TurnWrite["session"];
     let toRecord: SessionRecord | undefined;
-    if (producedOutput && outcome !== undefined) {
+    if (completed && producedOutput && outcome !== undefined) {
       if (resumed) session = { upsert: { id: resumedSessionId as string, context: outcome.context } };
       else
         toRecord = {
@@ -301,7 +324,7 @@ export class TurnService {
           createdAt: at,
           updatedAt: at,
         };
-    } else if (!producedOutput && resumedSessionId !== null) {
+    } else if (completed && !producedOutput && resumedSessionId !== null) {
       session = { clearPointer: true };
     }
     store.commitTurn({
@@ -339,4 +362,14 @@ function rawEvent(event: AgentEvent): Record<string, unknown> {
   }
   const { kind, ...rest } = event;
   return { type: kind, ...rest };
+}
+
+/** Why a turn was ended early by the server (a delete), as opposed to a time-out or a client leaving. */
+class TurnInterrupted extends Error {}
+
+function interruption(interrupt: AbortSignal, timeout: AbortSignal, client: AbortSignal): string {
+  if (interrupt.aborted && interrupt.reason instanceof TurnInterrupted) return interrupt.reason.message;
+  if (timeout.aborted) return "The turn timed out";
+  if (client.aborted) return "The client disconnected before the turn finished";
+  return "The turn was interrupted";
 }

@@ -1,0 +1,151 @@
+/**
+ * Turns that do not run to their end: deleted under the agent, abandoned by their client, or left unread.
+ * None may write into another conversation, wipe a session, or hold a conversation's lock forever.
+ */
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KEYS, PHRASES, raw, runTurn, sleep, startTestServer, type TestServer, uid } from "./helpers.ts";
+
+const STALL_MS = 400;
+let t: TestServer;
+
+beforeAll(async () => {
+  t = await startTestServer({ sessionDelayMs: 100, sseStallMs: STALL_MS });
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+const path = (id: string, rest = "") =>
+  `/api/agents/demo-agent/conversations/${encodeURIComponent(id)}${rest}`;
+
+async function conversation(id: string, key: string = KEYS.admin) {
+  const res = await raw(t.url, "GET", path(id), { key });
+  return res.status === 200
+    ? (res.json as { conversation: Record<string, unknown> }).conversation
+    : undefined;
+}
+
+describe("a turn deleted under the agent", () => {
+  it("ends with an error event and never writes into a conversation that later takes its id", async (ctx) => {
+    if (t.server.isolation === "unavailable")
+      ctx.skip("needs a tool that runs for a while, and bubblewrap is not usable here");
+    const bobsId = uid("bob-parent");
+    const id = uid("deleted");
+    await runTurn(t.client(KEYS.member), "hello from bob", { conversation_id: bobsId });
+    const running = runTurn(
+      t.client(),
+      "My secret is hunter2. Use your tools to run the shell command: sleep 2",
+      {
+        conversation_id: id,
+      },
+    ).catch((error: unknown) => error);
+    await sleep(500);
+    expect((await raw(t.url, "DELETE", path(id), { key: KEYS.admin })).status).toBe(204);
+    // The id is free again: bob forks his conversation into it.
+    const fork = await raw(t.url, "POST", path(bobsId, "/fork"), {
+      key: KEYS.member,
+      body: { conversation_id: id },
+    });
+    expect(fork.status).toBe(200);
+    const ended = await running;
+    expect(String(ended)).toContain("The conversation was deleted during the turn");
+    await sleep(300);
+    const transcript = await raw(t.url, "GET", path(id, "/messages"), { key: KEYS.member });
+    expect(transcript.text).not.toContain("hunter2");
+    expect((transcript.json as { conversation: { turn_count: number } }).conversation.turn_count).toBe(1);
+  });
+});
+
+describe("a client that disconnects mid-turn", () => {
+  it("leaves the session (memory) as it was; the turn is stored with its error", async () => {
+    const id = uid("abandoned");
+    const alice = t.client();
+    await runTurn(alice, PHRASES.remember("zebra"), { conversation_id: id });
+    const before = await alice.waitForSession(id, { intervalMs: 25, timeoutMs: 3000 });
+    expect(before.agentSessionId).not.toBeNull();
+    // A big attachment keeps the turn busy long enough to leave it after the headers arrived.
+    const aborter = new AbortController();
+    const response = await fetch(`${t.url}/api/agents/demo-agent/v1/messages`, {
+      method: "POST",
+      headers: { "x-api-key": KEYS.admin, "content-type": "application/json" },
+      body: JSON.stringify({
+        messages: [{ role: "user", content: "List the attached files." }],
+        metadata: {
+          conversation_id: id,
+          attachments: [
+            {
+              name: "big.bin",
+              mediaType: "application/octet-stream",
+              dataBase64: Buffer.alloc(9 << 20).toString("base64"),
+            },
+          ],
+        },
+      }),
+      signal: aborter.signal,
+    });
+    expect(response.status).toBe(200);
+    aborter.abort();
+    await sleep(500);
+    const after = await conversation(id);
+    expect(after?.agent_session_id).toBe(before.agentSessionId);
+    expect((await runTurn(alice, PHRASES.recall, { conversation_id: id })).text).toBe("zebra");
+  });
+});
+
+describe("a client that stops reading", () => {
+  it("is dropped after the stall limit: the turn is stored and the conversation is free again", async () => {
+    const id = uid("unread");
+    const body = JSON.stringify({
+      messages: [{ role: "user", content: PHRASES.repeatInstructions }],
+      // Echoed back by the turn: far more than the socket buffers hold.
+      system: "x".repeat(16 << 20),
+      metadata: { conversation_id: id },
+    });
+    const { port } = new URL(t.url);
+    const socket = connect(Number(port), "127.0.0.1");
+    await new Promise((resolve) => socket.once("connect", resolve));
+    socket.write(
+      `POST /api/agents/demo-agent/v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: ${KEYS.admin}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`,
+    );
+    socket.write(body);
+    socket.pause(); // never read
+    try {
+      let stored: Record<string, unknown> | undefined;
+      for (let i = 0; i < 40 && stored?.turn_count !== 1; i++) {
+        await sleep(250);
+        stored = await conversation(id);
+      }
+      expect(stored?.turn_count).toBe(1);
+      // The lock is free: another turn on the conversation runs at once.
+      const next = await Promise.race([
+        runTurn(t.client(), "hi", { conversation_id: id }).then((r) => r.status),
+        sleep(5000).then(() => "still waiting for the lock"),
+      ]);
+      expect(next).toBe(200);
+    } finally {
+      socket.destroy();
+    }
+  });
+});
+
+describe("edge cases of a turn's inputs", () => {
+  it("an empty model is no model: the agent's default runs", async () => {
+    const turn = await runTurn(t.client(), {
+      model: "",
+      messages: [{ role: "user", content: PHRASES.whichModel }],
+    });
+    expect(turn.model).toBe("demo-large");
+    expect(turn.text).toBe("demo-large");
+  });
+
+  it("a flow whose step fails answers 502 with the step's error, not 500", async () => {
+    const res = await raw(t.url, "POST", "/apps/demo-flow", {
+      headers: { "x-api-key": KEYS.flow },
+      body: { input_vars: { topic: "x. Fail this turn after it starts." } },
+    });
+    expect(res.status).toBe(502);
+    expect(res.json).toMatchObject({ error: { type: "api_error" } });
+    expect(res.text).toContain("Flow step draft failed");
+  });
+});
