@@ -155,7 +155,12 @@ export function buildApp(options: AppOptions): FastifyInstance {
       routed,
     });
     reply.hijack();
-    await writeEventStream(reply.raw, turn.conversationId, (signal) => turn.events(signal), options.sseStallMs);
+    await writeEventStream(
+      reply.raw,
+      turn.conversationId,
+      (signal) => turn.events(signal),
+      options.sseStallMs,
+    );
   }
 
   app.post<{ Params: AgentParams }>("/api/agents/:agent/v1/messages", async (request, reply) => {
