@@ -18,6 +18,7 @@ import {
   type RepoPaths,
   refresh,
   remoteDefaultBranch,
+  snapshotWorkTree,
 } from "./repo.ts";
 import { conversationDirName, safeSegment } from "./safe-paths.ts";
 import {
@@ -192,6 +193,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       await resetOutputs(workdir);
     }
     const attachments = await writeAttachments(workdir, request.attachments);
+    // What a writable turn changed is measured from here (attachments are excluded from the repository).
+    const baseline = repo && !request.readOnly ? await snapshotWorkTree(repo) : undefined;
     keepWarm(key, entry);
 
     return {
@@ -204,7 +207,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
           if (repo) {
             const pushedCommit = request.readOnly
               ? null
-              : await commitAndPush(repo, entry.branch ?? FALLBACK_BRANCH, request.conversationId);
+              : await commitAndPush(repo, entry.branch ?? FALLBACK_BRANCH, request.conversationId, baseline);
             return { pushedCommit, publishedOutputs: [] };
           }
           const publishedOutputs = await publishOutputs(

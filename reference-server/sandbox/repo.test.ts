@@ -164,6 +164,8 @@ describe("repository-backed agents", () => {
     await manager.fork("p", "c");
     const child = await manager.acquire(turnRequest("c", agent, { readOnly: false }));
     expect((await child.tools.run("read_file", { path: "wip.txt" })).content).toBe("parent work");
+    // The child's own change makes the turn push, and "stage all" takes the inherited work along.
+    await child.tools.run("write_file", { path: "child.txt", content: "child work" });
     const { pushedCommit } = await child.finish();
     expect(log()[0].startsWith(`${pushedCommit} `)).toBe(true);
 

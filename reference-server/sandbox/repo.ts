@@ -157,6 +157,15 @@ export async function refresh(repo: RepoPaths, branch: string | null, alwaysMerg
   }
 }
 
+/**
+ * Stages the work tree as it is and names its tree: the baseline a writable turn's changes are measured
+ * against (staging is harmless: only a writable turn ever commits, and `.uploads/` is excluded).
+ */
+export async function snapshotWorkTree(repo: RepoPaths): Promise<string> {
+  await git(["add", "--all"], repo.workTree, repo);
+  return (await git(["write-tree"], repo.workTree, repo)).trim();
+}
+
 /** Pushes tried before a turn reports that the default branch kept moving. */
 const PUSH_ATTEMPTS = 5;
 
@@ -170,10 +179,14 @@ export async function commitAndPush(
   repo: RepoPaths,
   branch: string,
   conversationId: string,
+  baselineTree?: string,
 ): Promise<string | null> {
   // `.uploads/` is in info/exclude, so attachments are never staged.
   await git(["add", "--all"], repo.workTree, repo);
   if (await gitSucceeds(["diff", "--cached", "--quiet"], repo)) return null;
+  // A turn that changed nothing pushes nothing, even when an earlier read-only turn left changes behind.
+  if (baselineTree !== undefined && (await git(["write-tree"], repo.workTree, repo)).trim() === baselineTree)
+    return null;
   const message = `agent turn on conversation ${conversationId.replace(/[\r\n]+/g, " ").slice(0, 200)}`;
   await git(["commit", "--quiet", "--no-verify", "-m", message], repo.workTree, repo);
   for (let attempt = 1; ; attempt++) {

@@ -329,7 +329,7 @@ describe("repository-backed agent (acme-widgets)", () => {
 });
 
 describe("repository-backed agent: read-only changes left in the clone", () => {
-  it("are committed by the conversation's next read_only false turn, even one that changes nothing itself", async () => {
+  it("are not pushed by a read_only false turn that changes nothing itself", async () => {
     const s = await server();
     const id = "ro-then-rw";
     await s.turn("acme-widgets", phrase.write("left.txt", "from-read-only"), { conversation_id: id });
@@ -339,7 +339,18 @@ describe("repository-backed agent: read-only changes left in the clone", () => {
       read_only: false,
     });
     expect(onlyToolResult(reading).is_error).toBe(false);
-    expect(mainHead(s)).not.toBe(before);
+    expect(mainHead(s)).toBe(before);
+  });
+
+  it("go with the next read_only false turn that changes something ('stages all changes')", async () => {
+    const s = await server();
+    const id = "ro-then-rw-change";
+    await s.turn("acme-widgets", phrase.write("left.txt", "from-read-only"), { conversation_id: id });
+    await s.turn("acme-widgets", phrase.write("mine.txt", "from-writable"), {
+      conversation_id: id,
+      read_only: false,
+    });
+    expect(bareGit(s.bareRepo, "show", "main:mine.txt")).toBe("from-writable");
     expect(bareGit(s.bareRepo, "show", "main:left.txt")).toBe("from-read-only");
   });
 });
