@@ -519,10 +519,13 @@ export interface components {
         FlowInvokeResult: {
             [key: string]: unknown;
         };
-        /** @description Token usage known when the message starts. */
+        /**
+         * @description Token usage known when the message starts. The seed shows `usage` without naming its fields here (the five
+         *     usage fields are fixed on `message_delta`), so none is required.
+         */
         MessageStartUsage: {
-            input_tokens: number;
-            output_tokens: number;
+            input_tokens?: number;
+            output_tokens?: number;
             cache_read_input_tokens?: number;
             cache_creation_input_tokens?: number;
         };
@@ -581,7 +584,8 @@ export interface components {
             type: "tool_result";
             /** @description The `id` of the `tool_use` block it answers. */
             tool_use_id: string;
-            content: string;
+            /** @description The tool's output. The seed does not give its type; the messages API allows a string or an array of content blocks. */
+            content: string | unknown[];
             is_error: boolean;
         };
         TextDelta: {

@@ -2,8 +2,10 @@
  * Building blocks the checks share: the prompt phrases (plain instructions any competent agent follows),
  * assertions about turns, and the fixtures several checks read (one conversation, many readers).
  */
+
 import { type CheckContext, type ConversationRecord, isRecord, type Turn } from "../context.ts";
 import { fail, skip } from "../outcomes.ts";
+import type { BlockSeen } from "../sse/grammar.ts";
 import type { CheckDef } from "../types.ts";
 
 /** Keeps the catalogue files short: a check is data plus its run function. */
@@ -133,8 +135,25 @@ export function modelsInfo(ctx: CheckContext): Promise<ModelsInfo> {
 }
 
 /** The model a turn ran as: message_start's model, or failing that the reply to "which model". */
+/**
+ * Whether a turn ran on `model` (a models-list id): message_start names it, or a resolved name that starts
+ * with it (`demo-large-20250929`, `demo-large@2025`), or the reply names it as a whole word. The seed does
+ * not say message_start.model repeats the list id verbatim, and a model cannot always name its own id.
+ */
 export function turnRanAs(turn: Turn, model: string): boolean {
-  return turn.reading?.model === model || turn.text.includes(model);
+  const started = turn.reading?.model;
+  if (
+    started === model ||
+    (started !== undefined && new RegExp(`^${escapeRegExp(model)}[-@:.]`).test(started))
+  )
+    return true;
+  return new RegExp(`(?<![A-Za-z0-9._-])${escapeRegExp(model)}(?![A-Za-z0-9_-]|\\.[A-Za-z0-9])`).test(
+    turn.text,
+  );
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 export async function conversationOf(
@@ -163,4 +182,17 @@ export function secondAgent(ctx: CheckContext): string {
   return other;
 }
 
-export const ISO_MS_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+/** ISO 8601 in UTC with milliseconds: `Z`, or the equivalent `+00:00` (Python's isoformat writes it). */
+export const ISO_MS_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(Z|[+-]00:?00)$/;
+
+/**
+ * Whether the agent produced output: any block but a text block whose deltas are all empty (a deployment
+ * may wrap "no output" in an empty text block; that is still no output, and must not excuse a check).
+ */
+export function carriesOutput(blocks: BlockSeen[]): boolean {
+  return blocks.some(
+    (block) =>
+      block.type !== "text" ||
+      block.deltas.some((delta) => typeof delta.text === "string" && delta.text.trim() !== ""),
+  );
+}

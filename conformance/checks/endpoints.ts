@@ -51,8 +51,9 @@ export const endpointChecks: CheckDef[] = [
       // A second, newer conversation: it must come before the older one.
       const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
       ensureTurnOk(newer);
-      // `since` keeps the check's own conversations within the first 200 on a busy deployment.
-      const since = String((await ctx.conversation(conv.id)).created_at);
+      // `since` keeps the check's own conversations within the first 200 on a busy deployment; a minute
+      // early, as the seed does not say whether it is inclusive.
+      const since = minuteBefore(String((await ctx.conversation(conv.id)).created_at));
       const res = await ctx.listConversations({ limit: "200", since });
       ensureStatus(res, 200, "conversation list");
       if (!isRecord(res.body) || !Array.isArray(res.body.conversations))
@@ -64,9 +65,12 @@ export const endpointChecks: CheckDef[] = [
       if (older === -1) fail("the caller's conversation is not listed");
       if (newest === -1) fail("the newest conversation is not listed");
       if (newest > older) fail("an older conversation is listed before a newer one");
+      // "Newest activity" need not be updated_at (a share toggle may bump it without being activity).
       for (let i = 1; i < list.length; i++) {
-        if (String(list[i - 1].updated_at) < String(list[i].updated_at))
-          fail("the list is not ordered by updated_at, newest first");
+        if (String(list[i - 1].updated_at) < String(list[i].updated_at)) {
+          ctx.note("the list is not in updated_at order (activity may be measured otherwise)");
+          break;
+        }
       }
     },
   }),
@@ -119,7 +123,11 @@ export const endpointChecks: CheckDef[] = [
       const own = await ctx.conversation(conv.id);
       const other = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"].find((c) => c !== own.channel) ?? "EMAIL";
       for (const channel of [own.channel, other]) {
-        const res = await ctx.listConversations({ channel, limit: "200", since: String(own.created_at) });
+        const res = await ctx.listConversations({
+          channel,
+          limit: "200",
+          since: minuteBefore(String(own.created_at)),
+        });
         ensureStatus(res, 200, `list with channel ${channel}`);
         const list =
           isRecord(res.body) && Array.isArray(res.body.conversations)
@@ -152,7 +160,7 @@ export const endpointChecks: CheckDef[] = [
         [200, 204],
         "share toggle by the owner",
       );
-      const since = String((await ctx.conversation(privateId, { key })).created_at);
+      const since = minuteBefore(String((await ctx.conversation(privateId, { key })).created_at));
       const res = await ctx.listConversations({ limit: "200", since });
       ensureStatus(res, 200, "conversation list");
       const ids =
@@ -180,8 +188,9 @@ export const endpointChecks: CheckDef[] = [
         if (!ISO_MS_UTC.test(String(c[field])))
           fail(`${field} ${JSON.stringify(c[field])} is not ISO 8601 UTC with milliseconds`);
       }
-      if (typeof c.turn_count !== "number" || c.turn_count < 1)
-        fail(`turn_count ${c.turn_count} after one turn`);
+      // What turn_count counts is not stated beyond its type (GET-TURN-COUNT reports it, as INFO).
+      if (typeof c.turn_count !== "number")
+        fail(`turn_count ${JSON.stringify(c.turn_count)} is not a number`);
     },
   }),
   /** The title comes from the first prompt and never changes. */
@@ -297,7 +306,9 @@ export const endpointChecks: CheckDef[] = [
     async run(ctx) {
       const id = ctx.newConversationId();
       // Long turns push the context past a compaction budget; the filler asks nothing of the agent.
-      const filler = "This sentence is filler for a long-context test and needs no answer. ".repeat(420);
+      const filler = "This sentence is filler for a long-context test and needs no answer. "
+        .repeat(420)
+        .trim();
       let compacted = false;
       const sent: string[] = [];
       for (let round = 0; round < 3 && !compacted; round++) {
@@ -325,9 +336,12 @@ export const endpointChecks: CheckDef[] = [
         Array.isArray(m.content)
           ? m.content.map((b) => (isRecord(b) && typeof b.text === "string" ? b.text : "")).join("")
           : "";
-      // A user message the caller never sent can only be a compaction summary, which must say so.
+      // A user message the caller never sent can only be a compaction summary, which must say so. Stored
+      // text may differ from the sent text in whitespace.
+      const normal = (text: string) => text.replace(/\s+/g, " ").trim();
+      const sentNormal = sent.map(normal);
       const unflagged = messages.find(
-        (m) => m.role === "user" && m.is_compact_summary !== true && !sent.includes(textOf(m)),
+        (m) => m.role === "user" && m.is_compact_summary !== true && !sentNormal.includes(normal(textOf(m))),
       );
       if (unflagged)
         fail(
@@ -342,7 +356,7 @@ export const endpointChecks: CheckDef[] = [
   /** The share body is exactly {shared: boolean}; other bodies are refused. */
   check({
     id: "SHARE-BODY-STRICT",
-    level: "MUST",
+    level: "SHOULD",
     section: "Endpoints/Toggle sharing",
     title: "A share body other than exactly {shared: <boolean>} gets a 4xx and changes nothing",
     needs: [],
@@ -475,3 +489,9 @@ export const endpointChecks: CheckDef[] = [
     },
   }),
 ];
+
+/** A timestamp one minute earlier (for `since` filters that may be exclusive); unparsable ones unchanged. */
+function minuteBefore(timestamp: string): string {
+  const ms = Date.parse(timestamp);
+  return Number.isNaN(ms) ? timestamp : new Date(ms - 60_000).toISOString();
+}

@@ -945,7 +945,7 @@ export const mutations: Mutation[] = [
     area: "state",
     description:
       "agent_session_id is recorded before the stream closes, not a few seconds after (there is no race)",
-    breaks: ["STATE-SESSION-NULL-AT-CLOSE", "STATE-RACE-NO-MEMORY"],
+    breaks: ["STATE-SESSION-NULL-AT-CLOSE", "STATE-RACE-MEMORY-LOST"],
     async onResponse(call, res, tools) {
       const id = res.headers["x-conversation-id"];
       const { kind, agent } = call.route;
@@ -1193,7 +1193,7 @@ export const mutations: Mutation[] = [
     area: "silent",
     description:
       "A message sent before agent_session_id is recorded waits for it and resumes with memory (the seed: no memory)",
-    breaks: ["STATE-RACE-NO-MEMORY"],
+    breaks: ["STATE-RACE-MEMORY-LOST"],
     async onRequest(call, tools) {
       const id = call.conversationId;
       const agent = call.route.agent;
