@@ -5,8 +5,8 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Dispatcher } from "undici";
-import { type HttpRequest, type HttpResponse, httpRequest } from "./http.ts";
-import { CheckFailure, CheckSkip } from "./outcomes.ts";
+import { type HttpRequest, type HttpResponse, httpRequest, REQUEST_TIMEOUT_MS } from "./http.ts";
+import { CheckFailure, CheckSkip, skip } from "./outcomes.ts";
 import type { SpecValidator } from "./spec-validator.ts";
 import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
 import type { Exchange, FailureDetail, SuiteInputs } from "./types.ts";
@@ -34,6 +34,44 @@ export interface RunState {
   fixtures: Map<string, Promise<FixtureOutcome<unknown>>>;
   /** Conversations this run created: id → who may delete it. */
   created: Map<string, { agent: string; key: string }>;
+  /** Bound of one request (`--timeout-ms`). */
+  requestTimeoutMs: number;
+  /** How refusals for load (429, 503, 529) are retried before the check is skipped. */
+  retry: RetryPolicy;
+}
+
+/**
+ * Statuses that say "not now" rather than judge the request: rate limits (429), overload (503, and 529 of
+ * the messages API). The seed shows no rate limit, so such an answer proves nothing about a rule: the call
+ * is retried, and a deployment that keeps refusing makes the check inconclusive (skipped), never failed.
+ */
+export const LOAD_REFUSAL_STATUSES: ReadonlySet<number> = new Set([429, 503, 529]);
+
+export interface RetryPolicy {
+  /** Retries after the first refusal. */
+  attempts: number;
+  /** Backoff without a usable Retry-After: baseMs, 2×baseMs, 4×baseMs, ... */
+  baseMs: number;
+  /** Longest wait honoured from a Retry-After header. */
+  maxWaitMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { attempts: 3, baseMs: 1_000, maxWaitMs: 10_000 };
+
+/** How long to wait before retry number `attempt` (0-based): Retry-After (seconds or a date), capped; else backoff. */
+export function retryDelayMs(
+  retryAfter: string | undefined,
+  attempt: number,
+  policy: RetryPolicy,
+  now = Date.now(),
+): number {
+  const backoff = Math.min(policy.baseMs * 2 ** attempt, policy.maxWaitMs);
+  const value = retryAfter?.trim();
+  if (!value) return backoff;
+  if (/^\d+(\.\d+)?$/.test(value)) return Math.min(Number(value) * 1000, policy.maxWaitMs);
+  const date = Date.parse(value);
+  if (Number.isNaN(date)) return backoff;
+  return Math.min(Math.max(0, date - now), policy.maxWaitMs);
 }
 
 interface FixtureOutcome<T> {
@@ -110,6 +148,7 @@ export function createRunState(
   inputs: SuiteInputs,
   validator: SpecValidator,
   dispatcher: Dispatcher,
+  options: { requestTimeoutMs?: number; retry?: RetryPolicy } = {},
 ): RunState {
   return {
     inputs,
@@ -119,6 +158,8 @@ export function createRunState(
     nextId: 0,
     fixtures: new Map(),
     created: new Map(),
+    requestTimeoutMs: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
+    retry: options.retry ?? DEFAULT_RETRY,
   };
 }
 
@@ -157,10 +198,24 @@ export class CheckContext {
     return `${this.agentUrl(agent)}/conversations/${encodeURIComponent(id)}`;
   }
 
-  /** One API call; the response is validated against the spec entry of `op`. */
+  /**
+   * One API call; the response is validated against the spec entry of `op`. A refusal for load (429, 503,
+   * 529) is retried, honouring Retry-After; when the deployment keeps refusing, the check is skipped as
+   * inconclusive (the refusals are in the report's exchanges, and are not validated against the spec).
+   */
   async call(op: OperationId, req: HttpRequest): Promise<ApiResponse> {
-    const res: HttpResponse = await httpRequest(this.run.dispatcher, req);
-    this.exchanges.push(res.exchange);
+    const policy = this.run.retry;
+    let res: HttpResponse;
+    for (let attempt = 0; ; attempt++) {
+      res = await httpRequest(this.run.dispatcher, req, this.run.requestTimeoutMs);
+      this.exchanges.push(res.exchange);
+      if (!LOAD_REFUSAL_STATUSES.has(res.status)) break;
+      if (attempt >= policy.attempts) {
+        this.note(`${req.method} ${pathOf(req.url)} was refused ${attempt + 1} times with ${res.status}`);
+        skip(`the deployment kept refusing with ${res.status} (rate limit or overload): inconclusive`);
+      }
+      await sleep(retryDelayMs(res.headers["retry-after"], attempt, policy));
+    }
     const contentType = res.headers["content-type"];
     if (!contentType?.startsWith("text/event-stream")) {
       for (const failure of this.run.validator.validateResponse(op, res.status, contentType, res.text)) {

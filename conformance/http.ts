@@ -28,14 +28,28 @@ export interface HttpResponse {
   exchange: Exchange;
 }
 
-/** A turn against a real model can take a while; this bounds one request, not the check's verdict. */
-const REQUEST_TIMEOUT_MS = 180_000;
+/**
+ * A turn against a real model can take a while; this bounds one request, not the check's verdict.
+ * The default of `agent-api check --timeout-ms`.
+ */
+export const REQUEST_TIMEOUT_MS = 180_000;
 
-export function createDispatcher(): Dispatcher {
-  return new Agent({ connections: 32, keepAliveTimeout: 10_000, headersTimeout: REQUEST_TIMEOUT_MS });
+export function createDispatcher(timeoutMs = REQUEST_TIMEOUT_MS): Dispatcher {
+  return new Agent({
+    connections: 32,
+    keepAliveTimeout: 10_000,
+    headersTimeout: timeoutMs,
+    // undici's own 300 s gap between body chunks would cut a stream short of a longer --timeout-ms.
+    bodyTimeout: timeoutMs,
+  });
 }
 
-export async function httpRequest(dispatcher: Dispatcher, req: HttpRequest): Promise<HttpResponse> {
+/** One request, read whole; `timeoutMs` bounds it from sending to the last byte. */
+export async function httpRequest(
+  dispatcher: Dispatcher,
+  req: HttpRequest,
+  timeoutMs = REQUEST_TIMEOUT_MS,
+): Promise<HttpResponse> {
   const headers: Record<string, string> = { accept: "application/json, text/event-stream", ...req.headers };
   if (req.key !== undefined) headers[req.keyHeader ?? "X-Api-Key"] = req.key;
   let body: string | undefined = req.rawBody;
@@ -62,7 +76,7 @@ export async function httpRequest(dispatcher: Dispatcher, req: HttpRequest): Pro
       headers,
       body,
       dispatcher,
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      signal: AbortSignal.timeout(timeoutMs),
     });
     const bytes = new Uint8Array(await res.body.arrayBuffer());
     const text = new TextDecoder().decode(bytes);
@@ -78,7 +92,14 @@ export async function httpRequest(dispatcher: Dispatcher, req: HttpRequest): Pro
     return { status: res.statusCode, headers: responseHeaders, bytes, text, exchange };
   } catch (error) {
     exchange.ms = Math.round(performance.now() - started);
-    const message = error instanceof Error ? error.message : String(error);
+    const timedOut =
+      error instanceof Error &&
+      ["TimeoutError", "HeadersTimeoutError", "BodyTimeoutError"].includes(error.name);
+    const message = timedOut
+      ? `no complete answer within ${timeoutMs} ms (raise --timeout-ms for slow turns)`
+      : error instanceof Error
+        ? error.message
+        : String(error);
     exchange.responseBody = `(no response: ${message})`;
     throw new CheckFailure(`${req.method} ${req.url} failed: ${message}`, [{ message }]);
   }
@@ -97,7 +118,13 @@ export function maskKey(key: string): string {
   return key.length <= 6 ? "***" : `${key.slice(0, 4)}…(${key.length} chars)`;
 }
 
-const SHOWN_HEADERS = ["content-type", "x-conversation-id", "content-length", "transfer-encoding"];
+const SHOWN_HEADERS = [
+  "content-type",
+  "x-conversation-id",
+  "content-length",
+  "transfer-encoding",
+  "retry-after",
+];
 
 function pickHeaders(headers: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(headers).filter(([name]) => SHOWN_HEADERS.includes(name)));

@@ -2,6 +2,7 @@
  * Turns flags and AGENT_API_* environment variables into SuiteInputs. Each flag `--some-flag` also reads
  * `AGENT_API_SOME_FLAG`, so the env file the reference server's `--demo --env-file` writes works as is.
  */
+import { REQUEST_TIMEOUT_MS } from "./http.ts";
 import type { SuiteInputs } from "./types.ts";
 
 /** `--member-key` → `AGENT_API_MEMBER_KEY`; `--key` → `AGENT_API_KEY`. */
@@ -35,6 +36,19 @@ export const INPUT_FLAG_NAMES = [
 ] as const;
 
 export const DEFAULT_SESSION_WAIT_MS = 15_000;
+
+/** Flags that shape the run rather than describe the deployment (each also read from AGENT_API_*). */
+export const RUN_FLAG_NAMES = ["--concurrency", "--timeout-ms"] as const;
+
+/** Checks run at once, unless `--concurrency` says otherwise. */
+export const DEFAULT_CONCURRENCY = 8;
+/** Bound of one request (a whole turn), unless `--timeout-ms` says otherwise. */
+export const DEFAULT_TIMEOUT_MS = REQUEST_TIMEOUT_MS;
+
+export interface RunSettings {
+  concurrency: number;
+  timeoutMs: number;
+}
 
 /** A flag's value, else its environment variable (empty strings count as not given). */
 export function flagOrEnv(
@@ -107,5 +121,26 @@ export function resolveInputs(
     flowInput: flowPairs(flagOrEnv(values, "--flow-input", env)),
     routingPrefix: get("--routing-prefix"),
     sessionWaitMs,
+  };
+}
+
+/** `--concurrency` and `--timeout-ms` (or their AGENT_API_* variables); throws UsageError when malformed. */
+export function resolveRunSettings(
+  values: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+): RunSettings {
+  const positive = (flag: string, fallback: number): number => {
+    const v = flagOrEnv(values, flag, env);
+    const text = Array.isArray(v) ? v[v.length - 1] : v;
+    if (text === undefined) return fallback;
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < 1) {
+      throw new UsageError(`${flag} must be a positive integer, not ${JSON.stringify(text)}`);
+    }
+    return n;
+  };
+  return {
+    concurrency: positive("--concurrency", DEFAULT_CONCURRENCY),
+    timeoutMs: positive("--timeout-ms", DEFAULT_TIMEOUT_MS),
   };
 }

@@ -7,8 +7,9 @@
  * pay for (or depend on) vite's transform pipeline at run time.
  */
 import type { Dispatcher } from "undici";
-import { CheckContext, createRunState, type RunState } from "./context.ts";
+import { CheckContext, createRunState, type RetryPolicy, type RunState } from "./context.ts";
 import { createDispatcher } from "./http.ts";
+import { DEFAULT_CONCURRENCY } from "./inputs.ts";
 import { CheckFailure, CheckSkip } from "./outcomes.ts";
 import { SpecValidator } from "./spec-validator.ts";
 import type { CheckDef, CheckResult, InputName, Level, RunReport, SuiteInputs } from "./types.ts";
@@ -39,7 +40,12 @@ export interface RunOptions {
   only?: string[];
   /** Run checks of this level and stricter (MUST < SHOULD < INFO). Default INFO: everything. */
   level?: Level;
+  /** Checks run at once (`--concurrency`); default DEFAULT_CONCURRENCY (8). */
   concurrency?: number;
+  /** Bound of one request, a whole turn included (`--timeout-ms`); default REQUEST_TIMEOUT_MS (180 s). */
+  requestTimeoutMs?: number;
+  /** Retries of a 429/503/529 answer before the check is skipped; default DEFAULT_RETRY. */
+  retry?: RetryPolicy;
   validator?: SpecValidator;
   /** Called as each check finishes (live progress). */
   onResult?: (result: CheckResult) => void;
@@ -69,8 +75,11 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
   const started = performance.now();
   const startedAt = new Date().toISOString();
   const validator = options.validator ?? (await SpecValidator.load());
-  const dispatcher: Dispatcher = createDispatcher();
-  const run = createRunState(options.inputs, validator, dispatcher);
+  const dispatcher: Dispatcher = createDispatcher(options.requestTimeoutMs);
+  const run = createRunState(options.inputs, validator, dispatcher, {
+    requestTimeoutMs: options.requestTimeoutMs,
+    retry: options.retry,
+  });
   const selected = selectChecks(options.checks, options.only, options.level);
   const results: CheckResult[] = [];
   const warnings: string[] = [];
@@ -84,7 +93,7 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
         options.onResult?.(result);
       }
     };
-    const workers = Array.from({ length: Math.max(1, options.concurrency ?? 8) }, worker);
+    const workers = Array.from({ length: Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY) }, worker);
     await Promise.all(workers);
     warnings.push(...(await cleanUp(run)));
   } finally {

@@ -6,7 +6,15 @@
 import { writeFile } from "node:fs/promises";
 import { Command, CommanderError, Option } from "commander";
 import { catalogue } from "../../conformance/catalogue.ts";
-import { envNameOf, flagOrEnv, resolveInputs, UsageError } from "../../conformance/inputs.ts";
+import {
+  DEFAULT_CONCURRENCY,
+  DEFAULT_TIMEOUT_MS,
+  envNameOf,
+  flagOrEnv,
+  resolveInputs,
+  resolveRunSettings,
+  UsageError,
+} from "../../conformance/inputs.ts";
 import { progressLine, summarize, summaryText } from "../../conformance/reports/console.ts";
 import { htmlReport } from "../../conformance/reports/html.ts";
 import { jsonReport } from "../../conformance/reports/json.ts";
@@ -55,6 +63,14 @@ function buildProgram(): Command {
     .option(
       "--session-wait-ms <n>",
       `bound for waiting on agent_session_id, default 15000 ${env("--session-wait-ms")}`,
+    )
+    .option(
+      "--concurrency <n>",
+      `checks run at once, default ${DEFAULT_CONCURRENCY}; lower it for a rate-limited deployment ${env("--concurrency")}`,
+    )
+    .option(
+      "--timeout-ms <n>",
+      `bound of one request (a whole turn), default ${DEFAULT_TIMEOUT_MS} ${env("--timeout-ms")}`,
     )
     .option("--junit <file>", `write a JUnit XML report ${env("--junit")}`)
     .option("--json <file>", `write a JSON report ${env("--json")}`)
@@ -129,8 +145,10 @@ export async function main(args: string[]): Promise<number> {
   }
   try {
     let inputs: ReturnType<typeof resolveInputs>;
+    let settings: ReturnType<typeof resolveRunSettings>;
     try {
       inputs = resolveInputs(opts, environment);
+      settings = resolveRunSettings(opts, environment);
     } catch (error) {
       if (error instanceof UsageError) {
         process.stderr.write(`agent-api check: ${error.message}\n`);
@@ -144,6 +162,8 @@ export async function main(args: string[]): Promise<number> {
       checks: catalogue,
       only,
       level,
+      concurrency: settings.concurrency,
+      requestTimeoutMs: settings.timeoutMs,
       onResult: (result) => process.stdout.write(`${progressLine(result, color)}\n`),
     });
     process.stdout.write(summaryText(report));

@@ -14,15 +14,104 @@ import { attachment, check, ensureTurnOk, prompts } from "./common.ts";
 
 const run = promisify(execFile);
 const SECTION = "Endpoints/Send a message: repository-backed agents";
+/** Pause before the second read-only turn that tells an unrelated concurrent push from the deployment's. */
+const RECHECK_PAUSE_MS = 2_000;
 
 async function remoteHead(url: string): Promise<string> {
   const { stdout } = await run("git", ["ls-remote", url, "HEAD"], { timeout: 30_000 });
   return stdout.split(/\s/)[0] ?? "";
 }
 
+/** Every branch and tag of the remote, and HEAD: ref → object id (server-made refs such as pull requests left out). */
+async function remoteRefs(url: string): Promise<Map<string, string>> {
+  const { stdout } = await run("git", ["ls-remote", url], { timeout: 30_000 });
+  const refs = new Map<string, string>();
+  for (const line of stdout.split("\n")) {
+    const [sha, ref] = line.trim().split(/\s+/);
+    if (!sha || !ref) continue;
+    if (ref === "HEAD" || ref.startsWith("refs/heads/") || ref.startsWith("refs/tags/")) refs.set(ref, sha);
+  }
+  return refs;
+}
+
+interface RefChange {
+  ref: string;
+  before?: string;
+  after?: string;
+}
+
+function refChanges(before: Map<string, string>, after: Map<string, string>): RefChange[] {
+  const names = new Set([...before.keys(), ...after.keys()]);
+  return [...names]
+    .filter((ref) => before.get(ref) !== after.get(ref))
+    .sort()
+    .map((ref) => ({ ref, before: before.get(ref), after: after.get(ref) }));
+}
+
+/** Who authored the commits the changed refs now name, read from a fresh clone: object id → "name <email>". */
+async function authorsOf(url: string, changes: RefChange[]): Promise<Map<string, string>> {
+  const authors = new Map<string, string>();
+  const wanted = [...new Set(changes.map((c) => c.after).filter((sha): sha is string => !!sha))];
+  if (wanted.length === 0) return authors;
+  const dir = await mkdtemp(join(tmpdir(), "acc-refs-"));
+  try {
+    await run("git", ["clone", "--bare", "--quiet", url, dir], { timeout: 60_000 });
+    for (const sha of wanted) {
+      try {
+        const { stdout } = await run("git", ["-C", dir, "log", "-1", "--format=%an <%ae>", sha]);
+        authors.set(sha, stdout.trim());
+      } catch {
+        authors.set(sha, "(commit not found in a fresh clone)");
+      }
+    }
+  } catch (error) {
+    for (const sha of wanted)
+      authors.set(sha, `(unknown: ${error instanceof Error ? error.message : error})`);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  return authors;
+}
+
+/** What a read-only turn did to the remote's refs. */
+interface ReadOnlyRound {
+  before: Map<string, string>;
+  after: Map<string, string>;
+  changes: RefChange[];
+  /** Authors of the commits the changed refs now name. */
+  authors: Map<string, string>;
+}
+
+/** One read-only turn (an API key, no read_only) that changes a file, with the remote's refs around it. */
+async function readOnlyRound(c: CheckContext): Promise<ReadOnlyRound> {
+  const agent = c.inputs.repoAgent as string;
+  const url = c.inputs.repoUrl as string;
+  const before = await remoteRefs(url);
+  const id = c.newConversationId();
+  ensureTurnOk(
+    await c.turn({ agent, conversationId: id, prompt: prompts.writeFile(`acc-${c.nonce()}.txt`, c.nonce()) }),
+    "read-only turn",
+  );
+  // Whatever a deployment does after a turn happens by the time the session is recorded.
+  await c.waitForSession(id, { agent });
+  const after = await remoteRefs(url);
+  const changes = refChanges(before, after);
+  const authors = changes.length > 0 ? await authorsOf(url, changes) : new Map<string, string>();
+  return { before, after, changes, authors };
+}
+
+function describeChanges(round: ReadOnlyRound): string {
+  const short = (sha: string | undefined) => (sha ? sha.slice(0, 10) : "(none)");
+  return round.changes
+    .map((ch) => {
+      const by = ch.after ? `, commit by ${round.authors.get(ch.after) ?? "(unknown)"}` : " (deleted)";
+      return `${ch.ref}: ${short(ch.before)} → ${short(ch.after)}${by}`;
+    })
+    .join("\n");
+}
+
 interface RepoRound {
-  readOnlyHeadBefore: string;
-  readOnlyHeadAfter: string;
+  readOnly: ReadOnlyRound;
   pushHeadBefore: string;
   pushHeadAfter: string;
   file: string;
@@ -38,22 +127,11 @@ function repoRound(ctx: CheckContext): Promise<RepoRound> {
   return ctx.fixture("repo-round", async (c) => {
     const agent = c.inputs.repoAgent as string;
     const url = c.inputs.repoUrl as string;
-    const readOnlyHeadBefore = await remoteHead(url);
-    const roId = c.newConversationId();
-    ensureTurnOk(
-      await c.turn({
-        agent,
-        conversationId: roId,
-        prompt: prompts.writeFile(`acc-${c.nonce()}.txt`, c.nonce()),
-      }),
-    );
-    // Whatever a deployment does after a turn happens by the time the session is recorded.
-    await c.waitForSession(roId, { agent });
-    const readOnlyHeadAfter = await remoteHead(url);
+    const readOnly = await readOnlyRound(c);
 
     const file = `acc-${c.nonce()}.txt`;
     const content = c.nonce();
-    const pushHeadBefore = readOnlyHeadAfter;
+    const pushHeadBefore = readOnly.after.get("HEAD") ?? (await remoteHead(url));
     const turn = await c.turn({
       agent,
       conversationId: c.newConversationId(),
@@ -74,8 +152,7 @@ function repoRound(ctx: CheckContext): Promise<RepoRound> {
       const { stdout: author } = await run("git", ["-C", dir, "log", "-1", "--format=%an <%ae>"]);
       const pushedContent = await readFile(join(dir, file), "utf8").catch(() => undefined);
       return {
-        readOnlyHeadBefore,
-        readOnlyHeadAfter,
+        readOnly,
         pushHeadBefore,
         pushHeadAfter,
         file,
@@ -96,12 +173,34 @@ export const repoChecks: CheckDef[] = [
     id: "REPO-READ-ONLY-DEFAULT",
     level: "MUST",
     section: SECTION,
-    title: "A turn with an API key and no read_only never commits or pushes",
+    title: "A turn with an API key and no read_only never commits or pushes (no branch or tag moves)",
     needs: ["repoAgent", "repoUrl"],
     async run(ctx) {
       const round = await repoRound(ctx);
-      if (round.readOnlyHeadAfter !== round.readOnlyHeadBefore)
-        fail("the default branch moved after a read-only turn");
+      const first = round.readOnly;
+      if (first.changes.length === 0) return;
+      // The agent's identity is the author of the read_only: false turn's push (unknown when nothing was pushed).
+      const identity = round.pushHeadAfter !== round.pushHeadBefore ? round.author : "";
+      const authors = [...first.authors.values()];
+      if (identity !== "" && authors.includes(identity)) {
+        fail(
+          `refs of the repository moved during a read-only turn, with a commit by the agent's identity ${identity}`,
+          describeChanges(first),
+        );
+      }
+      // Not known to be the agent's: one more read-only turn, after a pause, tells an unrelated push that
+      // happened to land during the first from a deployment that pushes on read-only turns.
+      await sleep(RECHECK_PAUSE_MS);
+      const second = await readOnlyRound(ctx);
+      if (second.changes.length > 0) {
+        fail(
+          `refs of the repository moved during two read-only turns (new commits by ${[...new Set([...authors, ...second.authors.values()])].join(", ") || "nobody: refs deleted"}; the agent's identity is ${identity || "unknown: nothing was pushed with read_only false"})`,
+          `first read-only turn:\n${describeChanges(first)}\nsecond read-only turn:\n${describeChanges(second)}`,
+        );
+      }
+      ctx.note(
+        `refs moved during the first read-only turn (${describeChanges(first).replaceAll("\n", "; ")}), not under the agent's identity (${identity || "unknown"}); a second read-only turn moved nothing: taken as an unrelated concurrent push`,
+      );
     },
   }),
   /** read_only false: a changing turn commits and pushes to the default branch. */

@@ -1,6 +1,6 @@
 /** Send a message: the body rules, the metadata extensions, and the model-routed send. */
-import { isRecord } from "../context.ts";
-import { CheckFailure, fail, skip } from "../outcomes.ts";
+import { type CheckContext, isRecord, LOAD_REFUSAL_STATUSES, type Turn } from "../context.ts";
+import { CheckFailure, excerpt, fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
   attachment,
@@ -18,10 +18,148 @@ import { grammarStreams } from "./events.ts";
 const SECTION = "Endpoints/Send a message";
 const ROUTED = "Endpoints/Model-routed send";
 
-/** Distinct words of `text` that contain `stem` (how many different attachment names a reply mentions). */
+/**
+ * One file name as a reply writes it, reduced to the bare name: markdown around it (`**a.txt**`,
+ * `` `a.txt` ``, `_a.txt_`, a link's brackets), quotes, a directory part (`.uploads/a.txt`) and sentence
+ * punctuation after it go, so one file mentioned in several ways counts once.
+ */
+export function normaliseName(word: string): string {
+  const basename = (w: string) => w.slice(Math.max(w.lastIndexOf("/"), w.lastIndexOf("\\")) + 1);
+  // The directory part first: a link `[a.txt](.uploads/a.txt)` keeps only what follows its last slash.
+  let name = basename(word.trim());
+  for (;;) {
+    const before = name;
+    name = name
+      .replace(/^[*_`"'“‘<[(]+/, "")
+      .replace(/[*_`"'”’>\]]+$/, "")
+      .replace(/[.,:;!?]+$/, "");
+    // A closing parenthesis belongs to the name only when the name opened one ("a (1).txt" vs "(a.txt)").
+    if (name.endsWith(")") && (name.match(/\(/g) ?? []).length < (name.match(/\)/g) ?? []).length)
+      name = name.slice(0, -1);
+    if (name === before) break;
+  }
+  return basename(name);
+}
+
+/** Distinct names in `text` matching `stem` (how many different attachment names a reply mentions). */
 export function distinctMentions(text: string, stem: RegExp): Set<string> {
-  // Sentence punctuation after a name is not part of it ("a.txt." and "a.txt" are one name).
-  return new Set((text.match(new RegExp(stem.source, "g")) ?? []).map((w) => w.replace(/[.,:;!?)\]]+$/, "")));
+  const flags = stem.flags.includes("g") ? stem.flags : `${stem.flags}g`;
+  return new Set(
+    (text.match(new RegExp(stem.source, flags)) ?? []).map(normaliseName).filter((n) => n !== ""),
+  );
+}
+
+/** A tool call of a turn streamed with `stream_tool_calls: true`, paired with its result. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The input's JSON, and its string values, for looking a path up. */
+  input: string;
+  result?: { isError: boolean; content: string };
+}
+
+function resultText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content))
+    return content
+      .map((b) => (isRecord(b) && typeof b.text === "string" ? b.text : JSON.stringify(b)))
+      .join("\n");
+  return content === undefined ? "" : JSON.stringify(content);
+}
+
+function stringValues(value: unknown): string[] {
+  if (typeof value === "string") return [value];
+  if (Array.isArray(value)) return value.flatMap(stringValues);
+  if (isRecord(value)) return Object.values(value).flatMap(stringValues);
+  return [];
+}
+
+/** Whether the turn's stream carries any tool block (the deployment streams them). */
+export function hasToolBlocks(turn: Turn): boolean {
+  return (turn.reading?.blocks ?? []).some((b) => b.type === "tool_use" || b.type === "tool_result");
+}
+
+/** The turn's tool_use blocks with their tool_result (matched on tool_use_id). */
+export function toolCalls(turn: Turn): ToolCall[] {
+  const blocks = turn.reading?.blocks ?? [];
+  const calls: ToolCall[] = [];
+  for (const b of blocks.filter((x) => x.type === "tool_use")) {
+    const partial = b.deltas.map((d) => (typeof d.partial_json === "string" ? d.partial_json : "")).join("");
+    let parsed: unknown = b.start.input;
+    if (partial !== "") {
+      try {
+        parsed = JSON.parse(partial);
+      } catch {
+        parsed = partial;
+      }
+    }
+    const json = partial !== "" ? partial : JSON.stringify(b.start.input ?? {});
+    calls.push({
+      id: String(b.start.id ?? ""),
+      name: String(b.start.name ?? ""),
+      input: [json, ...stringValues(parsed)].join("\n"),
+    });
+  }
+  for (const r of blocks.filter((x) => x.type === "tool_result")) {
+    const source = r.deltas[0] && isRecord(r.deltas[0]) ? { ...r.start, ...r.deltas[0] } : r.start;
+    const call = calls.find((c) => c.id !== "" && c.id === source.tool_use_id);
+    if (call) call.result = { isError: source.is_error === true, content: resultText(source.content) };
+  }
+  return calls;
+}
+
+function describeCalls(calls: ToolCall[]): string {
+  return calls
+    .map(
+      (c) =>
+        `${c.name} ${excerpt(c.input.split("\n")[0], 200)} → ${
+          c.result
+            ? `${c.result.isError ? "is_error " : ""}${excerpt(c.result.content, 300)}`
+            : "no tool_result"
+        }`,
+    )
+    .join("\n");
+}
+
+/** The contents of the turn's successful tool results (what the agent's tools actually saw). */
+export function toolResultText(turn: Turn): string {
+  return toolCalls(turn)
+    .filter((c) => c.result && !c.result.isError)
+    .map((c) => c.result?.content ?? "")
+    .join("\n");
+}
+
+/**
+ * Judges that the agent read `content` from `.uploads/<name>`. Streamed with `stream_tool_calls: true`, the
+ * evidence is a read tool's `tool_result` on that path; the reply text is used only when the deployment
+ * streams no tool blocks or no tool touched the file (a weaker pass, noted).
+ */
+export function ensureAttachmentRead(
+  ctx: CheckContext,
+  turn: Turn,
+  name: string,
+  content: string,
+  what: string,
+): void {
+  const reads = toolCalls(turn).filter((c) => c.input.includes(name));
+  if (reads.length === 0) {
+    ctx.note(
+      hasToolBlocks(turn)
+        ? `no tool call named ${name}: judged from the reply text alone (weaker evidence than a tool_result)`
+        : "the stream carries no tool blocks although stream_tool_calls was true: judged from the reply text alone (weaker evidence than a tool_result)",
+    );
+    ensureIncludes(turn.text, content, what);
+    return;
+  }
+  const read = reads.find(
+    (c) =>
+      c.result && !c.result.isError && c.result.content.includes(content) && c.input.includes(".uploads"),
+  );
+  if (!read)
+    fail(
+      `${what}: no tool call on .uploads/${name} returned the attachment's content ${content}`,
+      describeCalls(reads),
+    );
 }
 
 export const sendChecks: CheckDef[] = [
@@ -215,10 +353,13 @@ export const sendChecks: CheckDef[] = [
       ensureIncludes(turn.text, token, "directive given in system");
     },
   }),
-  /** system is appended, never replacing the agent's own instructions (judged from the agent's own words). */
+  /**
+   * system is appended, never replacing the agent's own instructions (judged from the agent's own words).
+   * INFO: it depends on a model agreeing to reveal its instructions, which many are told not to do.
+   */
   check({
     id: "SEND-SYSTEM-APPENDS",
-    level: "SHOULD",
+    level: "INFO",
     section: SECTION,
     title: "The system text is appended to the agent's instructions, not a replacement (agent's own account)",
     needs: [],
@@ -285,10 +426,11 @@ export const sendChecks: CheckDef[] = [
       const content = ctx.nonce();
       const turn = await ctx.turn({
         prompt: prompts.readAttachment("acc-note.txt"),
+        streamToolCalls: true,
         metadata: { attachments: [attachment("acc-note.txt", content)] },
       });
       ensureTurnOk(turn);
-      ensureIncludes(turn.text, content, "reading the attachment");
+      ensureAttachmentRead(ctx, turn, "acc-note.txt", content, "reading the attachment");
     },
   }),
   /** Attachment names are reduced to a safe basename. */
@@ -302,10 +444,11 @@ export const sendChecks: CheckDef[] = [
       const content = ctx.nonce();
       const turn = await ctx.turn({
         prompt: prompts.readAttachment("acc-escape.txt"),
+        streamToolCalls: true,
         metadata: { attachments: [attachment("../../acc-escape.txt", content)] },
       });
       ensureTurnOk(turn);
-      ensureIncludes(turn.text, content, "reading the sanitized attachment");
+      ensureAttachmentRead(ctx, turn, "acc-escape.txt", content, "reading the sanitized attachment");
     },
   }),
   /** Two attachments of one name both arrive, under different names. */
@@ -323,9 +466,14 @@ export const sendChecks: CheckDef[] = [
         },
       });
       ensureTurnOk(turn);
-      const names = distinctMentions(turn.text, /[^\s"'`,;]*acc-dup[^\s"'`,;]*/);
+      // A de-duplicated name may hold a space ("acc-dup (1).txt"); the bare stem alone names no file.
+      const names = distinctMentions(turn.text, /[^\s"'`,;]*acc-dup(?: \(\d+\))?[^\s"'`,;]*/);
+      names.delete("acc-dup");
       if (names.size < 2)
-        fail(`the agent sees ${names.size} distinct name(s) for two same-named attachments`, turn.text);
+        fail(
+          `the agent sees ${names.size} distinct name(s) for two same-named attachments: ${[...names].join(", ")}`,
+          turn.text,
+        );
     },
   }),
   /** Malformed entries are dropped silently: no error, the good entry still arrives. */
@@ -366,18 +514,46 @@ export const sendChecks: CheckDef[] = [
       const id = ctx.newConversationId();
       const name = `acc-${ctx.nonce()}.txt`;
       const content = ctx.nonce();
-      ensureTurnOk(
-        await ctx.turn({ conversationId: id, prompt: prompts.writeFile(name, content) }),
-        "write turn",
-      );
+      const write = await ctx.turn({
+        conversationId: id,
+        prompt: prompts.writeFile(name, content),
+        streamToolCalls: true,
+      });
+      ensureTurnOk(write, "write turn");
       await ctx.waitForSession(id);
       const turn = await ctx.turn({
         conversationId: id,
         prompt: prompts.readFile(name),
         metadata: { isolated: true },
+        streamToolCalls: true,
       });
       ensureTurnOk(turn, "isolated read turn");
-      if (turn.text.includes(content)) fail("the isolated turn read a file of the conversation", turn.text);
+      // The content is also in the conversation (the write prompt held it): a resumed agent can recite it
+      // from memory, so the evidence is what its tools found, when the deployment streams tool blocks.
+      if (!hasToolBlocks(write) && !hasToolBlocks(turn)) {
+        if (turn.text.includes(content))
+          fail(
+            "the isolated turn's reply holds the conversation file's content (judged from the reply alone: the deployment streams no tool blocks)",
+            turn.text,
+          );
+        ctx.note(
+          "the stream carries no tool blocks although stream_tool_calls was true: judged from the reply text alone (a weaker pass)",
+        );
+        return;
+      }
+      const writes = toolCalls(write).filter((c) => c.input.includes(name));
+      if (writes.length > 0 && !writes.some((c) => c.result && !c.result.isError))
+        skip(`the write turn could not write ${name}, so isolation could not be judged`);
+      const reads = toolCalls(turn).filter((c) => c.input.includes(name));
+      const leaked = reads.find((c) => c.result && !c.result.isError && c.result.content.includes(content));
+      if (leaked) fail("the isolated turn's tool read a file of the conversation", describeCalls([leaked]));
+      if (reads.length === 0) {
+        if (turn.text.includes(content))
+          skip(
+            `the isolated turn made no tool call on ${name} and its reply holds the content, which the agent may recite from the conversation: inconclusive`,
+          );
+        ctx.note(`the isolated turn made no tool call on ${name}: judged from the reply text alone`);
+      }
     },
   }),
   /** delivery "sync" is the supported default. */
@@ -477,6 +653,7 @@ export const sendChecks: CheckDef[] = [
       const models = await modelsInfo(ctx);
       const id = ctx.newConversationId();
       ctx.track(id, ctx.inputs.key);
+      // The SDK's own retries (429, 5xx, connection errors) would hide a failure; load refusals skip below.
       const client = new sdk.default({ apiKey: ctx.inputs.key, baseURL: ctx.agentUrl(), maxRetries: 0 });
       const token = ctx.nonce();
       try {
@@ -492,6 +669,9 @@ export const sendChecks: CheckDef[] = [
         ensureIncludes(text, token, "the official client's final message");
       } catch (error) {
         if (error instanceof CheckFailure) throw error;
+        const status = isRecord(error) ? error.status : undefined;
+        if (typeof status === "number" && LOAD_REFUSAL_STATUSES.has(status))
+          skip(`the deployment kept refusing with ${status} (rate limit or overload): inconclusive`);
         fail(`the official client failed: ${error instanceof Error ? error.message : String(error)}`);
       }
     },

@@ -1,0 +1,217 @@
+/**
+ * Refusals for load (429, 503, 529) prove nothing about a rule: ctx.call / ctx.turn retry them, honouring
+ * Retry-After, and a deployment that keeps refusing makes the check skip as inconclusive, never fail.
+ * Other statuses are not retried. Also the run settings behind `--concurrency` and `--timeout-ms`.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_RETRY, retryDelayMs } from "./context.ts";
+import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS, resolveRunSettings, UsageError } from "./inputs.ts";
+import { runSuite } from "./runner.ts";
+import { SpecValidator } from "./spec-validator.ts";
+import type { CheckDef, CheckResult } from "./types.ts";
+
+type Answer = (res: ServerResponse) => void;
+
+const MODELS = JSON.stringify({
+  data: [{ type: "model", id: "stub-model", display_name: "Stub model" }],
+  has_more: false,
+});
+
+const ok: Answer = (res) => res.writeHead(200, { "content-type": "application/json" }).end(MODELS);
+const refuse =
+  (status: number, retryAfter?: string): Answer =>
+  (res) =>
+    res
+      .writeHead(status, {
+        "content-type": "application/json",
+        ...(retryAfter === undefined ? {} : { "retry-after": retryAfter }),
+      })
+      // Not a body of the spec: a refusal that is retried or skipped must not be judged against it.
+      .end(JSON.stringify({ error: "slow down" }));
+
+const SSE = [
+  ["message_start", { type: "message_start", message: { id: "m1", model: "stub-model", usage: {} } }],
+  [
+    "content_block_start",
+    { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+  ],
+  [
+    "content_block_delta",
+    { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "hi" } },
+  ],
+  ["content_block_stop", { type: "content_block_stop", index: 0 }],
+  [
+    "message_delta",
+    {
+      type: "message_delta",
+      delta: { stop_reason: "end_turn" },
+      usage: {
+        input_tokens: 1,
+        output_tokens: 1,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+        total_cost_usd: 0,
+      },
+    },
+  ],
+  ["message_stop", { type: "message_stop" }],
+]
+  .map(([name, data]) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`)
+  .join("");
+
+const stream: Answer = (res) =>
+  res.writeHead(200, { "content-type": "text/event-stream", "x-conversation-id": "stub-conv" }).end(SSE);
+
+/** Answers per path: the scripted answers in order, then the last one forever; counts the requests. */
+let script = new Map<string, Answer[]>();
+const seen = new Map<string, number>();
+let server: Server;
+let baseUrl: string;
+let validator: SpecValidator;
+
+function handle(req: IncomingMessage, res: ServerResponse): void {
+  req.resume();
+  req.on("end", () => {
+    const path = new URL(req.url ?? "/", "http://x").pathname;
+    const n = seen.get(path) ?? 0;
+    seen.set(path, n + 1);
+    if (req.method === "DELETE") return void res.writeHead(204).end();
+    const answers = script.get(path) ?? [ok];
+    answers[Math.min(n, answers.length - 1)](res);
+  });
+}
+
+beforeAll(async () => {
+  server = createServer(handle);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  validator = await SpecValidator.load();
+});
+
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve));
+});
+
+/** Runs one check against the stub, where agent `agent` answers `answers` on its models and messages routes. */
+async function runOne(
+  agent: string,
+  answers: Answer[],
+  body: CheckDef["run"],
+  retry = DEFAULT_RETRY,
+): Promise<{ result: CheckResult; requests: number; ms: number }> {
+  script = new Map([
+    [`/api/agents/${agent}/v1/models`, answers],
+    [`/api/agents/${agent}/v1/messages`, answers],
+  ]);
+  const check: CheckDef = { id: "STUB", level: "MUST", section: "Stub", title: "stub", needs: [], run: body };
+  const started = performance.now();
+  const report = await runSuite({
+    checks: [check],
+    inputs: { baseUrl, agent, key: "stub-key", sessionWaitMs: 0 },
+    validator,
+    retry,
+  });
+  const requests =
+    (seen.get(`/api/agents/${agent}/v1/models`) ?? 0) + (seen.get(`/api/agents/${agent}/v1/messages`) ?? 0);
+  return { result: report.results[0], requests, ms: performance.now() - started };
+}
+
+const listModels: CheckDef["run"] = async (ctx) => {
+  const res = await ctx.listModels();
+  if (res.status !== 200) throw new Error(`status ${res.status}`);
+};
+
+describe("a refusal for load is retried", () => {
+  it("429 then 200: the call is retried after Retry-After and the check passes", async () => {
+    const { result, requests, ms } = await runOne("a-429-once", [refuse(429, "1"), ok], listModels);
+    expect(result.outcome, result.reason).toBe("pass");
+    expect(requests).toBe(2);
+    expect(ms).toBeGreaterThanOrEqual(950);
+    // Both attempts are in the report; the refusal's body (no spec shape) failed nothing.
+    expect(result.exchanges.map((e) => e.status)).toEqual([429, 200]);
+    expect(result.details).toEqual([]);
+  });
+
+  it("503 and 529 without Retry-After back off, then a turn streams", async () => {
+    const { result, requests } = await runOne(
+      "a-overloaded",
+      [refuse(503), refuse(529), stream],
+      async (ctx) => {
+        const turn = await ctx.turn({ prompt: "hello" });
+        if (turn.status !== 200 || turn.text !== "hi") throw new Error(`turn: ${turn.status} ${turn.text}`);
+      },
+      { ...DEFAULT_RETRY, baseMs: 50 },
+    );
+    expect(result.outcome, result.reason).toBe("pass");
+    expect(requests).toBe(3);
+  });
+
+  it("429 forever: the check is skipped as inconclusive after 3 retries, not failed", async () => {
+    const { result, requests } = await runOne("a-429-always", [refuse(429, "0")], listModels);
+    expect(result.outcome).toBe("skip");
+    expect(result.reason).toBe(
+      "the deployment kept refusing with 429 (rate limit or overload): inconclusive",
+    );
+    expect(requests).toBe(1 + DEFAULT_RETRY.attempts);
+    expect(result.details).toEqual([]);
+  });
+
+  it("a turn refused with 529 forever skips too", async () => {
+    const { result } = await runOne(
+      "a-529-always",
+      [refuse(529)],
+      async (ctx) => {
+        await ctx.turn({ prompt: "hello" });
+      },
+      { ...DEFAULT_RETRY, baseMs: 10 },
+    );
+    expect(result.outcome).toBe("skip");
+    expect(result.reason).toContain("kept refusing with 529");
+  });
+
+  it("other statuses are not retried: a 500 is the check's to judge", async () => {
+    const { result, requests } = await runOne("a-500", [refuse(500), ok], listModels);
+    expect(requests).toBe(1);
+    expect(result.outcome).toBe("fail");
+  });
+});
+
+describe("retryDelayMs", () => {
+  const policy = { attempts: 3, baseMs: 1000, maxWaitMs: 10_000 };
+  it("honours Retry-After in seconds or as a date, capped", () => {
+    expect(retryDelayMs("2", 0, policy)).toBe(2000);
+    expect(retryDelayMs("0", 2, policy)).toBe(0);
+    expect(retryDelayMs("120", 0, policy)).toBe(10_000);
+    const now = Date.parse("2025-01-01T00:00:00Z");
+    expect(retryDelayMs("Wed, 01 Jan 2025 00:00:03 GMT", 0, policy, now)).toBe(3000);
+    expect(retryDelayMs("Wed, 01 Jan 2025 01:00:00 GMT", 0, policy, now)).toBe(10_000);
+  });
+  it("backs off exponentially without a usable Retry-After", () => {
+    expect(retryDelayMs(undefined, 0, policy)).toBe(1000);
+    expect(retryDelayMs("soon", 1, policy)).toBe(2000);
+    expect(retryDelayMs(undefined, 2, policy)).toBe(4000);
+  });
+});
+
+describe("--concurrency and --timeout-ms", () => {
+  it("default to 8 and 180000, read AGENT_API_* and let flags win", () => {
+    expect(resolveRunSettings({}, {})).toEqual({
+      concurrency: DEFAULT_CONCURRENCY,
+      timeoutMs: DEFAULT_TIMEOUT_MS,
+    });
+    expect(DEFAULT_CONCURRENCY).toBe(8);
+    expect(DEFAULT_TIMEOUT_MS).toBe(180_000);
+    expect(
+      resolveRunSettings(
+        { timeoutMs: "600000" },
+        { AGENT_API_CONCURRENCY: "2", AGENT_API_TIMEOUT_MS: "1000" },
+      ),
+    ).toEqual({ concurrency: 2, timeoutMs: 600_000 });
+  });
+  it("refuse what is not a positive integer", () => {
+    expect(() => resolveRunSettings({ concurrency: "0" }, {})).toThrow(UsageError);
+    expect(() => resolveRunSettings({}, { AGENT_API_TIMEOUT_MS: "3m" })).toThrow(/--timeout-ms/);
+  });
+});
