@@ -13,6 +13,7 @@ import {
   settledConversation,
   sharedConversation,
 } from "./common.ts";
+import { hasToolBlocks, toolCalls } from "./send.ts";
 
 const SECTION = "States and transitions";
 
@@ -200,9 +201,31 @@ export const stateChecks: CheckDef[] = [
         "write turn",
       );
       await ctx.waitForSession(id);
-      const read = await ctx.turn({ conversationId: id, prompt: prompts.readFile(name) });
+      // The content is in the conversation too, so a model could recite it from memory: the read tool's
+      // result is the evidence that the file is still there, the reply only where no tool block streams.
+      const read = await ctx.turn({
+        conversationId: id,
+        prompt: prompts.readFile(name),
+        streamToolCalls: true,
+      });
       ensureTurnOk(read, "read turn");
-      ensureIncludes(read.text, content, "reading the file back");
+      const reads = toolCalls(read).filter((c) => c.input.includes(name));
+      if (reads.length === 0) {
+        ctx.note(
+          hasToolBlocks(read)
+            ? `no tool call named ${name}: judged from the reply text alone (weaker evidence)`
+            : "no tool blocks were streamed although stream_tool_calls was true: judged from the reply text alone",
+        );
+        ensureIncludes(read.text, content, "reading the file back");
+        return;
+      }
+      if (!reads.some((c) => c.result && !c.result.isError && c.result.content.includes(content)))
+        fail(
+          `no tool read of ${name} returned what the earlier turn wrote (${content})`,
+          reads
+            .map((c) => `${c.name} → ${c.result ? c.result.content.slice(0, 300) : "no tool_result"}`)
+            .join("\n"),
+        );
     },
   }),
   /** Share on: the flag is stored, and another member may read. */
