@@ -99,6 +99,13 @@ describe("agent-api check (child process)", () => {
     expect(missing.stderr).toContain("AGENT_API_KEY");
   });
 
+  it("exits 2 with one clear line when the base URL cannot be reached at all", async () => {
+    const closed = await runCli(["--base-url", "http://127.0.0.1:1", "--agent", "a", "--key", "k"]);
+    expect(closed.code).toBe(2);
+    expect(closed.stderr).toMatch(/cannot reach http:\/\/127\.0\.0\.1:1: .*ECONNREFUSED/);
+    expect(closed.stdout).not.toMatch(/FAIL/);
+  });
+
   it("exits 1 against a server that does nothing, with progress lines and the reports written", async () => {
     const junit = join(dir, "r.xml");
     const html = join(dir, "r.html");

@@ -5,6 +5,7 @@
  */
 import { writeFile } from "node:fs/promises";
 import { Command, CommanderError, Option } from "commander";
+import { request } from "undici";
 import { catalogue } from "../../conformance/catalogue.ts";
 import {
   DEFAULT_CONCURRENCY,
@@ -99,6 +100,19 @@ function listCatalogue(): string {
   return `${rows.join("\n")}\n\n${catalogue.length} checks\n`;
 }
 
+/** Why the base URL cannot be reached at all (refused, no such host, TLS), or null when it answers anything. */
+async function reachability(baseUrl: string): Promise<string | null> {
+  try {
+    // undici's request, not fetch: fetch refuses "bad ports" that a deployment may well use.
+    const response = await request(new URL("/api/agents", baseUrl), { signal: AbortSignal.timeout(15_000) });
+    await response.body.dump();
+    return null;
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+  }
+}
+
 export async function main(args: string[]): Promise<number> {
   const program = buildProgram();
   try {
@@ -155,6 +169,12 @@ export async function main(args: string[]): Promise<number> {
         return 2;
       }
       throw error;
+    }
+    const unreachable = await reachability(inputs.baseUrl);
+    if (unreachable) {
+      // Not a finding about the deployment: every check would fail the same way, so say it once.
+      process.stderr.write(`agent-api check: cannot reach ${inputs.baseUrl}: ${unreachable}\n`);
+      return 2;
     }
     const color = opts.color !== false && process.stdout.isTTY === true;
     const report = await runSuite({
