@@ -105,6 +105,7 @@ function grammarCheck(code: GrammarCode, title: string, precondition?: Precondit
 }
 
 export const eventChecks: CheckDef[] = [
+  /** The stream is served as text/event-stream (with X-Conversation-Id). */
   check({
     id: "SSE-CONTENT-TYPE",
     level: "MUST",
@@ -172,6 +173,7 @@ export const eventChecks: CheckDef[] = [
   grammarCheck("SSE-STOP-LAST", "The stream ends at message_stop (or an error event)"),
   grammarCheck("SSE-AFTER-STOP", "Nothing follows message_stop"),
   grammarCheck("SSE-DONE-SENTINEL", "No [DONE] sentinel"),
+  /** Every event's data validates against its named schema in the bundled spec. */
   check({
     id: "SSE-EVENT-SCHEMA",
     level: "MUST",
@@ -184,6 +186,7 @@ export const eventChecks: CheckDef[] = [
       if (schemaFailures.length > 0) throw new CheckFailure(schemaFailures[0].message, schemaFailures);
     },
   }),
+  /** A turn with no output is message_start, message_delta, message_stop and nothing else. */
   check({
     id: "SSE-EMPTY-TURN-GRAMMAR",
     level: "MUST",
@@ -201,6 +204,7 @@ export const eventChecks: CheckDef[] = [
         fail(`events ${names.join(", ") || "(none)"}; expected ${expected.join(", ")}`);
     },
   }),
+  /** The stop reason is end_turn (others are not shown by the seed: INFO). */
   check({
     id: "SSE-STOP-REASON",
     level: "INFO",
@@ -216,6 +220,7 @@ export const eventChecks: CheckDef[] = [
       }
     },
   }),
+  /** No ping or comment frames (clients skip them; proxies may need them: INFO). */
   check({
     id: "SSE-NO-PING",
     level: "INFO",
@@ -231,6 +236,7 @@ export const eventChecks: CheckDef[] = [
       }
     },
   }),
+  /** A failure after the stream opened is an error event on a 200 stream, with the seed's shape. */
   check({
     id: "SSE-ERROR-EVENT",
     level: "MUST",
