@@ -36,7 +36,9 @@ export async function renderGenerated(): Promise<Record<string, string>> {
   const bundled = await bundleSpec();
   // openapi-typescript's input type is its own OpenAPI3 interface; the bundle is that document.
   // defaultNonNullable off: a field with a `default` stays optional in request types (callers may omit it).
-  const ast = await openapiTS(bundled as unknown as Parameters<typeof openapiTS>[0], {
+  // openapi-typescript rewrites the document it is given (a `const` discriminator becomes an `enum`), so it
+  // gets a copy: generated/openapi.json must be the bundle itself, exactly what the validators read.
+  const ast = await openapiTS(structuredClone(bundled) as unknown as Parameters<typeof openapiTS>[0], {
     defaultNonNullable: false,
   });
   return {
