@@ -27,8 +27,9 @@ export interface paths {
          *     Running a turn needs an Admin, Builder or Operator key; a Viewer key gets 403.
          *
          *     Client guidance: before resuming a conversation just run, poll the single-conversation fetch (e.g. every
-         *     0.25 s) until `agent_session_id` is non-null; bound the wait and proceed when it expires. A message sent
-         *     before it is recorded resumes with no memory, and no error is returned.
+         *     0.25 s) until `agent_session_id` is non-null; bound the wait and proceed when it expires, because a turn
+         *     with no output legitimately has no session id. A message sent before it is recorded resumes with no
+         *     memory, and no error is returned. Retrying a conversation that returned nothing is the correct recovery.
          *
          *     Rate limits, the turn time-out, concurrency limits and the maximum request body size are "not shown".
          */
@@ -63,8 +64,9 @@ export interface paths {
          *     Running a turn needs an Admin, Builder or Operator key; a Viewer key gets 403.
          *
          *     Client guidance: before resuming a conversation just run, poll the single-conversation fetch (e.g. every
-         *     0.25 s) until `agent_session_id` is non-null; bound the wait and proceed when it expires. A message sent
-         *     before it is recorded resumes with no memory, and no error is returned.
+         *     0.25 s) until `agent_session_id` is non-null; bound the wait and proceed when it expires, because a turn
+         *     with no output legitimately has no session id. A message sent before it is recorded resumes with no
+         *     memory, and no error is returned. Retrying a conversation that returned nothing is the correct recovery.
          *
          *     Rate limits, the turn time-out, concurrency limits and the maximum request body size are "not shown".
          */
@@ -283,7 +285,7 @@ export interface components {
             /** @description Derived from the first prompt at creation; never changed afterwards. */
             title: string;
             channel: components["schemas"]["Channel"];
-            /** @description `false` by default (private to its creator). When `true`, workspace members may read and fork it; sending a turn into it gives 403. */
+            /** @description `false` by default (private to its creator). When `true`, workspace members may read and fork it; a member other than the owner who sends a turn into it gets 403. */
             shared: boolean;
             /** @description Whether the caller owns it. */
             is_owner: boolean;
@@ -364,7 +366,7 @@ export interface components {
             data: components["schemas"]["ModelEntry"][];
             has_more: boolean;
         };
-        /** @description Whether the conversation's last turn compacted its context, and the summary it produced. Lets a client tell an empty turn from a compaction step. */
+        /** @description The conversation's last compaction, `{compacted, summary}`. Lets a client tell an empty turn from a compaction step. */
         CompactionInfo: {
             compacted: boolean;
             summary: string;
@@ -573,8 +575,7 @@ export interface components {
         };
         /**
          * @description A tool's result (only when `metadata.stream_tool_calls` is true); an extension that generic clients
-         *     ignore. The seed lists no delta type for it.
-         *     The reference server sends a `tool_result` whole in `content_block_start`, followed directly by `content_block_stop` (no delta); this is reference behaviour, not a guarantee of the API.
+         *     ignore. The seed lists no delta type for it, so whether a delta follows its start is not shown.
          */
         ToolResultContentBlock: {
             /**
@@ -683,7 +684,6 @@ export interface components {
         /**
          * @description A failure after the stream opened, on a response already sent as 200. The seed shows the data as
          *     `{error: {type: "api_error", message}}` without a top-level `type`.
-         *     The reference server also sends `type: "error"`.
          */
         ErrorEvent: {
             /** @constant */
@@ -697,8 +697,10 @@ export interface components {
         /**
          * @description The data of one server-sent event of a turn; the SSE `event:` name equals `type`. Grammar of a turn:
          *     `message_start`, then per block `content_block_start`, `content_block_delta` (a thinking block:
-         *     `thinking_delta` then `signature_delta`; a `tool_result` block: none in the reference), `content_block_stop`,
-         *     then `message_delta` and `message_stop`. An `error` event may end the stream instead.
+         *     `thinking_delta` then `signature_delta`), `content_block_stop`, then `message_delta` and `message_stop`.
+         *     The seed says each block carries one complete delta but names no delta type for `tool_result`: whether one
+         *     follows its start is not shown. A failure after the stream opened arrives as an `error` event; whether
+         *     `message_delta`/`message_stop` still follow it is not shown.
          */
         StreamEvent: components["schemas"]["MessageStartEvent"] | components["schemas"]["ContentBlockStartEvent"] | components["schemas"]["ContentBlockDeltaEvent"] | components["schemas"]["ContentBlockStopEvent"] | components["schemas"]["MessageDeltaEvent"] | components["schemas"]["MessageStopEvent"] | components["schemas"]["ErrorEvent"];
     };
@@ -707,7 +709,8 @@ export interface components {
          * @description The turn, streamed as server-sent events. Each event is a line `event: <name>` followed by a line
          *     `data: <JSON>`, where the JSON is one of the `StreamEvent` schemas (its `type` equals the event name).
          *     The stream ends at `message_stop`; there is no `[DONE]` sentinel. A failure after the stream opened
-         *     arrives as an `error` event on this 200 response.
+         *     arrives as an `error` event on this 200 response (whether `message_stop` still follows it is not shown).
+         *     The service pushes events only as this stream; there are no other push channels.
          */
         TurnStream: {
             headers: {
@@ -718,7 +721,10 @@ export interface components {
                 "text/event-stream": string;
             };
         };
-        /** @description The request is malformed (invalid JSON, a wrong type, a missing required field, a value out of range, a bad percent-escape in the path). */
+        /**
+         * @description The request is malformed (invalid JSON, a wrong type, a missing required field, a value out of range, a
+         *     bad percent-escape in the path). The status of a malformed request is not shown by the API.
+         */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -769,7 +775,7 @@ export interface components {
         /** @description Only conversations of this automation (by name). */
         automationFilter: string;
         /**
-         * @description Only conversations with activity at or after this ISO 8601 time.
+         * @description An ISO 8601 time. Which timestamp it filters on, and whether the bound is inclusive, are not shown by the API.
          * @example 2026-11-01T00:00:00.000Z
          */
         since: string;
@@ -950,7 +956,7 @@ export interface operations {
                 /** @description Only conversations of this automation (by name). */
                 automation?: components["parameters"]["automationFilter"];
                 /**
-                 * @description Only conversations with activity at or after this ISO 8601 time.
+                 * @description An ISO 8601 time. Which timestamp it filters on, and whether the bound is inclusive, are not shown by the API.
                  * @example 2026-11-01T00:00:00.000Z
                  */
                 since?: components["parameters"]["since"];
@@ -1058,7 +1064,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description The caller can read the conversation but does not own it (owner only, no admin override). */
+            /** @description The caller can read the conversation but does not own it (owner only, no admin override). The status a non-owner gets is not shown by the API. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1101,7 +1107,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description The caller can read the conversation but does not own it (owner only, no admin override). */
+            /** @description The caller can read the conversation but does not own it (owner only, no admin override). The status a non-owner gets is not shown by the API. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1264,7 +1270,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description No deployed flow with this app id for this key. */
+            /** @description No deployed flow with this app id. Statuses of the flow endpoint are not shown by the API. */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -7,7 +7,7 @@ import type { components } from "../../generated/api-types.ts";
 import type { SessionEntry } from "../engine/types.ts";
 import { type Channel, ConversationExistsError, type ConversationRecord } from "../store/types.ts";
 import { findAgent } from "./agents.ts";
-import { conflict, conversationNotFound, forbidden } from "./errors.ts";
+import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
 import type { SessionRecorder } from "./sessions.ts";
@@ -83,6 +83,8 @@ export class ConversationService {
 
   list(caller: Caller, agent: string, query: ListQuery): Schemas["ConversationList"] {
     findAgent(this.#deps.config, caller, agent);
+    if (query.since !== undefined && Number.isNaN(Date.parse(query.since)))
+      throw badRequest("query.since must be an ISO 8601 time");
     const records = this.#deps.store.listConversations({
       workspaceId: caller.workspaceId,
       agent,

@@ -199,6 +199,14 @@ describe("list conversations", () => {
     expect(await ids({ since: "2019-12-31T00:00:00Z", channel: "NOTEBOOK" })).toEqual(
       expect.arrayContaining([nbA, nbB]),
     );
+    // Any ISO 8601 form, a date alone included; what is not a time at all is a 400.
+    expect(await ids({ since: "2019-12-31", channel: "NOTEBOOK" })).toEqual(
+      expect.arrayContaining([nbA, nbB]),
+    );
+    const bad = await raw(t.url, "GET", "/api/agents/demo-agent/conversations?since=yesterday", {
+      key: KEYS.admin,
+    });
+    expect(bad.status).toBe(400);
   });
 
   it("returns at most limit conversations: 1 to 200, default 50", async () => {
