@@ -313,8 +313,9 @@ export interface components {
         };
         /**
          * @description Response of the single-conversation fetch: an object with a `conversation` property. The seed states
-         *     `agent_session_id` for this route; the object's other fields are "not shown" there. The reference
-         *     server returns the full Conversation.
+         *     `agent_session_id` for this route and says the object's other fields are "not shown" there; this document
+         *     reads the seed's Conversation resource table as the shape of `conversation` (the fields a client can
+         *     rely on are the resource's).
          */
         ConversationEnvelope: {
             conversation: components["schemas"]["Conversation"];
@@ -380,7 +381,7 @@ export interface components {
         ShareResult: {
             [key: string]: unknown;
         };
-        /** @description All fields optional. */
+        /** @description All fields optional. Whether unknown fields or a negative `at_turn` are refused is not shown. */
         ForkRequest: {
             /** @description Copies history up to this turn; clamped to the conversation's length. Default all turns. */
             at_turn?: number;
@@ -412,7 +413,7 @@ export interface components {
             /** @description The content, base64 only, no `data:` prefix. */
             dataBase64: string;
         };
-        /** @description Extensions of the messages-API request. Unknown fields are accepted. */
+        /** @description Extensions of the messages-API request. Other metadata fields are not shown by the API. */
         RequestMetadata: {
             /**
              * @description Resume target. Omitted: a new conversation is created and its id returned in `X-Conversation-Id`.
@@ -449,7 +450,7 @@ export interface components {
             /** @description Name of an active automation on this agent. Its stored prompt and model become defaults for the turn; values in the body win. An unknown name is ignored (no error). */
             automation?: string;
             /**
-             * @description Only `sync` is supported; `async` returns 501.
+             * @description Only `sync` is supported; `async` returns 501. Other values are not shown by the API.
              * @default sync
              * @enum {string}
              */
