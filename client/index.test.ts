@@ -188,7 +188,7 @@ describe("turn stream", () => {
       model: "acme-support-bot",
       messages: [{ role: "user", content: [{ type: "text", text: "count lines" }] }],
     });
-    expect(await collectText(turn)).toBe("notes.txt has 42 lines.");
+    expect(await collectText(turn)).toBe("notes.txt has 2 lines.");
     expect(new URL(requests[0].url).pathname).toBe("/api/agents/v1/messages");
   });
 
