@@ -155,6 +155,18 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     }
   }
 
+  function insertSession(record: SessionRecord): void {
+    statement(
+      "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+    ).run(
+      record.id,
+      record.conversationId,
+      JSON.stringify(record.context ?? null),
+      record.createdAt,
+      record.updatedAt,
+    );
+  }
+
   const allFields = Object.keys(conversationColumns) as ConversationField[];
   const insertConversationSql = `INSERT INTO conversations (${allFields.map((f) => conversationColumns[f]).join(", ")})
     VALUES (${allFields.map(() => "?").join(", ")})`;
@@ -370,15 +382,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     },
 
     createSession(record: SessionRecord) {
-      statement(
-        "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-      ).run(
-        record.id,
-        record.conversationId,
-        JSON.stringify(record.context ?? null),
-        record.createdAt,
-        record.updatedAt,
-      );
+      insertSession(record);
     },
 
     getSession(id) {
@@ -410,15 +414,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
           record.conversationId,
         );
         if (pointed.changes === 0) return;
-        statement(
-          "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-        ).run(
-          record.id,
-          record.conversationId,
-          JSON.stringify(record.context ?? null),
-          record.createdAt,
-          record.updatedAt,
-        );
+        insertSession(record);
       });
     },
 
