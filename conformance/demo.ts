@@ -1,10 +1,12 @@
 /**
  * Starts the reference server's demo in-process on a free port (the zero-set-up `agent-api check`, the
- * bench and CI). Imported lazily so the suite works against a URL without the server being present.
+ * bench, CI and the tests that judge the server from outside). `agent-api check` imports this module
+ * lazily, so a run against a URL never loads the server.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { startServer } from "../reference-server/index.ts";
 
 export interface DemoServer {
   url: string;
@@ -12,22 +14,8 @@ export interface DemoServer {
   close(): Promise<void>;
 }
 
-interface StartServer {
-  startServer(opts: {
-    dataDir: string;
-    port?: number;
-    host?: string;
-    demo?: boolean;
-    sessionDelayMs?: number;
-    logLevel?: string;
-  }): Promise<{ url: string; envVars: Record<string, string>; close(): Promise<void> }>;
-}
-
 export async function startDemoServer(sessionDelayMs = 500): Promise<DemoServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "agent-api-demo-"));
-  // The path is built at run time so TypeScript does not need the server to exist to check this file.
-  const modulePath = new URL("../reference-server/index.ts", import.meta.url).href;
-  const { startServer } = (await import(modulePath)) as StartServer;
   const server = await startServer({
     dataDir,
     port: 0,

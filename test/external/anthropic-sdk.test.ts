@@ -6,36 +6,22 @@
  * through `metadata.conversation_id`, and the SDK's typed errors for 404/401/403 and a failed turn.
  * The snippet a user would paste is in test/external/README.md.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startServer } from "../../reference-server/index.ts";
+import { type DemoServer, startDemoServer } from "../../conformance/demo.ts";
 
 let url: string;
 let env: Record<string, string>;
-let closeServer: () => Promise<void>;
-let dataDir: string;
+let server: DemoServer;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), "agent-api-sdk-"));
-  const server = await startServer({
-    dataDir,
-    port: 0,
-    host: "127.0.0.1",
-    demo: true,
-    sessionDelayMs: 300,
-    logLevel: "silent",
-  });
+  server = await startDemoServer(300);
   url = server.url;
   env = server.envVars;
-  closeServer = server.close;
 });
 
 afterAll(async () => {
-  await closeServer?.();
-  await rm(dataDir, { recursive: true, force: true });
+  await server?.close();
 });
 
 const THINK = "Think step by step before answering.";

@@ -9,17 +9,14 @@
  * request violations come only from the requests the suite sends invalid on purpose. A canary upstream
  * that breaks the spec proves the detection works. What Prism cannot judge: test/external/README.md.
  */
-import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { catalogue } from "../../conformance/catalogue.ts";
+import { type DemoServer, startDemoServer } from "../../conformance/demo.ts";
 import { resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { CheckResult, RunReport } from "../../conformance/types.ts";
-import { startServer } from "../../reference-server/index.ts";
 import {
   type PrismProxy,
   startPrismProxy,
@@ -28,12 +25,6 @@ import {
   type TapRecord,
   violationLines,
 } from "./prism.ts";
-
-interface Running {
-  url: string;
-  envVars: Record<string, string>;
-  close(): Promise<void>;
-}
 
 /**
  * Checks that cannot pass through Prism, with the evidence that Prism (not the server) is the reason:
@@ -95,33 +86,13 @@ const DELIBERATE_REQUEST_VIOLATIONS: RegExp[] = [
   /^request\.body: Request body must NOT have additional properties; found '[^']+'$/,
 ];
 
-let server: Running;
+let server: DemoServer;
 let direct: RunReport;
 const modes: Record<"errors" | "observe", { prism?: PrismProxy; tap?: Tap; report?: RunReport }> = {
   errors: {},
   observe: {},
 };
 let canary: { upstream: Server; prism?: PrismProxy; tap?: Tap } | undefined;
-
-async function startDemo(): Promise<Running> {
-  const dataDir = await mkdtemp(join(tmpdir(), "agent-api-prism-demo-"));
-  const s = await startServer({
-    dataDir,
-    port: 0,
-    host: "127.0.0.1",
-    demo: true,
-    sessionDelayMs: 300,
-    logLevel: "silent",
-  });
-  return {
-    url: s.url,
-    envVars: s.envVars,
-    async close() {
-      await s.close();
-      await rm(dataDir, { recursive: true, force: true });
-    },
-  };
-}
 
 function suiteAt(url: string): Promise<RunReport> {
   return runSuite({
@@ -154,7 +125,7 @@ async function startBrokenUpstream(): Promise<Server> {
 }
 
 beforeAll(async () => {
-  server = await startDemo();
+  server = await startDemoServer(300);
   const brokenUpstream = await startBrokenUpstream();
   canary = { upstream: brokenUpstream };
   const brokenUrl = `http://127.0.0.1:${(brokenUpstream.address() as AddressInfo).port}`;
