@@ -106,25 +106,24 @@ export class TurnService {
 
     const release = await this.#locks.acquire(conversationId);
     try {
-      const record = this.#resolveConversation(
-        caller,
-        agent,
-        conversationId,
-        userText,
-        metadata,
-        input.hidden,
-      );
+      const turnAutomation = findAutomation(agent, metadata.automation);
+      const record = this.#resolveConversation(caller, agent, conversationId, {
+        // A new conversation's title comes from the prompt its first turn runs with.
+        prompt: withAutomationPrompt(userText, turnAutomation),
+        automation: turnAutomation,
+        hidden:
+          input.hidden === true ||
+          (metadata.test !== undefined && metadata.test !== false && metadata.test !== null),
+      });
       // Model: the body, then this turn's automation, then the defaults a fork recorded (its model, then its
       // automation's), then the agent's default.
-      const turnAutomation = findAutomation(agent, metadata.automation);
       const inherited = findAutomation(agent, record.defaultAutomation ?? undefined);
-      const automation = turnAutomation ?? inherited;
       // An empty model is no model: the defaults apply.
       const bodyModel = input.routed || body.model === "" ? undefined : body.model;
       const plan: TurnPlan = {
         agent,
         record,
-        prompt: userText.trim() === "" && automation ? automation.prompt : userText,
+        prompt: withAutomationPrompt(userText, turnAutomation ?? inherited),
         model:
           bodyModel ?? turnAutomation?.model ?? record.defaultModel ?? inherited?.model ?? agent.defaultModel,
         system: body.system,
@@ -144,9 +143,7 @@ export class TurnService {
     caller: Caller,
     agent: AgentConfig,
     id: string,
-    prompt: string,
-    metadata: NonNullable<SendMessageRequest["metadata"]>,
-    hidden = false,
+    creation: { prompt: string; automation: AutomationConfig | undefined; hidden: boolean },
   ): ConversationRecord {
     const existing = this.#deps.store.getConversation(id);
     if (existing) {
@@ -158,7 +155,6 @@ export class TurnService {
       throw conversationNotFound();
     }
     const at = this.#now();
-    const automation = findAutomation(agent, metadata.automation);
     const record: ConversationRecord = {
       id,
       workspaceId: caller.workspaceId,
@@ -167,15 +163,15 @@ export class TurnService {
       channel: "INTERACTIVE",
       channelId: null,
       notebookPath: null,
-      automation: automation?.name ?? null,
-      title: titleFrom(prompt.trim() === "" && automation ? automation.prompt : prompt),
+      automation: creation.automation?.name ?? null,
+      title: titleFrom(creation.prompt),
       shared: false,
       agentSessionId: null,
       parentConversationId: null,
       forkedAtTurnIndex: null,
       defaultModel: null,
       defaultAutomation: null,
-      hidden: hidden || (metadata.test !== undefined && metadata.test !== false && metadata.test !== null),
+      hidden: creation.hidden,
       createdAt: at,
       updatedAt: at,
       turnCount: 0,
@@ -342,6 +338,11 @@ export class TurnService {
 
 function system(): { authorMemberId: null; authorName: null } {
   return { authorMemberId: null, authorName: null };
+}
+
+/** The turn's prompt: the user's text, or the automation's stored prompt when the text is empty. */
+function withAutomationPrompt(userText: string, automation: AutomationConfig | undefined): string {
+  return userText.trim() === "" && automation ? automation.prompt : userText;
 }
 
 function findAutomation(agent: AgentConfig, name: string | undefined): AutomationConfig | undefined {
