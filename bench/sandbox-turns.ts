@@ -11,7 +11,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { createSandboxManager } from "../reference-server/sandbox/index.ts";
-import { bwrapArgs, resolveExecutable } from "../reference-server/sandbox/isolation.ts";
+import { bwrapArgs, envArgsPayload, resolveExecutable } from "../reference-server/sandbox/isolation.ts";
+import { DEFAULT_SANDBOX_LIMITS } from "../reference-server/sandbox/limits.ts";
 import type { SandboxAgent, SandboxManager } from "../reference-server/sandbox/types.ts";
 
 const TURNS = Math.max(50, Number(process.argv[2] ?? 60));
@@ -27,10 +28,11 @@ function percentile(samples: number[], p: number): number {
 const median = (samples: number[]) => percentile(samples, 50);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function spawnEcho(file = "/bin/sh", args = ["-c", "echo hi"]): Promise<void> {
+function spawnEcho(file = "/bin/sh", args = ["-c", "echo hi"], fd3?: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe"], env: {} });
-    child.stdout.resume();
+    const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe", "pipe"], env: {} });
+    (child.stdio[3] as NodeJS.WritableStream).end(fd3 ?? Buffer.alloc(0));
+    child.stdout?.resume();
     child.on("error", reject);
     child.on("close", () => resolve());
   });
@@ -143,7 +145,11 @@ async function main() {
     await mkdir(bwrapDir);
     const bwrapAlone = () =>
       timed(() =>
-        spawnEcho(resolveExecutable("bwrap"), bwrapArgs(bwrapDir, { PATH: "/usr/bin:/bin" }, "echo hi")),
+        spawnEcho(
+          resolveExecutable("bwrap"),
+          bwrapArgs(bwrapDir, "echo hi", DEFAULT_SANDBOX_LIMITS, 3),
+          envArgsPayload({ PATH: "/usr/bin:/bin" }),
+        ),
       );
     const runners: [string, () => Promise<number>][] = [
       [BASELINE, () => timed(() => spawnEcho())],

@@ -2,7 +2,7 @@
  * Starts the reference server: config (file or demo) → store (SQLite in --data) → sandbox → engine →
  * service → HTTP. `startServer` is what `agent-api serve`, the tests and the in-process demo all call.
  */
-import { mkdir, writeFile } from "node:fs/promises";
+import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { pino } from "pino";
 import { createDemo, demoKeys, formatEnvFile } from "./config/demo.ts";
@@ -67,6 +67,9 @@ export const DEFAULTS = {
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const dataDir = resolve(options.dataDir);
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  // Sandbox users must pass through the data directory to reach their working directory (bubblewrap binds
+  // it as them): search only, no listing; what lies inside is private to the server by its own mode.
+  await chmod(dataDir, 0o711);
   const routingPrefix = options.routingPrefix ?? DEFAULTS.routingPrefix;
   const logger = pino({ level: options.logLevel ?? "info" });
 

@@ -10,9 +10,10 @@
  * - names become a safe basename (see sanitizeAttachmentName) de-duplicated against this turn's
  *   files and files already in `.uploads/` as `a.txt`, `a (1).txt`, `a (2).txt`, ...
  */
-import { readdir, writeFile } from "node:fs/promises";
-import path from "node:path";
-import { ensureRealDirectory } from "./safe-paths.ts";
+import { constants } from "node:fs";
+import { open, readdir } from "node:fs/promises";
+import { at, withBeneath } from "./beneath.ts";
+import type { HostUser } from "./sandbox-user.ts";
 
 export const UPLOADS_DIR = ".uploads";
 export const MAX_ATTACHMENTS = 10;
@@ -92,14 +93,16 @@ function composeName(stem: string, suffix: string, extension: string): string {
 }
 
 /**
- * A safe basename: the part after the last `/` or `\`, control characters (NUL included) removed,
+ * A safe basename: the part after the last `/` or `\`, control characters (NUL included) and invisible
+ * format characters removed (bidi overrides such as U+202E would make `‮txt.exe` read as `exe.txt`),
  * leading dots and spaces removed (never `.`, `..` or hidden), trailing dots and spaces removed,
  * at most 200 UTF-8 bytes keeping the extension; `attachment` when nothing is left.
  */
 export function sanitizeAttachmentName(raw: string): string {
   const base = raw.split(/[/\\]/).pop() ?? "";
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is the point.
-  const printable = base.replace(/[\u0000-\u001f\u007f]/g, "");
+  // Cc: controls (NUL included); Cf: format characters (bidi controls, zero-width joiners, BOM, soft hyphen);
+  // Zl/Zp: line and paragraph separators. None belongs in a name a person reads.
+  const printable = base.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, "");
   const trimmed = printable.replace(/^[.\s]+/, "").replace(/[.\s]+$/, "");
   if (trimmed === "") return FALLBACK_NAME;
   const { stem, extension } = splitExtension(trimmed);
@@ -118,20 +121,33 @@ export function deduplicateName(name: string, taken: Set<string>): string {
 
 /**
  * Writes the accepted attachments to `<workdir>/.uploads/` and returns their paths relative to workdir
- * (`.uploads/<name>`). `.uploads` is recreated as a real directory if a tool replaced it by a link.
+ * (`.uploads/<name>`). `.uploads` is recreated as a real directory if a tool replaced it by a link; each file
+ * is created new (O_EXCL, no link followed) relative to the opened directory, and given to the sandbox user.
  */
-export async function writeAttachments(workdir: string, raw: unknown): Promise<string[]> {
+export async function writeAttachments(
+  workdir: string,
+  raw: unknown,
+  user: HostUser | null = null,
+): Promise<string[]> {
   const accepted = acceptAttachments(raw);
   if (accepted.length === 0) return [];
-  const uploads = await ensureRealDirectory(workdir, UPLOADS_DIR);
-  const taken = new Set(await readdir(uploads));
-  const written: string[] = [];
-  for (const attachment of accepted) {
-    const name = deduplicateName(sanitizeAttachmentName(attachment.name), taken);
-    taken.add(name);
-    // "wx": never write through something that appeared at this name.
-    await writeFile(path.join(uploads, name), attachment.data, { flag: "wx" });
-    written.push(`${UPLOADS_DIR}/${name}`);
-  }
-  return written;
+  const resolve = { create: true, followLast: false, owner: user, replaceOnTheWay: true };
+  return withBeneath(workdir, [UPLOADS_DIR, "-"], resolve, async ({ dir }) => {
+    const taken = new Set(await readdir(`/proc/self/fd/${dir.fd}`));
+    const written: string[] = [];
+    for (const attachment of accepted) {
+      const name = deduplicateName(sanitizeAttachmentName(attachment.name), taken);
+      taken.add(name);
+      const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+      const handle = await open(at(dir, name), flags, 0o644);
+      try {
+        await handle.writeFile(attachment.data);
+        if (user) await handle.chown(user.uid, user.gid);
+      } finally {
+        await handle.close();
+      }
+      written.push(`${UPLOADS_DIR}/${name}`);
+    }
+    return written;
+  });
 }

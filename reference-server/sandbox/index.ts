@@ -6,11 +6,29 @@
  *   tmp/                                       isolated turns' throwaway directories, clone scratch
  * "Warm" is in-memory knowledge about a prepared working directory; reclaiming it loses no files.
  */
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { cp, lstat, mkdir, mkdtemp, realpath, rename, rm, stat } from "node:fs/promises";
+import {
+  chmod,
+  chown,
+  cp,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  realpath,
+  rename,
+  rm,
+  stat,
+} from "node:fs/promises";
 import path from "node:path";
 import { writeAttachments } from "./attachments.ts";
+import { detectCgroups } from "./cgroups.ts";
+import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
 import { DEFAULT_BWRAP_COMMAND, probeBwrap, resolveExecutable } from "./isolation.ts";
+import { launchSpec } from "./launcher.ts";
+import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
+import { runProcess } from "./process-runner.ts";
 import {
   cloneInto,
   commitAndPush,
@@ -21,6 +39,7 @@ import {
   snapshotWorkTree,
 } from "./repo.ts";
 import { conversationDirName, safeSegment } from "./safe-paths.ts";
+import { type HostUser, resolveSandboxIdentity, type SandboxIdentity } from "./sandbox-user.ts";
 import {
   listStoreFiles,
   publishOutputs,
@@ -36,14 +55,58 @@ import type {
   SandboxManager,
   SandboxManagerOptions,
   SandboxRequest,
+  ToolName,
   TurnSandbox,
 } from "./types.ts";
 
+export { DEFAULT_SANDBOX_LIMITS, parseSize, type SandboxLimits } from "./limits.ts";
 export { SandboxPathError } from "./safe-paths.ts";
+export { parseSandboxUser, type SandboxUserSetting } from "./sandbox-user.ts";
 export { REFUSED_NO_ISOLATION } from "./tool-runner.ts";
 
 /** Pushed to when the remote is empty and names no default branch. */
 const FALLBACK_BRANCH = "main";
+
+/** Gives `dir` and everything below it to `user` (links themselves, never their targets). */
+function chownTree(dir: string, user: HostUser): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile("chown", ["-R", "-h", "-P", `${user.uid}:${user.gid}`, "--", dir], (error, _out, stderr) => {
+      if (error) reject(new Error(`chown of a sandbox directory failed: ${String(stderr).trim()}`));
+      else resolve();
+    });
+  });
+}
+
+/**
+ * The commands and tool calls of one conversation's turn. Everything the server does to a working directory
+ * (restore, attachments, commit, publish, fork, delete, the next turn) first ends the previous turn's calls
+ * and waits until they are gone: no process of a turn is ever alive while the server touches its files.
+ */
+class TurnActivity {
+  readonly #abort = new AbortController();
+  readonly #calls = new Set<Promise<unknown>>();
+  #tail: Promise<unknown> = Promise.resolve();
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /** Runs `call` after the turn's earlier calls (one at a time), unless the turn was ended. */
+  run<T>(call: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(call, call);
+    const settled = result.catch(() => undefined);
+    this.#tail = settled;
+    this.#calls.add(settled);
+    void settled.then(() => this.#calls.delete(settled));
+    return result;
+  }
+
+  /** Ends every call of the turn (commands are killed with their whole cgroup) and waits for them. */
+  async end(): Promise<void> {
+    this.#abort.abort();
+    await Promise.all([...this.#calls]);
+  }
+}
 
 interface WarmEntry {
   /** The agent the directory was prepared for; another agent means a cold start. */
@@ -51,6 +114,8 @@ interface WarmEntry {
   timer: NodeJS.Timeout | undefined;
   manifest: RestoreManifest | null;
   branch: string | null;
+  /** The checked-out commit when the work tree was last given to the sandbox user (repo agents). */
+  ownedHead?: string | null;
 }
 
 function agentKey(agent: SandboxAgent): string {
@@ -61,6 +126,31 @@ function agentKey(agent: SandboxAgent): string {
     agent.repoUrl ?? "",
     agent.filesDir ?? "",
   ]);
+}
+
+/** Both signals, as one: aborted when either is (no AbortSignal.any: its signals outlive the turn). */
+function anySignal(a: AbortSignal, b: AbortSignal): AbortSignal {
+  if (a.aborted) return a;
+  if (b.aborted) return b;
+  const controller = new AbortController();
+  const abort = () => {
+    controller.abort();
+    a.removeEventListener("abort", abort);
+    b.removeEventListener("abort", abort);
+  };
+  a.addEventListener("abort", abort, { once: true });
+  b.addEventListener("abort", abort, { once: true });
+  return controller.signal;
+}
+
+/** The work tree's checked-out commit (HEAD's target) read from the git directory, or null. */
+async function workTreeHead(gitDir: string): Promise<string | null> {
+  const head = await readFile(path.join(gitDir, "HEAD"), "utf8").catch(() => null);
+  if (head === null) return null;
+  const ref = /^ref: (.+)$/m.exec(head)?.[1];
+  if (!ref) return head.trim();
+  const loose = await readFile(path.join(gitDir, ref), "utf8").catch(() => null);
+  return loose?.trim() ?? `${ref}@packed`;
 }
 
 async function exists(p: string): Promise<boolean> {
@@ -80,6 +170,9 @@ export interface CreateSandboxManagerOptions extends SandboxManagerOptions {
   bwrapCommand?: string;
 }
 
+/** Directories the sandbox users must traverse (never list) to reach their working directory. */
+const TRAVERSABLE = 0o711;
+
 export async function createSandboxManager(options: CreateSandboxManagerOptions): Promise<SandboxManager> {
   const bwrapCommand = resolveExecutable(options.bwrapCommand ?? DEFAULT_BWRAP_COMMAND);
   await mkdir(options.rootDir, { recursive: true, mode: 0o700 });
@@ -93,39 +186,144 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   // Throwaway directories of a previous run are garbage now.
   await rm(dirs.tmp, { recursive: true, force: true });
   for (const dir of Object.values(dirs)) await mkdir(dir, { recursive: true, mode: 0o700 });
+  // Sandbox users reach their own directory by its full path (bubblewrap binds it as them); they may pass
+  // through these, never list them. The clones and the store stay private to the server.
+  for (const dir of [root, dirs.conversations, dirs.tmp]) await chmod(dir, TRAVERSABLE);
 
   const probeDir = await mkdtemp(path.join(dirs.tmp, "probe-"));
   // A bare name means it is not on the server's PATH: that is "not installed". (Spawned with an empty
   // environment, the bare name would still be found in /usr/bin or /bin, whatever PATH says.)
   const bwrapWorks = bwrapCommand.includes("/") && (await probeBwrap(bwrapCommand, probeDir));
   await rm(probeDir, { recursive: true, force: true });
-  const isolation: IsolationMode = bwrapWorks ? "bwrap" : options.unsafeNoIsolation ? "none" : "unavailable";
+  let isolation: IsolationMode = bwrapWorks ? "bwrap" : options.unsafeNoIsolation ? "none" : "unavailable";
+  const setprivCommand = resolveExecutable("setpriv");
+  const prlimitCommand = resolveExecutable("prlimit");
+  const isRoot = process.getuid?.() === 0;
+  const identity: SandboxIdentity = resolveSandboxIdentity(
+    options.sandboxUser ?? "auto",
+    isolation === "bwrap" && isRoot && setprivCommand.includes("/"),
+  );
+  const cgroups =
+    isolation === "bwrap"
+      ? await detectCgroups()
+      : {
+          version: "none" as const,
+          reason: "no isolation",
+          create: async () => null,
+          close: async () => undefined,
+        };
+  const limits = { ...DEFAULT_SANDBOX_LIMITS, ...options.limits };
+  // Secure by default: when commands should run as an unprivileged user and cannot, they do not run.
+  const userProblem = identity.mode === "server" ? null : await probeUserSwitch();
+  if (userProblem !== null) isolation = "unavailable";
+
+  /** Runs `true` as a sandbox user over a directory of its own, as every command will be run. */
+  async function probeUserSwitch(): Promise<string | null> {
+    const dir = await mkdtemp(path.join(dirs.tmp, "probe-user-"));
+    try {
+      const user = identity.userFor("probe") as HostUser;
+      await chown(dir, user.uid, user.gid);
+      const spec = launchSpec({
+        bwrapCommand,
+        setprivCommand,
+        prlimitCommand: null,
+        workdir: dir,
+        command: "true",
+        env: { PATH: "/usr/bin:/bin" },
+        user,
+        limits,
+        procsFiles: [],
+        fileSizeBytes: limits.diskBytes,
+        memoryRlimit: false,
+      });
+      const result = await runProcess({
+        file: spec.file,
+        args: spec.args,
+        fd3: spec.fd3,
+        cwd: dir,
+        env: {},
+        timeoutMs: 10_000,
+        outputCapBytes: 4096,
+      });
+      if (result.exitCode === 0) return null;
+      return `tools refused: they cannot run as an unprivileged user here (${result.output.trim() || result.spawnError || `exit ${result.exitCode}`}); every directory above ${root} must be searchable by others (chmod o+x), or start with --sandbox-user server to run them as the server's user`;
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
 
   const warm = new Map<string, WarmEntry>();
+  /** The current turn of each working directory (by key), to end before anything else touches it. */
+  const activity = new Map<string, TurnActivity>();
+  const quotas = new Map<string, DiskQuota>();
+
+  async function quiesce(key: string): Promise<void> {
+    const current = activity.get(key);
+    if (!current) return;
+    await current.end();
+    if (activity.get(key) === current) activity.delete(key);
+  }
+
+  function quotaFor(key: string, workdir: string): DiskQuota {
+    let quota = quotas.get(key);
+    if (!quota) {
+      quota = createDiskQuota(workdir, limits.diskBytes);
+      quotas.set(key, quota);
+    }
+    return quota;
+  }
 
   const conversationDir = (id: string) => path.join(dirs.conversations, conversationDirName(id));
   const gitDirOf = (id: string) => path.join(dirs.repos, `${conversationDirName(id)}.git`);
-  const storeDir = (workspaceId: string, agent: string) =>
-    path.join(dirs.store, safeSegment(workspaceId), safeSegment(agent));
+  // Each conversation publishes into its own folder: no conversation can overwrite another's outputs.
+  const storeDir = (workspaceId: string, agent: string, conversationId: string) =>
+    path.join(dirs.store, safeSegment(workspaceId), safeSegment(agent), conversationDirName(conversationId));
 
   function keepWarm(key: string, entry: WarmEntry): void {
     if (entry.timer) clearTimeout(entry.timer);
     entry.timer = setTimeout(() => {
-      if (warm.get(key) === entry) warm.delete(key);
+      if (warm.get(key) !== entry) return;
+      warm.delete(key);
+      quotas.delete(key);
     }, options.idleMs);
     entry.timer.unref();
     warm.set(key, entry);
   }
 
-  function toolsFor(workdir: string, agent: SandboxAgent) {
-    return createToolRunner({
+  /** The turn's tools: one call at a time, each ended with the turn (or by the caller's signal). */
+  function toolsFor(
+    workdir: string,
+    agent: SandboxAgent,
+    user: HostUser | null,
+    turn: TurnActivity,
+    disk: DiskQuota,
+  ) {
+    const runner = createToolRunner({
       workdir,
       isolation,
       secrets: agent.secrets,
       timeoutMs: options.toolTimeoutMs,
       outputCapBytes: options.toolOutputCapBytes,
       bwrapCommand,
+      setprivCommand: setprivCommand.includes("/") ? setprivCommand : null,
+      prlimitCommand: prlimitCommand.includes("/") ? prlimitCommand : null,
+      user,
+      limits,
+      cgroups,
+      disk,
     });
+    return {
+      run: (name: ToolName, input: Record<string, unknown>, signal?: AbortSignal) =>
+        turn.run(() => runner.run(name, input, signal ? anySignal(turn.signal, signal) : turn.signal)),
+    };
+  }
+
+  /** Starts a turn on `key`: the previous one's calls are ended first. */
+  async function beginTurn(key: string): Promise<TurnActivity> {
+    await quiesce(key);
+    const turn = new TurnActivity();
+    activity.set(key, turn);
+    return turn;
   }
 
   function once(fn: () => Promise<FinishReport>): () => Promise<FinishReport> {
@@ -138,13 +336,19 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
 
   async function acquireIsolated(request: SandboxRequest): Promise<TurnSandbox> {
     const workdir = await mkdtemp(path.join(dirs.tmp, "isolated-"));
-    const attachments = await writeAttachments(workdir, request.attachments);
+    const key = `isolated:${workdir}`;
+    const turn = await beginTurn(key);
+    const user = identity.userFor(conversationDirName(request.conversationId));
+    if (user) await chown(workdir, user.uid, user.gid);
+    const attachments = await writeAttachments(workdir, request.attachments, user);
+    const disk = createDiskQuota(workdir, limits.diskBytes);
     return {
       workdir,
       cold: true,
       attachments,
-      tools: toolsFor(workdir, request.agent),
+      tools: toolsFor(workdir, request.agent, user, turn, disk),
       finish: once(async () => {
+        await quiesce(key);
         await rm(workdir, { recursive: true, force: true });
         return { pushedCommit: null, publishedOutputs: [] };
       }),
@@ -181,18 +385,28 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       cold || !previous
         ? { agentKey: agentKey(request.agent), timer: undefined, manifest: null, branch: null }
         : previous;
-    if (cold) await mkdir(workdir, { recursive: true });
+    const turn = await beginTurn(key);
+    const user = identity.userFor(key);
+    if (cold) await mkdir(workdir, { recursive: true, mode: 0o700 });
 
     let repo: RepoPaths | null = null;
+    let gitWrote = false;
     if (request.agent.kind === "repo") {
       repo = await prepareRepo(request, workdir, entry, cold);
+      // A fetch, merge or an earlier turn's rebase wrote files as the server: the head tells.
+      const head = await workTreeHead(repo.gitDir);
+      gitWrote = head !== entry.ownedHead;
+      entry.ownedHead = head;
     } else {
       if (request.agent.filesDir) {
-        entry.manifest = await restoreAgentFiles(request.agent.filesDir, workdir, entry.manifest);
+        entry.manifest = await restoreAgentFiles(request.agent.filesDir, workdir, entry.manifest, user);
       }
-      await resetOutputs(workdir);
+      await resetOutputs(workdir, user);
     }
-    const attachments = await writeAttachments(workdir, request.attachments);
+    // What the server wrote as itself (a clone, a checkout, files of an older server) becomes the sandbox
+    // user's; warm turns where git changed nothing skip the walk.
+    if (user && (cold || gitWrote)) await chownTree(workdir, user);
+    const attachments = await writeAttachments(workdir, request.attachments, user);
     // What a writable turn changed is measured from here (attachments are excluded from the repository).
     const baseline = repo && !request.readOnly ? await snapshotWorkTree(repo) : undefined;
     keepWarm(key, entry);
@@ -201,8 +415,10 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       workdir,
       cold,
       attachments,
-      tools: toolsFor(workdir, request.agent),
+      tools: toolsFor(workdir, request.agent, user, turn, quotaFor(key, workdir)),
       finish: once(async () => {
+        // Nothing of the turn may run while its changes are committed or published.
+        await quiesce(key);
         try {
           if (repo) {
             const pushedCommit = request.readOnly
@@ -212,7 +428,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
           }
           const publishedOutputs = await publishOutputs(
             workdir,
-            storeDir(request.agent.workspaceId, request.agent.name),
+            storeDir(request.agent.workspaceId, request.agent.name, request.conversationId),
           );
           return { pushedCommit: null, publishedOutputs };
         } finally {
@@ -223,6 +439,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   }
 
   async function fork(parentConversationId: string, childConversationId: string): Promise<void> {
+    // The parent's files are copied only while none of its processes runs (no link swapped mid-copy).
+    await quiesce(conversationDirName(parentConversationId));
     await remove(childConversationId);
     const pairs: [string, string][] = [
       [conversationDir(parentConversationId), conversationDir(childConversationId)],
@@ -246,9 +464,11 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
 
   async function remove(conversationId: string): Promise<void> {
     const key = conversationDirName(conversationId);
+    await quiesce(key);
     const entry = warm.get(key);
     if (entry?.timer) clearTimeout(entry.timer);
     warm.delete(key);
+    quotas.delete(key);
     await rm(conversationDir(conversationId), { recursive: true, force: true });
     await rm(gitDirOf(conversationId), { recursive: true, force: true });
   }
@@ -258,12 +478,26 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     acquire,
     fork,
     remove,
-    listWorkspaceOutputs: (workspaceId, agent) => listStoreFiles(storeDir(workspaceId, agent)),
-    readWorkspaceOutput: (workspaceId, agent, relPath) =>
-      readStoreFile(storeDir(workspaceId, agent), relPath),
+    sandboxUser: identity.mode,
+    notices: [
+      ...(userProblem ? [userProblem] : []),
+      ...(isolation === "bwrap" && identity.warning ? [identity.warning] : []),
+      ...(isolation === "bwrap" && cgroups.version === "none"
+        ? [
+            `no cgroups for tool limits (${cgroups.reason}): processes, memory and CPU are bounded by rlimits only`,
+          ]
+        : []),
+    ],
+    cgroups: cgroups.version,
+    listWorkspaceOutputs: (workspaceId, agent, conversationId) =>
+      listStoreFiles(storeDir(workspaceId, agent, conversationId)),
+    readWorkspaceOutput: (workspaceId, agent, conversationId, relPath) =>
+      readStoreFile(storeDir(workspaceId, agent, conversationId), relPath),
     async close() {
+      await Promise.all([...activity.keys()].map(quiesce));
       for (const entry of warm.values()) if (entry.timer) clearTimeout(entry.timer);
       warm.clear();
+      await cgroups.close();
       await rm(dirs.tmp, { recursive: true, force: true });
     },
   };

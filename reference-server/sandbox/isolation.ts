@@ -28,10 +28,21 @@ function rootLinkArgs(): string[] {
 
 let cachedRootLinks: string[] | undefined;
 
-/** The argv (after `bwrap`) running `/bin/sh -c command` in `workdir` with exactly `env`. */
-export function bwrapArgs(workdir: string, env: Record<string, string>, command: string): string[] {
+/** Sizes of the sandbox's own RAM-backed mounts. */
+export interface TmpfsSizes {
+  tmpBytes: number;
+  shmBytes: number;
+}
+
+const PROBE_SIZES: TmpfsSizes = { tmpBytes: 1024 * 1024, shmBytes: 1024 * 1024 };
+
+/**
+ * The argv (after `bwrap`) running `/bin/sh -c command` in `workdir`. The environment is not here: it is
+ * read from file descriptor `envFd` (`--args`), so no secret ever appears on a command line (`ps`).
+ */
+export function bwrapArgs(workdir: string, command: string, sizes: TmpfsSizes, envFd: number): string[] {
   cachedRootLinks ??= rootLinkArgs();
-  const args = [
+  return [
     "--unshare-all",
     "--die-with-parent",
     "--new-session",
@@ -57,6 +68,13 @@ export function bwrapArgs(workdir: string, env: Record<string, string>, command:
     "/proc",
     "--dev",
     "/dev",
+    // RAM-backed, so sized: an unbounded tmpfs is a way to take the host's memory.
+    "--size",
+    String(sizes.shmBytes),
+    "--tmpfs",
+    "/dev/shm",
+    "--size",
+    String(sizes.tmpBytes),
     "--tmpfs",
     "/tmp",
     "--bind",
@@ -64,11 +82,22 @@ export function bwrapArgs(workdir: string, env: Record<string, string>, command:
     SANDBOX_WORKDIR,
     "--chdir",
     SANDBOX_WORKDIR,
+    // --clearenv first: the --setenv pairs read from envFd come after it, in argument order.
     "--clearenv",
+    "--args",
+    String(envFd),
+    "--",
+    "/bin/sh",
+    "-c",
+    command,
   ];
-  for (const [name, value] of Object.entries(env)) args.push("--setenv", name, value);
-  args.push("--", "/bin/sh", "-c", command);
-  return args;
+}
+
+/** `--setenv NAME VALUE` for each variable, NUL-separated, as bwrap's `--args` reads them. */
+export function envArgsPayload(env: Record<string, string>): Buffer {
+  const parts: string[] = [];
+  for (const [name, value] of Object.entries(env)) parts.push("--setenv", name, value);
+  return Buffer.from(parts.map((part) => `${part}\0`).join(""));
 }
 
 /** The bubblewrap executable looked up on PATH (the server may be given another). */
@@ -99,10 +128,13 @@ export function probeBwrap(bwrapCommand: string, probeDir: string): Promise<bool
   return new Promise((resolve) => {
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn(bwrapCommand, bwrapArgs(probeDir, { PATH: "/usr/bin:/bin" }, "true"), {
-        stdio: "ignore",
+      child = spawn(bwrapCommand, bwrapArgs(probeDir, "true", PROBE_SIZES, 3), {
+        stdio: ["ignore", "ignore", "ignore", "pipe"],
         env: {},
       });
+      const envPipe = child.stdio[3] as NodeJS.WritableStream;
+      envPipe.on("error", () => undefined);
+      envPipe.end(envArgsPayload({ PATH: "/usr/bin:/bin" }));
     } catch {
       resolve(false);
       return;

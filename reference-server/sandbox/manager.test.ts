@@ -118,7 +118,7 @@ describe("isolated turns", () => {
     await expect(stat(isolated.workdir)).rejects.toThrow();
 
     expect(await readFile(path.join(normal.workdir, "mine.txt"), "utf8")).toBe("conversation file");
-    expect(await manager.listWorkspaceOutputs("ws1", "helper")).toEqual([]);
+    expect(await manager.listWorkspaceOutputs("ws1", "helper", "conv")).toEqual([]);
   });
 });
 
@@ -144,12 +144,19 @@ describe("storage-backed agents", () => {
     // finish is idempotent
     expect((await first.finish()).publishedOutputs).toEqual(["data/table.csv", "report.md"]);
 
-    expect(await manager.listWorkspaceOutputs("ws1", "helper")).toEqual(["data/table.csv", "report.md"]);
-    expect((await manager.readWorkspaceOutput("ws1", "helper", "report.md")).toString()).toBe("# Report");
-    await expect(manager.readWorkspaceOutput("ws1", "helper", "../../conversations")).rejects.toThrow(
+    expect(await manager.listWorkspaceOutputs("ws1", "helper", "s1")).toEqual([
+      "data/table.csv",
+      "report.md",
+    ]);
+    expect((await manager.readWorkspaceOutput("ws1", "helper", "s1", "report.md")).toString()).toBe(
+      "# Report",
+    );
+    await expect(manager.readWorkspaceOutput("ws1", "helper", "s1", "../../conversations")).rejects.toThrow(
       /escapes/,
     );
-    await expect(manager.readWorkspaceOutput("ws1", "helper", "missing.md")).rejects.toThrow(/no such file/);
+    await expect(manager.readWorkspaceOutput("ws1", "helper", "s1", "missing.md")).rejects.toThrow(
+      /no such file/,
+    );
     // What the turn changed in the agent's files was not written back.
     expect(await readFile(path.join(filesDir, "docs", "guide.md"), "utf8")).toBe("original guide");
 
@@ -160,7 +167,10 @@ describe("storage-backed agents", () => {
     // outputs/ is the turn's outbox: empty again; the published copies live in the store.
     expect(await readdir(path.join(second.workdir, "outputs"))).toEqual([]);
     expect(await second.finish()).toEqual({ pushedCommit: null, publishedOutputs: [] });
-    expect(await manager.listWorkspaceOutputs("ws1", "helper")).toEqual(["data/table.csv", "report.md"]);
+    expect(await manager.listWorkspaceOutputs("ws1", "helper", "s1")).toEqual([
+      "data/table.csv",
+      "report.md",
+    ]);
   });
 
   it("restore picks up a changed agent file on a warm turn and a deleted one on a cold turn", async () => {

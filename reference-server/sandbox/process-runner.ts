@@ -1,6 +1,8 @@
 /**
- * Runs one child process with a wall-clock limit and a cap on its combined output. On time-out the
- * whole process group is killed (the child leads its own group), so nothing it started survives.
+ * Runs one child process with a wall-clock limit, a cap on its combined output and an abort signal. On
+ * time-out or abort the whole process group is killed (the child leads its own group), and `reap` (the
+ * command's cgroup, when there is one) empties everything else it started: the returned promise settles
+ * only once nothing of the command is left, so nothing it started outlives it.
  */
 import { spawn } from "node:child_process";
 
@@ -11,6 +13,12 @@ export interface ProcessSpec {
   env: Record<string, string>;
   timeoutMs: number;
   outputCapBytes: number;
+  /** Written to the child's fd 3 and closed (bubblewrap's `--args`: the sandbox's environment). */
+  fd3?: Buffer;
+  /** Ends the command early: killed like a time-out, reported as `aborted`. */
+  signal?: AbortSignal;
+  /** Kills whatever of the command escaped its process group; awaited before the result is returned. */
+  reap?: () => Promise<void>;
 }
 
 export interface ProcessResult {
@@ -21,6 +29,7 @@ export interface ProcessResult {
   exitCode: number | null;
   signal: NodeJS.Signals | null;
   timedOut: boolean;
+  aborted: boolean;
   /** Set when the process could not be started at all. */
   spawnError?: string;
 }
@@ -31,12 +40,19 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
     let kept = 0;
     let droppedBytes = 0;
     let timedOut = false;
+    let aborted = false;
     const child = spawn(spec.file, spec.args, {
       cwd: spec.cwd,
       env: spec.env,
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: spec.fd3 ? ["ignore", "pipe", "pipe", "pipe"] : ["ignore", "pipe", "pipe"],
       detached: true,
     });
+    if (spec.fd3) {
+      const pipe = child.stdio[3] as NodeJS.WritableStream;
+      // The child may die before reading it (a failed launch): that is reported by its exit, not here.
+      pipe.on("error", () => undefined);
+      pipe.end(spec.fd3);
+    }
     const collect = (chunk: Buffer) => {
       const room = spec.outputCapBytes - kept;
       if (room >= chunk.length) {
@@ -48,8 +64,8 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
         droppedBytes += chunk.length - Math.max(room, 0);
       }
     };
-    child.stdout.on("data", collect);
-    child.stderr.on("data", collect);
+    child.stdout?.on("data", collect);
+    child.stderr?.on("data", collect);
     const killGroup = () => {
       try {
         if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
@@ -60,21 +76,32 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
     const timer = setTimeout(() => {
       timedOut = true;
       killGroup();
+      void spec.reap?.();
     }, spec.timeoutMs);
+    const onAbort = () => {
+      aborted = true;
+      killGroup();
+      void spec.reap?.();
+    };
+    if (spec.signal?.aborted) onAbort();
+    else spec.signal?.addEventListener("abort", onAbort, { once: true });
     let spawnError: string | undefined;
     child.on("error", (error) => {
       spawnError = error.message;
     });
-    child.on("close", (exitCode, signal) => {
+    child.on("close", async (exitCode, signal) => {
       clearTimeout(timer);
-      // A background process may still hold the group; it must not outlive the tool call.
+      spec.signal?.removeEventListener("abort", onAbort);
+      // A background process may still hold the group, or have left it: it must not outlive the call.
       killGroup();
+      await spec.reap?.().catch(() => undefined);
       resolve({
         output: Buffer.concat(chunks).toString("utf8"),
         droppedBytes,
         exitCode,
         signal,
         timedOut,
+        aborted,
         ...(spawnError === undefined ? {} : { spawnError }),
       });
     });

@@ -125,20 +125,6 @@ export async function clearPathForServerWrite(root: string, parts: string[]): Pr
   return current;
 }
 
-/** Ensures `root/name` is a real directory (not a link a tool planted) and returns its path. */
-export async function ensureRealDirectory(root: string, name: string): Promise<string> {
-  const dir = path.join(root, name);
-  try {
-    const stats = await lstat(dir);
-    if (stats.isDirectory() && !stats.isSymbolicLink()) return dir;
-    await rm(dir, { recursive: true, force: true });
-  } catch (error) {
-    if (errorCode(error) !== "ENOENT") throw error;
-  }
-  await mkdir(dir, { recursive: true });
-  return dir;
-}
-
 /** Regular files below dir (relative paths, `/`-separated, sorted); symlinks and specials are skipped. */
 export async function listRegularFiles(
   dir: string,

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 /**
  * The sandbox end to end, through the reference server over real HTTP (demo workspace, scripted engine):
  * files that persist between turns (warm, after reclaim, after a restart), storage agents (files restored
@@ -36,8 +37,17 @@ beforeAll(async () => {
   main = await server();
 });
 
-const storePath = (s: TestServer, agent: string, ...rel: string[]) =>
-  path.join(s.dataDir, "sandboxes", "workspace-store", "demo", agent, ...rel);
+/** Published outputs live in the store under their conversation (one cannot overwrite another's). */
+const storePath = (s: TestServer, agent: string, conversationId: string, ...rel: string[]) =>
+  path.join(
+    s.dataDir,
+    "sandboxes",
+    "workspace-store",
+    "demo",
+    agent,
+    createHash("sha256").update(conversationId).digest("hex"),
+    ...rel,
+  );
 const mainHead = (s: TestServer) => bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim();
 
 describe("a conversation's files persist between turns", () => {
@@ -148,7 +158,7 @@ describe("storage-backed agent (notes-agent)", () => {
     const results = toolResults(first);
     expect(results.map((r) => r.is_error)).toEqual([false, false, false, false]);
     expect(results[0].content).toBe(original);
-    expect(await readFile(storePath(main, "notes-agent", "report.txt"), "utf8")).toBe("report-1");
+    expect(await readFile(storePath(main, "notes-agent", "notes-1", "report.txt"), "utf8")).toBe("report-1");
     expect(await readFile(filesReadme, "utf8")).toBe(original);
 
     const second = await main.turn(
@@ -166,14 +176,19 @@ describe("storage-backed agent (notes-agent)", () => {
     expect(listing.content.split("\n").sort()).toEqual(["README.md", "outputs/", "scratch.txt"]); // outputs/ starts empty
     expect(scratch).toMatchObject({ content: "mine", is_error: false }); // the conversation's own file stays
     expect(publish.is_error).toBe(false);
-    expect(await readFile(storePath(main, "notes-agent", "report.txt"), "utf8")).toBe("report-2");
+    expect(await readFile(storePath(main, "notes-agent", "notes-1", "report.txt"), "utf8")).toBe("report-2");
 
-    // The store is the workspace's: another conversation adds to it, and a turn publishing nothing removes nothing.
+    // Another conversation publishes beside it, never over it, even at the same path; a turn publishing
+    // nothing removes nothing.
+    await main.turn("notes-agent", phrase.write("outputs/report.txt", "other"), {
+      conversation_id: "notes-2",
+    });
     await main.turn("notes-agent", phrase.write("outputs/sub/other.txt", "other"), {
       conversation_id: "notes-2",
     });
     await main.turn("notes-agent", phrase.read("README.md"), { conversation_id: "notes-2" });
-    expect((await readdir(storePath(main, "notes-agent"), { recursive: true })).sort()).toEqual([
+    expect(await readFile(storePath(main, "notes-agent", "notes-1", "report.txt"), "utf8")).toBe("report-2");
+    expect((await readdir(storePath(main, "notes-agent", "notes-2"), { recursive: true })).sort()).toEqual([
       "report.txt",
       "sub",
       "sub/other.txt",
@@ -208,7 +223,7 @@ describe("isolated: true", () => {
     expect(
       (await readdir(path.join(main.dataDir, "sandboxes", "tmp"))).filter((n) => n.startsWith("isolated-")),
     ).toEqual([]);
-    await expect(readFile(storePath(main, "notes-agent", "iso.txt"))).rejects.toThrow();
+    await expect(readFile(storePath(main, "notes-agent", id, "iso.txt"))).rejects.toThrow();
 
     const after = await main.turn(
       "notes-agent",
@@ -399,13 +414,14 @@ describe("files a tool shaped to trap the server", () => {
 
   it("a huge sparse file is read up to the output cap, not loaded whole", async () => {
     const id = "sparse-1";
-    await main.turn("demo-agent", phrase.run("truncate -s 3G big.bin"), { conversation_id: id });
+    // 900 MiB: within the default 1 GiB disk quota (RLIMIT_FSIZE counts a sparse file's length).
+    await main.turn("demo-agent", phrase.run("truncate -s 900M big.bin"), { conversation_id: id });
     const read = await main.turn("demo-agent", phrase.read("big.bin"), { conversation_id: id });
     const result = onlyToolResult(read);
     const cap = 64 * 1024;
     expect(result.is_error).toBe(false);
     expect(result.content).toBe(
-      `${"\0".repeat(cap)}\n[output truncated: ${3 * 1024 ** 3 - cap} more bytes not shown]`,
+      `${"\0".repeat(cap)}\n[output truncated: ${900 * 1024 ** 2 - cap} more bytes not shown]`,
     );
     await main.turn("demo-agent", phrase.run("rm big.bin"), { conversation_id: id });
   });

@@ -2,16 +2,18 @@
  * Storage-backed agents: the agent's own files (its `filesDir`) are restored fresh into the working
  * directory every turn, and what a turn writes to `outputs/` is published to the workspace store.
  */
-import { copyFile, lstat, mkdir, readFile, rm } from "node:fs/promises";
+import { constants } from "node:fs";
+import { copyFile, lchown, lstat, mkdir, open, readFile, rm } from "node:fs/promises";
 import path from "node:path";
+import { at, withBeneath } from "./beneath.ts";
 import {
   clearPathForServerWrite,
-  ensureRealDirectory,
   listRegularFiles,
   relativeComponents,
   resolveInside,
   SandboxPathError,
 } from "./safe-paths.ts";
+import type { HostUser } from "./sandbox-user.ts";
 
 export const OUTPUTS_DIR = "outputs";
 
@@ -49,6 +51,7 @@ export async function restoreAgentFiles(
   filesDir: string,
   workdir: string,
   previous: RestoreManifest | null,
+  user: HostUser | null = null,
 ): Promise<RestoreManifest> {
   const files = await listRegularFiles(filesDir, (rel) => rel === OUTPUTS_DIR);
   const manifest: RestoreManifest = new Map();
@@ -63,8 +66,13 @@ export async function restoreAgentFiles(
       manifest.set(rel, known);
       continue;
     }
-    await clearPathForServerWrite(workdir, parts);
-    await copyFile(sourcePath, dest);
+    // Written relative to its opened parent: a link or file a turn left on the way is replaced, never followed.
+    const resolve = { create: true, followLast: false, owner: user, replaceOnTheWay: true };
+    await withBeneath(workdir, parts, resolve, async ({ dir, name }) => {
+      await rm(at(dir, name), { recursive: true, force: true });
+      await copyFile(sourcePath, at(dir, name), constants.COPYFILE_EXCL);
+      if (user) await lchown(at(dir, name), user.uid, user.gid);
+    });
     const copy = await fileStamp(dest);
     if (copy) manifest.set(rel, { source, copy });
   }
@@ -72,9 +80,11 @@ export async function restoreAgentFiles(
 }
 
 /** `outputs/` is the turn's outbox: it starts empty each turn (earlier turns' files are in the store). */
-export async function resetOutputs(workdir: string): Promise<void> {
-  await rm(path.join(workdir, OUTPUTS_DIR), { recursive: true, force: true });
-  await ensureRealDirectory(workdir, OUTPUTS_DIR);
+export async function resetOutputs(workdir: string, user: HostUser | null = null): Promise<void> {
+  const outputs = path.join(workdir, OUTPUTS_DIR);
+  await rm(outputs, { recursive: true, force: true });
+  await mkdir(outputs, { mode: 0o755 });
+  if (user) await lchown(outputs, user.uid, user.gid);
 }
 
 /** Copies the regular files under `<workdir>/outputs/` into `storeDir` (links are not followed). */
@@ -83,13 +93,29 @@ export async function publishOutputs(workdir: string, storeDir: string): Promise
   const stats = await lstat(outputs).catch(() => null);
   if (!stats?.isDirectory()) return [];
   const files = await listRegularFiles(outputs);
+  const published: string[] = [];
   for (const rel of files) {
     const parts = rel.split("/");
     await mkdir(storeDir, { recursive: true });
-    await clearPathForServerWrite(storeDir, parts);
-    await copyFile(path.join(outputs, ...parts), path.join(storeDir, ...parts));
+    // Read relative to opened directories, the file itself opened without following a link.
+    const resolve = { create: false, followLast: false, owner: null };
+    const copied = await withBeneath(workdir, [OUTPUTS_DIR, ...parts], resolve, async ({ dir, name }) => {
+      const source = await open(
+        at(dir, name),
+        constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+      );
+      try {
+        if (!(await source.stat()).isFile()) return false;
+        const dest = await clearPathForServerWrite(storeDir, parts);
+        await copyFile(`/proc/self/fd/${source.fd}`, dest);
+        return true;
+      } finally {
+        await source.close();
+      }
+    }).catch(() => false);
+    if (copied) published.push(rel);
   }
-  return files;
+  return published;
 }
 
 export function listStoreFiles(storeDir: string): Promise<string[]> {

@@ -1,5 +1,5 @@
 /** Shared set-up for the sandbox tests: temp roots, agents, a manager per test, bwrap detection. */
-import { mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { type CreateSandboxManagerOptions, createSandboxManager } from "./index.ts";
@@ -7,7 +7,10 @@ import { probeBwrap, resolveExecutable } from "./isolation.ts";
 import type { SandboxAgent, SandboxManager, SandboxRequest } from "./types.ts";
 
 export async function makeTempDir(prefix: string): Promise<string> {
-  return mkdtemp(path.join(tmpdir(), `sandbox-test-${prefix}-`));
+  const dir = await mkdtemp(path.join(tmpdir(), `sandbox-test-${prefix}-`));
+  // Sandbox users pass through it to their working directories, as through a server's data directory.
+  await chmod(dir, 0o711);
+  return dir;
 }
 
 /** Whether bubblewrap works on this machine (the isolation tests skip with a reason otherwise). */

@@ -1,14 +1,20 @@
 /**
  * The four tools of a turn. run_command is always a child process (in bubblewrap unless the server
- * was started unsafe); the file tools run in-process with strict containment (see safe-paths.ts),
- * which is as safe as a child process here because no sandboxed process outlives its tool call.
+ * was started unsafe), as the sandbox user, in its own cgroup; the file tools run in-process, resolving
+ * paths race-free beneath the working directory (beneath.ts), and only while no command of the turn runs
+ * (the manager serialises a conversation's tool calls and reaps every command before the next call).
  */
 import { constants } from "node:fs";
-import { open, readdir, stat } from "node:fs/promises";
-import path from "node:path";
-import { bwrapArgs, SANDBOX_WORKDIR } from "./isolation.ts";
+import { type FileHandle, open, opendir } from "node:fs/promises";
+import { at, resolveBeneath, withBeneath } from "./beneath.ts";
+import type { CgroupSupport } from "./cgroups.ts";
+import { type DiskQuota, exceededMessage } from "./disk-quota.ts";
+import { SANDBOX_WORKDIR } from "./isolation.ts";
+import { launchSpec } from "./launcher.ts";
+import type { SandboxLimits } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
-import { relativeComponents, resolveInside, SandboxPathError } from "./safe-paths.ts";
+import { relativeComponents, SandboxPathError } from "./safe-paths.ts";
+import type { HostUser } from "./sandbox-user.ts";
 import type { ToolName, ToolOutcome, ToolRunner } from "./types.ts";
 
 export type IsolationMode = "bwrap" | "none" | "unavailable";
@@ -21,7 +27,7 @@ const MAX_WRITE_BYTES = 10 * 1024 * 1024;
 const MAX_LISTED_ENTRIES = 1000;
 const SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-/** resolveInside already resolved links inside the working directory; never follow one, never block. */
+/** Links were resolved by hand; the final open follows none and never blocks (a FIFO fails at once). */
 const OPEN_SAFELY = constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 export interface ToolRunnerOptions {
@@ -32,6 +38,13 @@ export interface ToolRunnerOptions {
   outputCapBytes: number;
   /** The bubblewrap executable (isolation "bwrap"). */
   bwrapCommand: string;
+  setprivCommand: string | null;
+  prlimitCommand: string | null;
+  /** The host user commands run as, and who owns what the file tools create; null = the server's. */
+  user: HostUser | null;
+  limits: SandboxLimits;
+  cgroups: CgroupSupport;
+  disk: DiskQuota;
 }
 
 const ok = (content: string): ToolOutcome => ({ content, isError: false });
@@ -43,8 +56,9 @@ function truncationMarker(droppedBytes: number): string {
 
 export function createToolRunner(options: ToolRunnerOptions): ToolRunner {
   return {
-    async run(name: ToolName, input: Record<string, unknown>): Promise<ToolOutcome> {
+    async run(name: ToolName, input: Record<string, unknown>, signal?: AbortSignal): Promise<ToolOutcome> {
       if (options.isolation === "unavailable") return fail(REFUSED_NO_ISOLATION);
+      if (signal?.aborted) return fail("tool call cancelled: the turn ended");
       try {
         switch (name) {
           case "write_file":
@@ -54,7 +68,7 @@ export function createToolRunner(options: ToolRunnerOptions): ToolRunner {
           case "list_files":
             return await listFilesTool(options, input);
           case "run_command":
-            return await runCommandTool(options, input);
+            return await runCommandTool(options, input, signal);
           default:
             return fail(`unknown tool: ${String(name)}`);
         }
@@ -63,7 +77,8 @@ export function createToolRunner(options: ToolRunnerOptions): ToolRunner {
         const code = (error as NodeJS.ErrnoException).code;
         if (code === "EISDIR") return fail("is a directory");
         if (code === "ENOTDIR") return fail("not a directory");
-        if (code === "ENOENT") return fail("no such file or directory");
+        if (code === "ENOENT")
+          return fail(`no such file or directory${typeof input.path === "string" ? `: ${input.path}` : ""}`);
         if (code === "ENXIO" || code === "ELOOP") return fail("not a regular file");
         throw error;
       }
@@ -80,16 +95,26 @@ async function writeFileTool(
   if (bytes > MAX_WRITE_BYTES) return fail(`content too large: ${bytes} bytes (limit ${MAX_WRITE_BYTES})`);
   const parts = relativeComponents(input.path);
   if (parts.length === 0) return fail("write_file needs a file path");
-  const target = await resolveInside(options.workdir, parts, true);
-  // O_NONBLOCK: a FIFO the turn made at this name fails at once (ENXIO) instead of blocking the server.
-  const handle = await open(target, constants.O_WRONLY | constants.O_CREAT | OPEN_SAFELY, 0o666);
-  try {
-    if (!(await handle.stat()).isFile()) return fail(`not a regular file: ${parts.join("/")}`);
-    await handle.truncate(0);
-    await handle.writeFile(input.content);
-  } finally {
-    await handle.close();
-  }
+  if (!(await options.disk.fits(bytes)))
+    return fail(
+      exceededMessage(options.disk.limitBytes - (await options.disk.remaining()), options.disk.limitBytes),
+    );
+  const content = input.content;
+  const resolve = { create: true, followLast: true, owner: options.user };
+  await withBeneath(options.workdir, parts, resolve, async ({ dir, name }) => {
+    if (name === "") throw new SandboxPathError(`is a directory: ${parts.join("/")}`);
+    // O_NONBLOCK: a FIFO the turn made at this name fails at once (ENXIO) instead of blocking the server.
+    const handle = await open(at(dir, name), constants.O_WRONLY | constants.O_CREAT | OPEN_SAFELY, 0o644);
+    try {
+      if (!(await handle.stat()).isFile())
+        throw new SandboxPathError(`not a regular file: ${parts.join("/")}`);
+      await handle.truncate(0);
+      await handle.writeFile(content);
+      if (options.user) await handle.chown(options.user.uid, options.user.gid);
+    } finally {
+      await handle.close();
+    }
+  });
   return ok(`wrote ${bytes} bytes to ${parts.join("/")}`);
 }
 
@@ -98,58 +123,98 @@ async function readFileTool(
   input: Record<string, unknown>,
 ): Promise<ToolOutcome> {
   const parts = relativeComponents(input.path);
-  const target = await resolveInside(options.workdir, parts, false);
-  // Opened without blocking and checked before reading: a FIFO (or anything but a regular file) the
-  // turn left here is refused, and only the part that will be shown is read, however large the file.
-  const handle = await open(target, constants.O_RDONLY | OPEN_SAFELY);
-  try {
-    const stats = await handle.stat();
-    if (stats.isDirectory()) return fail("is a directory");
-    if (!stats.isFile()) return fail(`not a regular file: ${parts.join("/")}`);
-    const shown = Buffer.alloc(Math.min(stats.size, options.outputCapBytes));
-    let filled = 0;
-    while (filled < shown.length) {
-      const { bytesRead } = await handle.read(shown, filled, shown.length - filled, filled);
-      if (bytesRead === 0) break;
-      filled += bytesRead;
+  const resolve = { create: false, followLast: true, owner: null };
+  return withBeneath(options.workdir, parts, resolve, async ({ dir, name }) => {
+    if (name === "") return fail("is a directory");
+    // Opened without blocking and checked before reading: a FIFO (or anything but a regular file) the
+    // turn left here is refused, and only the part that will be shown is read, however large the file.
+    const handle = await open(at(dir, name), constants.O_RDONLY | OPEN_SAFELY);
+    try {
+      const stats = await handle.stat();
+      if (stats.isDirectory()) return fail("is a directory");
+      if (!stats.isFile()) return fail(`not a regular file: ${parts.join("/")}`);
+      const shown = Buffer.alloc(Math.min(stats.size, options.outputCapBytes));
+      let filled = 0;
+      while (filled < shown.length) {
+        const { bytesRead } = await handle.read(shown, filled, shown.length - filled, filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      const text = shown.subarray(0, filled).toString("utf8");
+      if (stats.size <= options.outputCapBytes) return ok(text);
+      return ok(text + truncationMarker(stats.size - options.outputCapBytes));
+    } finally {
+      await handle.close();
     }
-    const text = shown.subarray(0, filled).toString("utf8");
-    if (stats.size <= options.outputCapBytes) return ok(text);
-    return ok(text + truncationMarker(stats.size - options.outputCapBytes));
-  } finally {
-    await handle.close();
+  });
+}
+
+/** Opens the directory `name` of `dir` ("" = `dir` itself) without following a link. */
+async function openListedDirectory(dir: FileHandle, name: string): Promise<FileHandle | null> {
+  if (name === "") return open(`/proc/self/fd/${dir.fd}`, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    return await open(at(dir, name), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOTDIR" || code === "ELOOP") return null;
+    throw error;
   }
 }
 
+/**
+ * Breadth-first, so a deep tree still shows its top levels; entries are read a batch at a time (never a
+ * whole huge directory at once, which would stall the server) and reading stops at the entry limit.
+ */
 async function listFilesTool(
   options: ToolRunnerOptions,
   input: Record<string, unknown>,
 ): Promise<ToolOutcome> {
   const parts = input.path === undefined || input.path === "" ? [] : relativeComponents(input.path);
-  const start = await resolveInside(options.workdir, parts, false);
-  if (!(await stat(start)).isDirectory()) return fail(`not a directory: ${parts.join("/")}`);
+  const start = await resolveBeneath(options.workdir, parts, {
+    create: false,
+    followLast: true,
+    owner: null,
+  });
   const listed: string[] = [];
   let more = false;
-  // Breadth-first so a deep tree still shows its top levels within the entry limit.
-  const queue: string[] = [""];
-  while (queue.length > 0) {
-    const rel = queue.shift() as string;
-    const entries = await readdir(path.join(start, rel), { withFileTypes: true });
-    entries.sort((a, b) => a.name.localeCompare(b.name));
-    for (const entry of entries) {
-      if (listed.length >= MAX_LISTED_ENTRIES) {
-        more = true;
-        break;
+  try {
+    const top = await openListedDirectory(start.dir, start.name);
+    if (top === null) return fail(`not a directory: ${parts.join("/")}`);
+    const queue: Array<{ handle: FileHandle; rel: string }> = [{ handle: top, rel: "" }];
+    try {
+      while (queue.length > 0 && !more) {
+        const { handle, rel } = queue.shift() as { handle: FileHandle; rel: string };
+        const entries: Array<{ name: string; isDirectory: boolean }> = [];
+        const reader = await opendir(`/proc/self/fd/${handle.fd}`, { bufferSize: 256 });
+        try {
+          for await (const entry of reader) {
+            if (listed.length + entries.length >= MAX_LISTED_ENTRIES) {
+              more = true;
+              break;
+            }
+            entries.push({ name: entry.name, isDirectory: entry.isDirectory() });
+          }
+        } finally {
+          await reader.close().catch(() => undefined);
+        }
+        entries.sort((a, b) => a.name.localeCompare(b.name));
+        for (const entry of entries) {
+          const childRel = rel ? `${rel}/${entry.name}` : entry.name;
+          if (!entry.isDirectory) {
+            listed.push(childRel);
+            continue;
+          }
+          listed.push(`${childRel}/`);
+          const child = more ? null : await openListedDirectory(handle, entry.name);
+          if (child) queue.push({ handle: child, rel: childRel });
+        }
+        await handle.close();
       }
-      const childRel = rel ? `${rel}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) {
-        listed.push(`${childRel}/`);
-        queue.push(childRel);
-      } else {
-        listed.push(childRel);
-      }
+    } finally {
+      for (const { handle } of queue) await handle.close().catch(() => undefined);
     }
-    if (more) break;
+  } finally {
+    await start.close();
   }
   if (more) listed.push(`[listing stopped at ${MAX_LISTED_ENTRIES} entries]`);
   return ok(listed.length === 0 ? "(empty)" : listed.join("\n"));
@@ -167,6 +232,7 @@ export function commandEnvironment(home: string, secrets: Record<string, string>
 async function runCommandTool(
   options: ToolRunnerOptions,
   input: Record<string, unknown>,
+  signal: AbortSignal | undefined,
 ): Promise<ToolOutcome> {
   const command = input.command;
   if (typeof command !== "string" || command.trim() === "")
@@ -174,32 +240,55 @@ async function runCommandTool(
   if (command.includes("\0")) return fail("command must not contain NUL");
   const sandboxed = options.isolation === "bwrap";
   const env = commandEnvironment(sandboxed ? SANDBOX_WORKDIR : options.workdir, options.secrets);
-  const result = await runProcess(
-    sandboxed
-      ? {
-          file: options.bwrapCommand,
-          args: bwrapArgs(options.workdir, env, command),
-          cwd: options.workdir,
-          // bwrapCommand is an absolute path; the sandbox gets its variables through --setenv.
-          env: {},
-          timeoutMs: options.timeoutMs,
-          outputCapBytes: options.outputCapBytes,
-        }
-      : {
-          file: "/bin/sh",
-          args: ["-c", command],
-          cwd: options.workdir,
-          env,
-          timeoutMs: options.timeoutMs,
-          outputCapBytes: options.outputCapBytes,
-        },
-  );
+  const common = {
+    // The launcher's cwd becomes its PWD, which the sandbox can read in /proc/1/environ: not the host path.
+    cwd: sandboxed ? "/" : options.workdir,
+    timeoutMs: options.timeoutMs,
+    outputCapBytes: options.outputCapBytes,
+    signal,
+  };
+  let result: Awaited<ReturnType<typeof runProcess>>;
+  if (sandboxed) {
+    const cgroup = await options.cgroups.create(options.limits);
+    try {
+      const spec = launchSpec({
+        bwrapCommand: options.bwrapCommand,
+        setprivCommand: options.setprivCommand,
+        prlimitCommand: options.prlimitCommand,
+        workdir: options.workdir,
+        command,
+        env,
+        user: options.user,
+        limits: options.limits,
+        procsFiles: cgroup?.procsFiles ?? [],
+        fileSizeBytes: await options.disk.remaining(),
+        memoryRlimit: cgroup === null,
+      });
+      // The launcher starts with an empty environment; the sandbox's variables go through fd 3.
+      result = await runProcess({
+        ...common,
+        file: spec.file,
+        args: spec.args,
+        env: {},
+        fd3: spec.fd3,
+        reap: cgroup?.killAll,
+      });
+    } finally {
+      await cgroup?.remove();
+    }
+  } else {
+    result = await runProcess({ ...common, file: "/bin/sh", args: ["-c", command], env });
+  }
   if (result.spawnError !== undefined) return fail(`command could not be started: ${result.spawnError}`);
   let content = result.output;
   if (result.droppedBytes > 0) content += truncationMarker(result.droppedBytes);
+  const quota = await options.disk.remeasure();
+  if (quota !== null) content += `\n${quota}`;
+  if (result.aborted) return fail(`${content}\n[command cancelled: the turn ended]`);
   if (result.timedOut)
     return fail(`${content}\n[command timed out after ${options.timeoutMs} ms and was killed]`);
   if (result.signal !== null) return fail(`${content}\n[command killed by ${result.signal}]`);
   if (result.exitCode !== 0) return fail(`${content}\n[exit code ${result.exitCode}]`);
+  if (quota !== null) return fail(content);
   return ok(content);
 }

@@ -3,6 +3,9 @@
  * processes. The service asks for a TurnSandbox at the start of a turn and finishes it at the end.
  */
 
+import type { SandboxLimits } from "./limits.ts";
+import type { SandboxUserSetting } from "./sandbox-user.ts";
+
 export type ToolName = "write_file" | "read_file" | "list_files" | "run_command";
 
 export interface ToolOutcome {
@@ -10,9 +13,13 @@ export interface ToolOutcome {
   isError: boolean;
 }
 
-/** Inputs: write_file {path, content}; read_file {path}; list_files {path?}; run_command {command}. */
+/**
+ * Inputs: write_file {path, content}; read_file {path}; list_files {path?}; run_command {command}.
+ * When `signal` aborts, the call ends: a command is killed with everything it started, and the outcome is
+ * an error saying so.
+ */
 export interface ToolRunner {
-  run(name: ToolName, input: Record<string, unknown>): Promise<ToolOutcome>;
+  run(name: ToolName, input: Record<string, unknown>, signal?: AbortSignal): Promise<ToolOutcome>;
 }
 
 /** What the sandbox needs to know about the agent (the config layer maps its agent to this). */
@@ -68,18 +75,33 @@ export interface SandboxManagerOptions {
   /** Per-tool wall-clock limit and output cap. */
   toolTimeoutMs: number;
   toolOutputCapBytes: number;
+  /** Per-command and per-conversation limits; unset fields take DEFAULT_SANDBOX_LIMITS. */
+  limits?: Partial<SandboxLimits>;
+  /** Host user of the commands (see sandbox-user.ts); default "auto". */
+  sandboxUser?: SandboxUserSetting;
 }
 
 export interface SandboxManager {
   /** "bwrap" when tools run in bubblewrap; "none" when unsafeNoIsolation; "unavailable" = tools refused. */
   readonly isolation: "bwrap" | "none" | "unavailable";
+  /** Who commands run as: a uid per conversation, one fixed uid, or the server's own user. */
+  readonly sandboxUser: "per-conversation" | "fixed" | "server";
+  /** Which cgroups bound each command ("none": rlimits only). */
+  readonly cgroups: "v1" | "v2" | "none";
+  /** Lines the server prints at start: how the host weakens the sandbox (no user switch, no cgroups). */
+  readonly notices: string[];
   acquire(request: SandboxRequest): Promise<TurnSandbox>;
   /** Copies a conversation's persistent files to a new conversation (fork). */
   fork(parentConversationId: string, childConversationId: string): Promise<void>;
   /** Deletes a conversation's files (delete). */
   remove(conversationId: string): Promise<void>;
-  /** Files the agent published to the workspace store (storage agents' outputs/). */
-  listWorkspaceOutputs(workspaceId: string, agent: string): Promise<string[]>;
-  readWorkspaceOutput(workspaceId: string, agent: string, path: string): Promise<Buffer>;
+  /** Files a conversation published to the workspace store (storage agents' outputs/). */
+  listWorkspaceOutputs(workspaceId: string, agent: string, conversationId: string): Promise<string[]>;
+  readWorkspaceOutput(
+    workspaceId: string,
+    agent: string,
+    conversationId: string,
+    path: string,
+  ): Promise<Buffer>;
   close(): Promise<void>;
 }

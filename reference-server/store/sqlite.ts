@@ -2,6 +2,7 @@
  * The Store over node:sqlite (embedded SQLite, WAL). One connection per process; every call is
  * synchronous and short, so a turn's writes never interleave with another's inside a transaction.
  */
+import { chmodSync } from "node:fs";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { migrate } from "./schema.ts";
 import {
@@ -121,6 +122,9 @@ function isUniqueViolation(error: unknown): boolean {
 export function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Store {
   const db = new DatabaseSync(file);
   try {
+    // Private to the server (SQLite gives its -wal and -shm files the same mode): the data directory is
+    // searchable by sandbox users on their way to their working directories.
+    chmodSync(file, 0o600);
     db.exec(`PRAGMA busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
     db.exec("PRAGMA journal_mode = WAL");
     db.exec(`PRAGMA synchronous = ${options.synchronous === "FULL" ? "FULL" : "NORMAL"}`);
