@@ -12,7 +12,7 @@ import { loadConfigFile } from "./config/load.ts";
 import type { ServerConfig } from "./config/types.ts";
 import { createEngine } from "./engine/index.ts";
 import { buildApp } from "./http/app.ts";
-import { createSandboxManager } from "./sandbox/index.ts";
+import { createSandboxManager, type SandboxLimits, type SandboxUserSetting } from "./sandbox/index.ts";
 import { createService } from "./service/index.ts";
 import { openSqliteStore } from "./store/sqlite.ts";
 
@@ -32,6 +32,10 @@ export interface ServerOptions {
   /** Idle time after which a warm sandbox is reclaimed (files persist). */
   sandboxIdleMs?: number;
   unsafeNoIsolation?: boolean;
+  /** Host user of tool commands (see sandbox/sandbox-user.ts); default "auto". */
+  sandboxUser?: SandboxUserSetting;
+  /** Per-command and per-conversation sandbox limits; unset fields keep their defaults. */
+  sandboxLimits?: Partial<SandboxLimits>;
   compactionBudgetChars?: number;
   turnTimeoutMs?: number;
   toolTimeoutMs?: number;
@@ -47,6 +51,10 @@ export interface RunningServer {
   /** AGENT_API_* variables that point the conformance suite at this server (demo only, else {}). */
   envVars: Record<string, string>;
   isolation: "bwrap" | "none" | "unavailable";
+  /** Who tool commands run as, which cgroups bound them, and what the host weakens (start-up lines). */
+  sandboxUser: "per-conversation" | "fixed" | "server";
+  cgroups: "v1" | "v2" | "none";
+  sandboxNotices: string[];
   config: ServerConfig;
   close(): Promise<void>;
 }
@@ -88,7 +96,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     unsafeNoIsolation: options.unsafeNoIsolation === true,
     toolTimeoutMs: options.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs,
     toolOutputCapBytes: options.toolOutputCapBytes ?? DEFAULTS.toolOutputCapBytes,
+    sandboxUser: options.sandboxUser,
+    limits: options.sandboxLimits,
   });
+  for (const notice of sandbox.notices) logger.warn(notice);
   if (sandbox.isolation === "unavailable") {
     logger.warn(
       "bubblewrap (bwrap) is not usable here: tools are refused. Install it (apt-get install bubblewrap) or start with --unsafe-no-isolation",
@@ -140,7 +151,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     ? { ...demo.envVars, AGENT_API_BASE_URL: url, AGENT_API_FLOW_URL: url }
     : {};
   if (options.envFile && demo) await writeFile(options.envFile, formatEnvFile(envVars));
-  return { url, envVars, isolation: sandbox.isolation, config, close: closeAll };
+  return {
+    url,
+    envVars,
+    isolation: sandbox.isolation,
+    sandboxUser: sandbox.sandboxUser,
+    cgroups: sandbox.cgroups,
+    sandboxNotices: sandbox.notices,
+    config,
+    close: closeAll,
+  };
 }
 
 export { demoKeys };

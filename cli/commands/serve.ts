@@ -5,6 +5,12 @@
 import { Command, CommanderError, Option } from "commander";
 import { demoSummary } from "../../reference-server/config/demo.ts";
 import { DEFAULTS, demoKeys, startServer } from "../../reference-server/index.ts";
+import {
+  DEFAULT_SANDBOX_LIMITS,
+  parseSandboxUser,
+  parseSize,
+  type SandboxUserSetting,
+} from "../../reference-server/sandbox/index.ts";
 
 function integer(name: string) {
   return (value: string): number => {
@@ -13,6 +19,28 @@ function integer(name: string) {
     return Number(value);
   };
 }
+
+const MiB = 1024 * 1024;
+
+/** A flag's parse failure as commander's usage error (exit 2), with the parser's own message. */
+function usage<T>(parse: (value: string) => T): (value: string) => T {
+  return (value) => {
+    try {
+      return parse(value);
+    } catch (error) {
+      throw new CommanderError(2, "serve.usage", (error as Error).message);
+    }
+  };
+}
+
+const sizeOption = usage(parseSize);
+const sandboxUserOption = usage(parseSandboxUser);
+const cpusOption = usage((value: string) => {
+  const cpus = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || cpus <= 0)
+    throw new Error(`--sandbox-cpus must be a positive number, got ${value}`);
+  return cpus;
+});
 
 function buildProgram(): Command {
   return (
@@ -52,6 +80,36 @@ function buildProgram(): Command {
         integer("--compaction-budget"),
       )
       .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
+      .option(
+        "--sandbox-user <who>",
+        "host user of tool commands: auto (a uid per conversation when root), UID[:GID], or server (default auto)",
+        sandboxUserOption,
+      )
+      .option(
+        "--sandbox-pids <n>",
+        `processes of one command (default ${DEFAULT_SANDBOX_LIMITS.pids})`,
+        integer("--sandbox-pids"),
+      )
+      .option(
+        "--sandbox-memory <size>",
+        `memory of one command, /tmp and /dev/shm included (default ${DEFAULT_SANDBOX_LIMITS.memoryBytes / MiB}M)`,
+        sizeOption,
+      )
+      .option(
+        "--sandbox-cpus <n>",
+        `CPUs of one command (default ${DEFAULT_SANDBOX_LIMITS.cpus})`,
+        cpusOption,
+      )
+      .option(
+        "--sandbox-disk <size>",
+        `disk quota of a conversation's working directory (default ${DEFAULT_SANDBOX_LIMITS.diskBytes / MiB}M)`,
+        sizeOption,
+      )
+      .option(
+        "--sandbox-tmp <size>",
+        `size of a command's /tmp and of its /dev/shm (default ${DEFAULT_SANDBOX_LIMITS.tmpBytes / MiB}M)`,
+        sizeOption,
+      )
       .option("--log-level <level>", "pino log level: fatal, error, warn, info, debug, silent", "info")
       .exitOverride()
       .configureOutput({ writeErr: (text) => process.stderr.write(text) })
@@ -85,6 +143,16 @@ export async function main(args: string[]): Promise<number> {
       sandboxIdleMs: opts.sandboxIdleMs as number | undefined,
       compactionBudgetChars: opts.compactionBudget as number | undefined,
       unsafeNoIsolation: opts.unsafeNoIsolation === true,
+      sandboxUser: opts.sandboxUser as unknown as SandboxUserSetting | undefined,
+      sandboxLimits: {
+        ...(opts.sandboxPids === undefined ? {} : { pids: opts.sandboxPids as number }),
+        ...(opts.sandboxMemory === undefined ? {} : { memoryBytes: opts.sandboxMemory as number }),
+        ...(opts.sandboxCpus === undefined ? {} : { cpus: opts.sandboxCpus as number }),
+        ...(opts.sandboxDisk === undefined ? {} : { diskBytes: opts.sandboxDisk as number }),
+        ...(opts.sandboxTmp === undefined
+          ? {}
+          : { tmpBytes: opts.sandboxTmp as number, shmBytes: opts.sandboxTmp as number }),
+      },
       logLevel: String(opts.logLevel),
     });
   } catch (error) {
@@ -93,6 +161,8 @@ export async function main(args: string[]): Promise<number> {
   }
   process.stdout.write(`Agent Conversation API reference server listening on ${server.url}\n`);
   process.stdout.write(`Tool isolation: ${server.isolation}\n`);
+  process.stdout.write(`Tool user: ${server.sandboxUser}; tool limits (cgroups): ${server.cgroups}\n`);
+  for (const notice of server.sandboxNotices) process.stdout.write(`Warning: ${notice}\n`);
   if (Object.keys(server.envVars).length > 0) {
     process.stdout.write(demoSummary(demoKeys, server.url));
     const envFile = opts.writeEnvFile ?? opts.envFile;

@@ -80,7 +80,12 @@ export async function resolveBeneath(
       });
       if (stats?.isSymbolicLink() && (!isLast || options.followLast) && !options.replaceOnTheWay) {
         if (++links > MAX_LINKS) throw new SandboxPathError(`too many levels of symbolic links: ${shown}`);
-        const target = await readlink(at(dir, part));
+        const target = await readlink(at(dir, part)).catch((error) => {
+          // EINVAL: no longer a link (swapped back since the lstat): refuse rather than guess.
+          if (code(error) === "EINVAL" || code(error) === "ENOENT")
+            throw new SandboxPathError(`path changed while in use: ${shown}`);
+          throw error;
+        });
         let rest = target.split("/");
         if (target.startsWith("/")) {
           // Absolute links count from the sandbox's view: /workspace is the working directory.

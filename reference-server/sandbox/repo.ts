@@ -34,6 +34,8 @@ function gitEnvironment(): Record<string, string> {
     GIT_CONFIG_NOSYSTEM: "1",
     GIT_CONFIG_GLOBAL: "/dev/null",
     GIT_TERMINAL_PROMPT: "0",
+    // Submodule transports count as "not from the user": file:// and ext:: from a .gitmodules are refused.
+    GIT_ALLOW_PROTOCOL: "https:http:ssh:git:file",
     GIT_AUTHOR_NAME: AGENT_AUTHOR_NAME,
     GIT_AUTHOR_EMAIL: AGENT_AUTHOR_EMAIL,
     GIT_COMMITTER_NAME: AGENT_AUTHOR_NAME,
@@ -45,14 +47,46 @@ function gitEnvironment(): Record<string, string> {
 /** Git directories whose last fast-forward failed (retried on the next turn). */
 const mergePending = new Set<string>();
 
+/**
+ * A closed configuration for every git the server runs (outside the sandbox, as the server's user). A turn
+ * can write anything into the work tree, nested repositories with their own config included; none of it may
+ * make the server's git run a command. Command-line `-c` wins over every config file and is passed on to any
+ * git process git itself starts (GIT_CONFIG_PARAMETERS), so a nested repository's settings never apply.
+ */
 const SAFE_CONFIG = [
-  "-c",
   "core.hooksPath=/dev/null",
-  "-c",
   "commit.gpgSign=false",
-  "-c",
   "core.fsmonitor=false",
-];
+  // Never enter a nested repository (a gitlink): that is where its own uploadpack, fsmonitor... would run.
+  "submodule.recurse=false",
+  "fetch.recurseSubmodules=false",
+  "push.recurseSubmodules=no",
+  "diff.ignoreSubmodules=all",
+  "status.submoduleSummary=false",
+  // Transports that run commands or reach local paths are refused unless the server named them itself.
+  "protocol.ext.allow=never",
+  "protocol.file.allow=user",
+  "core.sshCommand=ssh",
+  "credential.helper=",
+  "core.askPass=",
+  "core.pager=cat",
+  "core.attributesFile=/dev/null",
+  "diff.external=",
+  "gc.auto=0",
+  "maintenance.auto=false",
+].flatMap((setting) => ["-c", setting]);
+
+/** A nested repository in the work tree of a read-write turn: its changes are not committed. */
+export class NestedRepositoryError extends Error {
+  constructor(paths: string[]) {
+    super(
+      `not committed: ${paths.join(", ")} ${paths.length === 1 ? "is a nested git repository" : "are nested git repositories"} ` +
+        "(a directory with its own .git). The server never commits or follows nested repositories; remove " +
+        "their .git directories to commit their files as plain content.",
+    );
+    this.name = "NestedRepositoryError";
+  }
+}
 
 export function git(args: string[], cwd: string, repo?: RepoPaths): Promise<string> {
   const location = repo ? [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`] : [];
@@ -143,7 +177,7 @@ async function readRef(gitDir: string, ref: string): Promise<string | null> {
 export async function refresh(repo: RepoPaths, branch: string | null, alwaysMerge: boolean): Promise<void> {
   const tracking = branch === null ? null : `refs/remotes/origin/${branch}`;
   const before = tracking === null ? null : await readRef(repo.gitDir, tracking);
-  await git(["fetch", "--quiet", "--prune", "origin"], repo.workTree, repo);
+  await git(["fetch", "--quiet", "--prune", "--no-recurse-submodules", "origin"], repo.workTree, repo);
   if (branch === null || tracking === null) return;
   const after = await readRef(repo.gitDir, tracking);
   if (after === null || (after === before && !alwaysMerge && !mergePending.has(repo.gitDir))) return;
@@ -166,6 +200,29 @@ export async function snapshotWorkTree(repo: RepoPaths): Promise<string> {
   return (await git(["write-tree"], repo.workTree, repo)).trim();
 }
 
+/**
+ * Staged gitlinks (mode 160000) that HEAD does not have: a nested repository the turn made or moved. They are
+ * unstaged and the commit refused, so the default branch never carries a link into a repository a turn
+ * controls (a later fetch, here or in anyone's clone, could otherwise be steered into it).
+ */
+async function refuseNestedRepositories(repo: RepoPaths): Promise<void> {
+  // The closed configuration hides gitlinks from diffs; here they are the point.
+  const raw = await git(
+    ["diff", "--cached", "--raw", "--no-renames", "--ignore-submodules=none", "-z"],
+    repo.workTree,
+    repo,
+  );
+  const fields = raw.split("\0");
+  const nested: string[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const [, newMode] = fields[i].slice(1).split(" ");
+    if (newMode === "160000") nested.push(fields[i + 1]);
+  }
+  if (nested.length === 0) return;
+  await git(["reset", "--quiet"], repo.workTree, repo);
+  throw new NestedRepositoryError(nested);
+}
+
 /** Pushes tried before a turn reports that the default branch kept moving. */
 const PUSH_ATTEMPTS = 5;
 
@@ -183,6 +240,7 @@ export async function commitAndPush(
 ): Promise<string | null> {
   // `.uploads/` is in info/exclude, so attachments are never staged.
   await git(["add", "--all"], repo.workTree, repo);
+  await refuseNestedRepositories(repo);
   if (await gitSucceeds(["diff", "--cached", "--quiet"], repo)) return null;
   // A turn that changed nothing pushes nothing, even when an earlier read-only turn left changes behind.
   if (baselineTree !== undefined && (await git(["write-tree"], repo.workTree, repo)).trim() === baselineTree)
@@ -196,7 +254,7 @@ export async function commitAndPush(
     } catch (error) {
       if (attempt >= PUSH_ATTEMPTS) throw error;
       await new Promise((resolve) => setTimeout(resolve, attempt * 50 + Math.random() * 50));
-      await git(["fetch", "--quiet", "origin"], repo.workTree, repo);
+      await git(["fetch", "--quiet", "--no-recurse-submodules", "origin"], repo.workTree, repo);
       try {
         await git(["rebase", "--quiet", `origin/${branch}`], repo.workTree, repo);
       } catch (rebaseError) {

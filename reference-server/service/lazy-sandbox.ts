@@ -8,10 +8,13 @@ import type { FinishReport, ToolRunner, TurnSandbox } from "../sandbox/types.ts"
 
 export class LazySandbox {
   readonly #acquire: () => Promise<TurnSandbox>;
+  readonly #signal: AbortSignal | undefined;
   #sandbox: Promise<TurnSandbox> | undefined;
 
-  constructor(acquire: () => Promise<TurnSandbox>) {
+  /** `signal` ends the turn: a running tool is killed with everything it started. */
+  constructor(acquire: () => Promise<TurnSandbox>, signal?: AbortSignal) {
     this.#acquire = acquire;
+    this.#signal = signal;
   }
 
   /** The sandbox, prepared now if it was not yet. */
@@ -22,7 +25,7 @@ export class LazySandbox {
 
   /** Tools that prepare the sandbox on their first call. */
   readonly tools: ToolRunner = {
-    run: async (name, input) => (await this.ready()).tools.run(name, input),
+    run: async (name, input, signal) => (await this.ready()).tools.run(name, input, signal ?? this.#signal),
   };
 
   /** Ends the turn in the sandbox (commit/push, publish outputs); null when it was never prepared. */

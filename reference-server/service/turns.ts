@@ -194,21 +194,23 @@ export class TurnService {
     const context = (session?.context as SessionEntry[] | undefined) ?? [];
     const streamToolCalls = metadata.stream_tool_calls === true;
     const agentEvents: AgentEvent[] = [];
-    const sandbox = new LazySandbox(() =>
-      this.#deps.sandbox.acquire({
-        conversationId: record.id,
-        agent: {
-          workspaceId: plan.agent.workspaceId,
-          name: plan.agent.name,
-          kind: plan.agent.kind,
-          secrets: plan.agent.secrets,
-          repoUrl: plan.agent.repoUrl,
-          filesDir: plan.agent.filesDir,
-        },
-        isolated: metadata.isolated === true,
-        readOnly: metadata.read_only !== false,
-        attachments: metadata.attachments,
-      }),
+    const sandbox = new LazySandbox(
+      () =>
+        this.#deps.sandbox.acquire({
+          conversationId: record.id,
+          agent: {
+            workspaceId: plan.agent.workspaceId,
+            name: plan.agent.name,
+            kind: plan.agent.kind,
+            secrets: plan.agent.secrets,
+            repoUrl: plan.agent.repoUrl,
+            filesDir: plan.agent.filesDir,
+          },
+          isolated: metadata.isolated === true,
+          readOnly: metadata.read_only !== false,
+          attachments: metadata.attachments,
+        }),
+      signal,
     );
     let outcome: TurnOutcome | undefined;
     let failure: string | undefined;
