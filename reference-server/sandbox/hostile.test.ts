@@ -265,6 +265,15 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
     const tool = await turn.tools.run("write_file", { path: "w.txt", content: "x".repeat(2 * MiB) });
     expect(tool).toMatchObject({ isError: true, content: expect.stringContaining("disk quota exceeded") });
     await turn.tools.run("run_command", { command: "rm -f big.bin more.bin" });
+    // Many files at once, each under what is left: the running command is measured and stopped.
+    const many = await turn.tools.run("run_command", {
+      command:
+        "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do head -c 15M /dev/zero > m$i; sleep 0.2; done",
+    });
+    expect(many).toMatchObject({ isError: true, content: expect.stringContaining("filled the disk quota") });
+    const left = await turn.tools.run("run_command", { command: "du -sm . | cut -f1" });
+    expect(Number(left.content.split("\n")[0])).toBeLessThan(60);
+    await turn.tools.run("run_command", { command: "rm -f m*" });
     expect((await turn.tools.run("run_command", { command: "echo ok > ok.txt" })).isError).toBe(false);
     for (const dir of ["/tmp", "/dev/shm"]) {
       const fill = await turn.tools.run("run_command", { command: `head -c 10M /dev/zero > ${dir}/f` });

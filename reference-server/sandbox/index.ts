@@ -40,6 +40,7 @@ import {
 } from "./repo.ts";
 import { conversationDirName, safeSegment } from "./safe-paths.ts";
 import { type HostUser, resolveSandboxIdentity, type SandboxIdentity } from "./sandbox-user.ts";
+import { anySignal } from "./signals.ts";
 import {
   listStoreFiles,
   publishOutputs,
@@ -126,21 +127,6 @@ function agentKey(agent: SandboxAgent): string {
     agent.repoUrl ?? "",
     agent.filesDir ?? "",
   ]);
-}
-
-/** Both signals, as one: aborted when either is (no AbortSignal.any: its signals outlive the turn). */
-function anySignal(a: AbortSignal, b: AbortSignal): AbortSignal {
-  if (a.aborted) return a;
-  if (b.aborted) return b;
-  const controller = new AbortController();
-  const abort = () => {
-    controller.abort();
-    a.removeEventListener("abort", abort);
-    b.removeEventListener("abort", abort);
-  };
-  a.addEventListener("abort", abort, { once: true });
-  b.addEventListener("abort", abort, { once: true });
-  return controller.signal;
 }
 
 /** The work tree's checked-out commit (HEAD's target) read from the git directory, or null. */

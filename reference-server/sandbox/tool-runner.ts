@@ -15,6 +15,7 @@ import type { SandboxLimits } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
 import { relativeComponents, SandboxPathError } from "./safe-paths.ts";
 import type { HostUser } from "./sandbox-user.ts";
+import { anySignal } from "./signals.ts";
 import type { ToolName, ToolOutcome, ToolRunner } from "./types.ts";
 
 export type IsolationMode = "bwrap" | "none" | "unavailable";
@@ -26,6 +27,8 @@ export const REFUSED_NO_ISOLATION =
 const MAX_WRITE_BYTES = 10 * 1024 * 1024;
 const MAX_LISTED_ENTRIES = 1000;
 const SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+/** How often a running command's working directory is measured against the disk quota. */
+const QUOTA_POLL_MS = 250;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Links were resolved by hand; the final open follows none and never blocks (a FIFO fails at once). */
 const OPEN_SAFELY = constants.O_NOFOLLOW | constants.O_NONBLOCK;
@@ -240,7 +243,12 @@ async function runCommandTool(
   if (command.includes("\0")) return fail("command must not contain NUL");
   const sandboxed = options.isolation === "bwrap";
   const env = commandEnvironment(sandboxed ? SANDBOX_WORKDIR : options.workdir, options.secrets);
-  const common = {
+  const common: {
+    cwd: string;
+    timeoutMs: number;
+    outputCapBytes: number;
+    signal: AbortSignal | undefined;
+  } = {
     // The launcher's cwd becomes its PWD, which the sandbox can read in /proc/1/environ: not the host path.
     cwd: sandboxed ? "/" : options.workdir,
     timeoutMs: options.timeoutMs,
@@ -248,6 +256,14 @@ async function runCommandTool(
     signal,
   };
   let result: Awaited<ReturnType<typeof runProcess>>;
+  // RLIMIT_FSIZE bounds each file; many files written at once are caught by measuring while it runs.
+  const overQuota = new AbortController();
+  const watch = setInterval(() => {
+    void options.disk.remeasure().then((exceeded) => {
+      if (exceeded !== null) overQuota.abort();
+    });
+  }, QUOTA_POLL_MS);
+  common.signal = signal ? anySignal(signal, overQuota.signal) : overQuota.signal;
   if (sandboxed) {
     const cgroup = await options.cgroups.create(options.limits);
     try {
@@ -279,11 +295,14 @@ async function runCommandTool(
   } else {
     result = await runProcess({ ...common, file: "/bin/sh", args: ["-c", command], env });
   }
+  clearInterval(watch);
   if (result.spawnError !== undefined) return fail(`command could not be started: ${result.spawnError}`);
   let content = result.output;
   if (result.droppedBytes > 0) content += truncationMarker(result.droppedBytes);
   const quota = await options.disk.remeasure();
   if (quota !== null) content += `\n${quota}`;
+  if (result.aborted && overQuota.signal.aborted)
+    return fail(`${content}\n[command killed: it filled the disk quota]`);
   if (result.aborted) return fail(`${content}\n[command cancelled: the turn ended]`);
   if (result.timedOut)
     return fail(`${content}\n[command timed out after ${options.timeoutMs} ms and was killed]`);
