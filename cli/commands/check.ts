@@ -62,6 +62,14 @@ function buildProgram(): Command {
       `routing prefix for the model-routed send ${env("--routing-prefix")}`,
     )
     .option(
+      "--channel-id <id>",
+      `a chat channel id with a conversation of the agent, for the channel_id filter ${env("--channel-id")}`,
+    )
+    .option(
+      "--notebook-path <path>",
+      `a notebook path with a conversation of the agent, for the notebook_path filter ${env("--notebook-path")}`,
+    )
+    .option(
       "--session-wait-ms <n>",
       `bound for waiting on agent_session_id, default 15000 ${env("--session-wait-ms")}`,
     )
