@@ -18,7 +18,6 @@ import type { CheckDef } from "./types.ts";
 
 export const catalogue: CheckDef[] = [
   ...stateChecks,
-  ...forkChecks,
   ...repoChecks,
   ...guidanceChecks,
   ...conversationIdChecks,
@@ -28,6 +27,8 @@ export const catalogue: CheckDef[] = [
   ...limitChecks,
   ...authChecks,
   ...routeChecks,
+  // After the timing-sensitive session checks, so their turns do not compete with these chains.
+  ...forkChecks,
   // Last: the default-limit check needs more than 50 conversations, which the run has made by then.
   ...listChecks,
 ];
