@@ -6,9 +6,12 @@ import { authChecks } from "./checks/auth.ts";
 import { conversationIdChecks } from "./checks/conversation-ids.ts";
 import { endpointChecks } from "./checks/endpoints.ts";
 import { eventChecks } from "./checks/events.ts";
+import { forkChecks } from "./checks/forks.ts";
 import { guidanceChecks } from "./checks/guidance.ts";
 import { limitChecks } from "./checks/limits.ts";
+import { listChecks } from "./checks/lists.ts";
 import { repoChecks } from "./checks/repo.ts";
+import { routeChecks } from "./checks/routes.ts";
 import { sendChecks } from "./checks/send.ts";
 import { stateChecks } from "./checks/states.ts";
 import type { CheckDef } from "./types.ts";
@@ -23,6 +26,11 @@ export const catalogue: CheckDef[] = [
   ...endpointChecks,
   ...limitChecks,
   ...authChecks,
+  ...routeChecks,
+  // After the timing-sensitive session checks, so their turns do not compete with these chains.
+  ...forkChecks,
+  // Last: the default-limit check needs more than 50 conversations, which the run has made by then.
+  ...listChecks,
 ];
 
 const seen = new Set<string>();

@@ -14,6 +14,15 @@ export interface DemoServer {
   close(): Promise<void>;
 }
 
+/**
+ * The list filters' inputs, naming the conversations reference-server/config/demo-data.ts seeds (a Slack
+ * thread and a notebook conversation): the API cannot create either, so a check needs them given.
+ */
+export const DEMO_FILTER_INPUTS: Record<string, string> = {
+  AGENT_API_CHANNEL_ID: "C0DEMOOPS",
+  AGENT_API_NOTEBOOK_PATH: "notebooks/weekly-report.ipynb",
+};
+
 export async function startDemoServer(sessionDelayMs = 500): Promise<DemoServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "agent-api-demo-"));
   const server = await startServer({
@@ -26,7 +35,7 @@ export async function startDemoServer(sessionDelayMs = 500): Promise<DemoServer>
   });
   return {
     url: server.url,
-    envVars: server.envVars,
+    envVars: { ...server.envVars, ...DEMO_FILTER_INPUTS },
     async close() {
       await server.close();
       await rm(dataDir, { recursive: true, force: true });

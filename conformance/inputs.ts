@@ -32,6 +32,8 @@ export const INPUT_FLAG_NAMES = [
   "--flow-key",
   "--flow-input",
   "--routing-prefix",
+  "--channel-id",
+  "--notebook-path",
   "--session-wait-ms",
 ] as const;
 
@@ -120,6 +122,8 @@ export function resolveInputs(
     flowKey: get("--flow-key"),
     flowInput: flowPairs(flagOrEnv(values, "--flow-input", env)),
     routingPrefix: get("--routing-prefix"),
+    channelId: get("--channel-id"),
+    notebookPath: get("--notebook-path"),
     sessionWaitMs,
   };
 }

@@ -29,6 +29,8 @@ export const INPUT_FLAGS: Record<InputName, string> = {
   flowKey: "--flow-key",
   flowInput: "--flow-input",
   routingPrefix: "--routing-prefix",
+  channelId: "--channel-id",
+  notebookPath: "--notebook-path",
 };
 
 const LEVEL_RANK: Record<Level, number> = { MUST: 0, SHOULD: 1, INFO: 2 };

@@ -21,7 +21,9 @@ export type InputName =
   | "flowId"
   | "flowKey"
   | "flowInput"
-  | "routingPrefix";
+  | "routingPrefix"
+  | "channelId"
+  | "notebookPath";
 
 export interface SuiteInputs {
   baseUrl: string;
@@ -41,6 +43,10 @@ export interface SuiteInputs {
   /** `name=value` pairs for the deployed flow's input variables. */
   flowInput?: string[];
   routingPrefix?: string;
+  /** A chat channel id (e.g. a Slack channel) with at least one conversation of the agent visible to `key`. */
+  channelId?: string;
+  /** A notebook path with at least one conversation of the agent visible to `key`. */
+  notebookPath?: string;
   /** Bound for waiting on `agent_session_id` (the seed's client guidance). */
   sessionWaitMs: number;
 }

@@ -7,6 +7,7 @@ import { writeFile } from "node:fs/promises";
 import { Command, CommanderError, Option } from "commander";
 import { request } from "undici";
 import { catalogue } from "../../conformance/catalogue.ts";
+import { renderCoverage } from "../../conformance/coverage.ts";
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_TIMEOUT_MS,
@@ -62,6 +63,14 @@ function buildProgram(): Command {
       `routing prefix for the model-routed send ${env("--routing-prefix")}`,
     )
     .option(
+      "--channel-id <id>",
+      `a chat channel id with a conversation of the agent, for the channel_id filter ${env("--channel-id")}`,
+    )
+    .option(
+      "--notebook-path <path>",
+      `a notebook path with a conversation of the agent, for the notebook_path filter ${env("--notebook-path")}`,
+    )
+    .option(
       "--session-wait-ms <n>",
       `bound for waiting on agent_session_id, default 15000 ${env("--session-wait-ms")}`,
     )
@@ -85,6 +94,7 @@ function buildProgram(): Command {
       ]),
     )
     .option("--list", "print the catalogue of checks and exit")
+    .option("--coverage", "with --list: print the seed coverage table (conformance/COVERAGE.md) instead")
     .option("--no-color", "plain progress lines")
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
@@ -123,7 +133,7 @@ export async function main(args: string[]): Promise<number> {
   }
   const opts = program.opts<Record<string, unknown>>();
   if (opts.list) {
-    process.stdout.write(listCatalogue());
+    process.stdout.write(opts.coverage ? renderCoverage(catalogue) : listCatalogue());
     return 0;
   }
   const env = process.env;

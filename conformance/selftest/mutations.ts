@@ -10,7 +10,7 @@
  * - `onSseText(text, call)`: the stream's raw text (framing faults a parser would smooth over);
  * - `onResponse(call, res, tools)`: status, headers, body of any answer; return a replacement.
  */
-import { demoConfigFile } from "../../reference-server/config/demo.ts";
+import { DEMO_MEMBER_KEY, demoConfigFile } from "../../reference-server/config/demo.ts";
 import {
   errorResponse,
   isEventStream,
@@ -163,6 +163,30 @@ const isBlockEvent = (e: SseEvent) => e.event.startsWith("content_block_");
 const DEMO_AUTOMATIONS = new Set(
   (demoConfigFile("/nonexistent").agents ?? []).flatMap((a) => (a.automations ?? []).map((x) => x.name)),
 );
+
+/** Each demo agent's default model (a fork told to use it explicitly no longer inherits one). */
+const DEMO_DEFAULT_MODELS = new Map(
+  (demoConfigFile("/nonexistent").agents ?? []).map((a) => [a.name, a.default_model]),
+);
+
+/** Drops one query parameter of a list request (a server that does not read that filter). */
+function dropListParam(call: ProxyCall, name: string): undefined {
+  if (call.route.kind !== "list") return;
+  const url = call.url;
+  url.searchParams.delete(name);
+  call.path = url.pathname + url.search;
+}
+
+/** Edits a fork request's JSON body in place. */
+function editFork(call: ProxyCall, edit: (body: Json) => void): undefined {
+  if (call.route.kind !== "fork" || call.method !== "POST") return;
+  const body = call.json() ?? {};
+  edit(body);
+  call.setJson(body);
+}
+
+/** The routes that address one conversation by the id in their path. */
+const CONVERSATION_ROUTES = ["conversation", "transcript", "compaction", "fork"];
 
 // ---------------------------------------------------------------------------------------------------------
 
@@ -1205,6 +1229,162 @@ export const mutations: Mutation[] = [
       const id = res.headers["x-conversation-id"];
       if (call.route.kind === "send" && isEventStream(res) && id)
         tools.state.set(`output:${id}`, hasOutput(res));
+    },
+  },
+  // ---- added with the coverage table (conformance/COVERAGE.md): rules no check verified before -------
+  {
+    name: "since-filter-ignored",
+    area: "shapes",
+    description: "The list's since filter is ignored",
+    breaks: ["LIST-SINCE-FILTER"],
+    onRequest: (call) => dropListParam(call, "since"),
+  },
+  {
+    name: "channel-id-filter-ignored",
+    area: "shapes",
+    description: "The list's channel_id filter is ignored",
+    breaks: ["LIST-CHANNEL-ID-FILTER"],
+    onRequest: (call) => dropListParam(call, "channel_id"),
+  },
+  {
+    name: "notebook-path-filter-ignored",
+    area: "shapes",
+    description: "The list's notebook_path filter is ignored",
+    breaks: ["LIST-NOTEBOOK-PATH-FILTER"],
+    onRequest: (call) => dropListParam(call, "notebook_path"),
+  },
+  {
+    name: "automation-filter-ignored",
+    area: "shapes",
+    description: "The list's automation filter is ignored",
+    breaks: ["LIST-AUTOMATION-FILTER"],
+    onRequest: (call) => dropListParam(call, "automation"),
+  },
+  {
+    name: "list-default-limit-20",
+    area: "shapes",
+    description: "The list's limit defaults to 20, not 50",
+    breaks: ["LIMIT-LIST-DEFAULT-50"],
+    onRequest(call) {
+      if (call.route.kind !== "list" || call.url.searchParams.has("limit")) return;
+      const url = call.url;
+      url.searchParams.set("limit", "20");
+      call.path = url.pathname + url.search;
+    },
+  },
+  {
+    name: "list-timestamps-without-ms",
+    area: "shapes",
+    description: "Listed conversations' timestamps are ISO 8601 without milliseconds",
+    breaks: ["LIST-TIMESTAMPS"],
+    onResponse(call, res) {
+      return editJson(call, res, ["list"], (body) => {
+        for (const c of body.conversations ?? [])
+          for (const field of ["created_at", "updated_at"])
+            if (typeof c?.[field] === "string") c[field] = c[field].replace(/\.\d{3}Z$/, "Z");
+      });
+    },
+  },
+  {
+    name: "channel-owned-hidden-from-member",
+    area: "shapes",
+    description:
+      "A conversation owned by a channel is visible to one member only (not to every member of the workspace)",
+    breaks: ["LIST-CHANNEL-OWNED-VISIBLE"],
+    onResponse(call, res) {
+      if (call.key !== DEMO_MEMBER_KEY) return;
+      const channelOwned = (c: Json) => c?.is_owner === false && c?.shared === false;
+      if (call.route.kind === "conversation" && channelOwned(jsonOf(res)?.conversation))
+        return errorResponse(404, "not_found_error", "Conversation not found");
+      return editJson(call, res, ["list"], (body) => {
+        if (Array.isArray(body.conversations))
+          body.conversations = body.conversations.filter((c: Json) => !channelOwned(c));
+      });
+    },
+  },
+  {
+    name: "title-fixed",
+    area: "shapes",
+    description: "Every conversation gets the same title instead of one derived from its first prompt",
+    breaks: ["GET-TITLE-FROM-PROMPT"],
+    onResponse(call, res) {
+      return editJson(call, res, ["conversation", "list", "transcript"], (body) => {
+        for (const c of [body.conversation, ...(body.conversations ?? [])])
+          if (c && typeof c.title === "string") c.title = "New conversation";
+      });
+    },
+  },
+  {
+    name: "fork-at-turn-ignored",
+    area: "state",
+    description: "Fork ignores at_turn: the child always carries every turn",
+    breaks: ["FORK-AT-TURN-CUTS"],
+    onRequest: (call) => editFork(call, (body) => delete body.at_turn),
+  },
+  {
+    name: "fork-default-first-turn",
+    area: "state",
+    description: "Fork without at_turn copies the first turn only, not all turns",
+    breaks: ["FORK-DEFAULT-ALL-TURNS"],
+    onRequest: (call) =>
+      editFork(call, (body) => {
+        if (body.at_turn === undefined) body.at_turn = 1;
+      }),
+  },
+  {
+    name: "fork-model-not-inherited",
+    area: "state",
+    description: "A fork without model does not inherit the parent's: the child gets the agent's default",
+    breaks: ["FORK-MODEL-INHERITED"],
+    onRequest: (call) =>
+      editFork(call, (body) => {
+        const fallback = DEMO_DEFAULT_MODELS.get(call.route.agent ?? "");
+        if (body.model === undefined && body.automation === undefined && fallback) body.model = fallback;
+      }),
+  },
+  {
+    name: "fork-automation-dropped",
+    area: "state",
+    description: "An automation given at fork time is not recorded on the child",
+    breaks: ["FORK-AUTOMATION-RECORDED"],
+    onRequest: (call) => editFork(call, (body) => delete body.automation),
+  },
+  {
+    name: "conversation-routes-without-key",
+    area: "status",
+    description:
+      "The routes of one conversation (fetch, transcript, compaction, fork) serve a request without X-Api-Key",
+    breaks: ["AUTH-401-EVERY-ROUTE"],
+    async onRequest(call, tools) {
+      if (call.key !== undefined || !CONVERSATION_ROUTES.includes(call.route.kind)) return;
+      call.key = await tools.ledger.workingKey();
+    },
+  },
+  {
+    name: "conversation-routes-ignore-agent",
+    area: "status",
+    description:
+      "The routes of one conversation find it by id whatever agent the path names (no 404 on another agent)",
+    breaks: ["ERR-404-OTHER-AGENT-ROUTES"],
+    onRequest(call, tools) {
+      const { kind, agent, id } = call.route;
+      const known = id === undefined ? undefined : tools.ledger.conversations.get(id);
+      if (!CONVERSATION_ROUTES.includes(kind) || !known || !agent || known.agent === agent) return;
+      const prefix = `/api/agents/${encodeURIComponent(agent)}/`;
+      if (call.path.startsWith(prefix))
+        call.path = `/api/agents/${encodeURIComponent(known.agent)}/${call.path.slice(prefix.length)}`;
+    },
+  },
+  {
+    name: "private-transcript-readable",
+    area: "status",
+    description: "Another member's unshared conversation is readable through its transcript (no 404)",
+    breaks: ["ERR-404-PRIVATE-ROUTES"],
+    async onResponse(call, res, tools) {
+      if (call.route.kind !== "transcript" || res.status !== 404 || !call.route.id) return;
+      const owner = tools.ledger.conversations.get(call.route.id)?.owner;
+      if (!owner || owner === call.key) return;
+      return replayWith(call, owner, tools);
     },
   },
 ];

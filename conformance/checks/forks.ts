@@ -1,0 +1,153 @@
+/**
+ * Fork a conversation: what the body's fields do to the child (at_turn, and the defaults a child records
+ * or inherits). Judged by the child's memory and by the model its turns run on.
+ */
+import { type CheckContext, isRecord } from "../context.ts";
+import { fail, skip } from "../outcomes.ts";
+import type { CheckDef } from "../types.ts";
+import {
+  check,
+  ensureStatus,
+  ensureTurnOk,
+  modelsInfo,
+  prompts,
+  sharedConversation,
+  turnRanAs,
+} from "./common.ts";
+
+const SECTION = "Endpoints/Fork a conversation";
+
+/** Asks for the remembered words; a model told several may list them all, which these checks allow. */
+const RECALL_ALL = `${prompts.recall} If there were several, list them all.`;
+
+/** The child's id of a 200 fork; fails the check otherwise. */
+async function forkChild(
+  ctx: CheckContext,
+  parentId: string,
+  body: Record<string, unknown>,
+): Promise<string> {
+  const res = await ctx.fork(parentId, body);
+  ensureStatus(res, [200, 201], `fork with ${JSON.stringify(body)}`);
+  if (!isRecord(res.body) || typeof res.body.conversation_id !== "string")
+    fail("the fork result has no conversation_id", res.text.slice(0, 300));
+  return res.body.conversation_id;
+}
+
+/** A conversation of three turns, each asking to remember its own word, each session waited for. */
+interface ThreeTurns {
+  id: string;
+  words: [string, string, string];
+}
+
+function threeTurns(ctx: CheckContext): Promise<ThreeTurns> {
+  return ctx.fixture("three-turns", async (c) => {
+    const id = c.newConversationId();
+    const words: [string, string, string] = [c.nonce(), c.nonce(), c.nonce()];
+    for (const [i, word] of words.entries()) {
+      ensureTurnOk(await c.turn({ conversationId: id, prompt: prompts.remember(word) }), `turn ${i + 1}`);
+      if ((await c.waitForSession(id)) === null) skip(`the session of turn ${i + 1} was never recorded`);
+    }
+    return { id, words };
+  });
+}
+
+/** The model id of the models list a turn ran on, if one can be told. */
+function modelOf(turn: Parameters<typeof turnRanAs>[0], ids: string[]): string | undefined {
+  return ids.find((id) => turn.reading?.model === id) ?? ids.find((id) => turnRanAs(turn, id));
+}
+
+export const forkChecks: CheckDef[] = [
+  /**
+   * at_turn copies history only up to that turn: a child forked at turn 1 of three does not know the third
+   * turn, whether turns count from 0 or 1 and whether the bound is inclusive.
+   */
+  check({
+    id: "FORK-AT-TURN-CUTS",
+    level: "MUST",
+    section: SECTION,
+    title: "A fork at_turn 1 of a three-turn conversation does not carry the third turn",
+    needs: [],
+    async run(ctx) {
+      const parent = await threeTurns(ctx);
+      const child = await forkChild(ctx, parent.id, { at_turn: 1 });
+      const turn = await ctx.turn({ conversationId: child, prompt: RECALL_ALL });
+      ensureTurnOk(turn, "the child's first turn");
+      if (turn.text.trim() === "") fail("the child's turn produced no text");
+      if (turn.text.includes(parent.words[2]))
+        fail(
+          "the child forked at turn 1 remembers the word of the third turn: at_turn was not applied",
+          turn.text,
+        );
+    },
+  }),
+  /** Without at_turn the child carries all turns, the last one included. */
+  check({
+    id: "FORK-DEFAULT-ALL-TURNS",
+    level: "MUST",
+    section: SECTION,
+    title: "A fork without at_turn carries all turns (the child knows the last turn)",
+    needs: [],
+    async run(ctx) {
+      const parent = await threeTurns(ctx);
+      const child = await forkChild(ctx, parent.id, {});
+      const turn = await ctx.turn({ conversationId: child, prompt: RECALL_ALL });
+      ensureTurnOk(turn, "the child's first turn");
+      if (!turn.text.includes(parent.words[2]))
+        fail("the child of a fork without at_turn does not remember the parent's last turn", turn.text);
+    },
+  }),
+  /** A child forked without model inherits the default its parent recorded (here from its own fork). */
+  check({
+    id: "FORK-MODEL-INHERITED",
+    level: "MUST",
+    section: SECTION,
+    title: "A fork without model inherits the parent's recorded model (a grandchild of a fork with model)",
+    needs: [],
+    async run(ctx) {
+      const models = await modelsInfo(ctx);
+      if (!models.otherId)
+        skip("the agent offers a single model; an inherited model cannot be told from the default");
+      const parent = await sharedConversation(ctx);
+      const child = await forkChild(ctx, parent.id, { model: models.otherId });
+      const grandchild = await forkChild(ctx, child, {});
+      const turn = await ctx.turn({ conversationId: grandchild, prompt: prompts.whichModel });
+      ensureTurnOk(turn, "the grandchild's first turn");
+      if (!turnRanAs(turn, models.otherId))
+        fail(
+          `the grandchild's turn did not run on ${models.otherId}, the model its parent recorded`,
+          turn.text,
+        );
+    },
+  }),
+  /**
+   * An automation given at fork time is recorded on the child: its turns get the automation's model. Only
+   * observable when that model is not the agent's default.
+   */
+  check({
+    id: "FORK-AUTOMATION-RECORDED",
+    level: "MUST",
+    section: SECTION,
+    title: "Fork with automation records it as the child's default (its turns run on the automation's model)",
+    needs: ["automation"],
+    async run(ctx) {
+      const automation = ctx.inputs.automation;
+      const models = await modelsInfo(ctx);
+      const probe = await ctx.turn({ prompt: prompts.whichModel, metadata: { automation } });
+      ensureTurnOk(probe, "a turn with the automation");
+      const automationModel = modelOf(probe, models.ids);
+      if (!automationModel || automationModel === models.defaultId)
+        skip(
+          "a turn with the automation runs on the agent's default model, so a recorded automation cannot be told",
+        );
+      const parent = await sharedConversation(ctx);
+      const child = await forkChild(ctx, parent.id, { automation });
+      const turn = await ctx.turn({ conversationId: child, prompt: prompts.whichModel });
+      ensureTurnOk(turn, "the child's first turn");
+      if (!turnRanAs(turn, automationModel))
+        fail(
+          `the child's turn did not run on ${automationModel}, the model of the automation it was forked with`,
+          turn.text,
+        );
+    },
+  }),
+];

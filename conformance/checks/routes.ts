@@ -1,0 +1,127 @@
+/**
+ * Rules that hold on every conversation route, not only on the one the seed's sentence names: the key
+ * header, 404 for a conversation of another agent or another member's private one, and the title.
+ */
+import type { ApiResponse, CheckContext } from "../context.ts";
+import { fail } from "../outcomes.ts";
+import type { CheckDef } from "../types.ts";
+import {
+  check,
+  ensureStatus,
+  ensureTurnOk,
+  prompts,
+  secondAgent,
+  settledConversation,
+  sharedConversation,
+} from "./common.ts";
+
+/** Every route addressing one conversation, called with the given key on the given agent's path. */
+function conversationRoutes(
+  ctx: CheckContext,
+  id: string,
+  key: string | null | undefined,
+  agent?: string,
+): Array<[string, () => Promise<ApiResponse>]> {
+  const options = { key, agent };
+  return [
+    ["get conversation", () => ctx.getConversation(id, options)],
+    ["get transcript", () => ctx.transcript(id, options)],
+    ["get last compaction", () => ctx.lastCompaction(id, options)],
+    ["share toggle", () => ctx.share(id, { shared: true }, options)],
+    ["fork", () => ctx.fork(id, {}, options)],
+    ["delete", () => ctx.deleteConversation(id, options)],
+  ];
+}
+
+/** The conversation is still there for its owner, private: a refused request changed nothing. */
+async function ensureUnchanged(ctx: CheckContext, id: string, key?: string): Promise<void> {
+  const after = await ctx.conversation(id, { key });
+  if (after.shared !== false) fail("a refused share toggle made the conversation shared");
+}
+
+export const routeChecks: CheckDef[] = [
+  /** "Every request carries the header": a missing or unknown key gets 401 on each conversation route. */
+  check({
+    id: "AUTH-401-EVERY-ROUTE",
+    level: "MUST",
+    section: "Authentication",
+    title: "Every conversation route and the model-routed send give 401 without a key or with an unknown one",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      const unknown = `acc-unknown-${ctx.nonce()}-${ctx.nonce()}`;
+      for (const [label, key] of [
+        ["without a key", null],
+        ["with an unknown key", unknown],
+      ] as const) {
+        for (const [route, call] of conversationRoutes(ctx, conv.id, key))
+          ensureStatus(await call(), 401, `${route} ${label}`);
+        const routed = await ctx.turn({ routed: true, model: ctx.inputs.agent, key, prompt: prompts.hello });
+        ensureStatus(routed.response, 401, `model-routed send ${label}`);
+      }
+      await ensureUnchanged(ctx, conv.id);
+    },
+  }),
+  /** A conversation addressed through another agent's path is not found, on every route. */
+  check({
+    id: "ERR-404-OTHER-AGENT-ROUTES",
+    level: "MUST",
+    section: "Errors",
+    title:
+      "Every conversation route on a different agent's path gives 404 with message Conversation not found",
+    needs: [],
+    async run(ctx) {
+      const other = secondAgent(ctx);
+      const conv = await settledConversation(ctx);
+      for (const [route, call] of conversationRoutes(ctx, conv.id, undefined, other)) {
+        const res = await call();
+        ensureStatus(res, 404, `${route} on agent ${other}`);
+        if (!res.text.includes("Conversation not found"))
+          fail(
+            `${route} on agent ${other}: the 404 does not say Conversation not found`,
+            res.text.slice(0, 300),
+          );
+      }
+      await ensureUnchanged(ctx, conv.id);
+    },
+  }),
+  /** Another member's private conversation is not found on any route (existence never leaked). */
+  check({
+    id: "ERR-404-PRIVATE-ROUTES",
+    level: "MUST",
+    section: "Errors",
+    title: "Every conversation route gives 404 for another member's unshared conversation",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      for (const [route, call] of conversationRoutes(ctx, conv.id, ctx.inputs.memberKey))
+        ensureStatus(await call(), 404, `${route} by another member`);
+      await ensureUnchanged(ctx, conv.id);
+    },
+  }),
+  /** The title depends on the first prompt: two different first prompts give two different titles. */
+  check({
+    id: "GET-TITLE-FROM-PROMPT",
+    level: "MUST",
+    section: "Resources/Conversation",
+    title:
+      "title is derived from the first prompt (different first prompts give different, non-empty titles)",
+    needs: [],
+    async run(ctx) {
+      const first = await sharedConversation(ctx);
+      const turn = await ctx.turn({
+        conversationId: ctx.newConversationId(),
+        prompt: "Name the three primary colours of paint.",
+      });
+      ensureTurnOk(turn);
+      const a = await ctx.conversation(first.id);
+      const b = await ctx.conversation(String(turn.conversationId));
+      for (const c of [a, b]) {
+        if (typeof c.title !== "string" || c.title.trim() === "") fail(`${c.id} has an empty title`);
+        if (c.title === c.id) fail(`the title of ${c.id} is its id, not derived from its prompt`);
+      }
+      if (a.title === b.title)
+        fail(`conversations with different first prompts share the title ${JSON.stringify(a.title)}`);
+    },
+  }),
+];
