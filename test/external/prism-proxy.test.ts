@@ -125,7 +125,9 @@ async function startBrokenUpstream(): Promise<Server> {
 }
 
 beforeAll(async () => {
-  server = await startDemoServer(300);
+  // Prism buffers each stream and answers later under load: a longer recording delay keeps the seed's race
+  // provokable through it (the timing checks send their follow-up as soon as the stream closes).
+  server = await startDemoServer(1000);
   const brokenUpstream = await startBrokenUpstream();
   canary = { upstream: brokenUpstream };
   const brokenUrl = `http://127.0.0.1:${(brokenUpstream.address() as AddressInfo).port}`;
