@@ -250,6 +250,29 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
     await turn.finish();
   });
 
+  it.skipIf(!isRoot)("CPU burners get the command's CPU share, not the host's", async () => {
+    /** CPU seconds four 2 s burners used (the children line of `times`) under a CPU limit of `cpus`. */
+    async function burnerSeconds(cpus: number): Promise<number> {
+      const manager = await sandboxManager({ limits: { cpus } });
+      expect(manager.cgroups).not.toBe("none");
+      const turn = await manager.acquire(turnRequest(`cpu-${cpus}`, storageAgent()));
+      const burn = await turn.tools.run("run_command", {
+        command: "for i in 1 2 3 4; do timeout 2 sh -c 'while :; do :; done' & done; wait; times",
+      });
+      await turn.finish();
+      const [, children] = burn.content.trim().split("\n");
+      return children
+        .split(/\s+/)
+        .map((field) => /^(\d+)m([\d.]+)s$/.exec(field))
+        .reduce((sum, match) => sum + (match ? Number(match[1]) * 60 + Number(match[2]) : 0), 0);
+    }
+    // Against a baseline from the same run (more CPUs than the machine has), so a loaded machine moves both.
+    const unbounded = await burnerSeconds(64);
+    const limited = await burnerSeconds(0.1);
+    expect(limited).toBeGreaterThan(0);
+    expect(limited).toBeLessThan(unbounded / 2);
+  });
+
   it("the disk quota stops a file at what is left, and /tmp and /dev/shm are sized", async () => {
     const MiB = 1024 * 1024;
     const manager = await sandboxManager({
