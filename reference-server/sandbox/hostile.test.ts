@@ -9,6 +9,7 @@ import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { detectCgroups } from "./cgroups.ts";
 import {
   ADMIN_KEY,
   bareGit,
@@ -23,9 +24,16 @@ import {
 import { bwrapWorksHere, storageAgent, TestBed, turnRequest } from "./testing.ts";
 
 const hasBwrap = await bwrapWorksHere();
-const isRoot = process.getuid?.() === 0;
 if (!hasBwrap)
   console.warn("hostile tests skipped: bubblewrap is not installed or cannot create namespaces here");
+/** Memory and CPU limits need a writable cgroup hierarchy (and a root server to place commands in it). */
+const cgroupsHere = await (async () => {
+  if (process.getuid?.() !== 0) return "the tests do not run as root";
+  const support = await detectCgroups();
+  await support.close();
+  return support.version === "none" ? support.reason : null;
+})();
+if (hasBwrap && cgroupsHere !== null) console.warn(`memory and CPU limit tests skipped: ${cgroupsHere}`);
 
 const bed = new TestBed();
 afterEach(() => bed.cleanup());
@@ -185,7 +193,8 @@ describe.skipIf(!hasBwrap)("the server's file work cannot be redirected by a lin
     }
     swapper.kill("SIGKILL");
     expect(seen.has("HOST SECRET")).toBe(false);
-    expect(seen.has("own file")).toBe(true);
+    // Every read saw its own file or failed (the link swapped in): nothing else.
+    expect([...seen].filter((v) => v !== "own file" && v !== "error")).toEqual([]);
     expect(await readdir(host)).toEqual(["secret.txt"]);
     await turn.finish();
   });
@@ -239,9 +248,8 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
     await turn.finish();
   });
 
-  it.skipIf(!isRoot)("memory past the limit kills the command, not the host", async () => {
+  it.skipIf(cgroupsHere !== null)("memory past the limit kills the command, not the host", async () => {
     const manager = await sandboxManager({ limits: { memoryBytes: 64 * 1024 * 1024 } });
-    expect(manager.cgroups).not.toBe("none");
     const turn = await manager.acquire(turnRequest("memory", storageAgent()));
     // tail keeps a line it never finds the end of: it grows until something stops it.
     const eater = await turn.tools.run("run_command", { command: "tail /dev/zero" });
@@ -250,11 +258,10 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
     await turn.finish();
   });
 
-  it.skipIf(!isRoot)("CPU burners get the command's CPU share, not the host's", async () => {
+  it.skipIf(cgroupsHere !== null)("CPU burners get the command's CPU share, not the host's", async () => {
     /** CPU seconds four 2 s burners used (the children line of `times`) under a CPU limit of `cpus`. */
     async function burnerSeconds(cpus: number): Promise<number> {
       const manager = await sandboxManager({ limits: { cpus } });
-      expect(manager.cgroups).not.toBe("none");
       const turn = await manager.acquire(turnRequest(`cpu-${cpus}`, storageAgent()));
       const burn = await turn.tools.run("run_command", {
         command: "for i in 1 2 3 4; do timeout 2 sh -c 'while :; do :; done' & done; wait; times",
