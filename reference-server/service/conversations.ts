@@ -206,8 +206,13 @@ export class ConversationService {
       agentSessionId: sessionId,
       parentConversationId: parent.id,
       forkedAtTurnIndex: atTurn,
-      defaultModel: body.model ?? parent.defaultModel,
-      defaultAutomation: body.automation ?? parent.defaultAutomation,
+      // Inherited (the seed): what the parent's latest turn asked for, else what the parent itself inherited
+      // or was started with.
+      defaultModel: body.model ?? parent.turnModel ?? parent.defaultModel,
+      defaultAutomation:
+        body.automation ?? parent.turnAutomation ?? parent.defaultAutomation ?? parent.automation,
+      turnModel: null,
+      turnAutomation: null,
       createdAt: at,
       updatedAt: at,
       turnCount: atTurn,

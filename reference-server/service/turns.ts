@@ -131,6 +131,11 @@ export class TurnService {
         release,
         caller,
       };
+      // What this turn's request named is what a fork of the conversation inherits from now on.
+      this.#deps.store.updateConversation(record.id, {
+        turnModel: bodyModel ?? null,
+        turnAutomation: turnAutomation?.name ?? null,
+      });
       return { conversationId, events: (signal) => this.#run(plan, signal) };
     } catch (error) {
       release();
@@ -171,6 +176,8 @@ export class TurnService {
       forkedAtTurnIndex: null,
       defaultModel: null,
       defaultAutomation: null,
+      turnModel: null,
+      turnAutomation: null,
       hidden: creation.hidden,
       createdAt: at,
       updatedAt: at,

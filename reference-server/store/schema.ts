@@ -76,6 +76,11 @@ const migrations: ReadonlyArray<string> = [
   ) STRICT;
   CREATE INDEX compactions_by_conversation ON compactions (conversation_id, turn_index);
   `,
+  // The model and automation the latest turn's request named, which a fork inherits (issue 10).
+  `
+  ALTER TABLE conversations ADD COLUMN turn_model TEXT;
+  ALTER TABLE conversations ADD COLUMN turn_automation TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

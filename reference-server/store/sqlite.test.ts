@@ -39,6 +39,8 @@ function conversation(overrides: Partial<ConversationRecord> = {}): Conversation
     forkedAtTurnIndex: null,
     defaultModel: null,
     defaultAutomation: null,
+    turnModel: null,
+    turnAutomation: null,
     hidden: false,
     createdAt: "2026-01-01T00:00:00.000Z",
     updatedAt: "2026-01-01T00:00:00.000Z",
@@ -89,6 +91,8 @@ describe("conversations", () => {
       forkedAtTurnIndex: 2,
       defaultModel: "m",
       defaultAutomation: "a",
+      turnModel: "tm",
+      turnAutomation: "ta",
       hidden: true,
       turnCount: 3,
     });

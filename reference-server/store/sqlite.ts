@@ -45,6 +45,8 @@ interface ConversationRow {
   forked_at_turn_index: number | null;
   default_model: string | null;
   default_automation: string | null;
+  turn_model: string | null;
+  turn_automation: string | null;
   hidden: number;
   created_at: string;
   updated_at: string;
@@ -68,6 +70,8 @@ const conversationColumns = {
   forkedAtTurnIndex: "forked_at_turn_index",
   defaultModel: "default_model",
   defaultAutomation: "default_automation",
+  turnModel: "turn_model",
+  turnAutomation: "turn_automation",
   hidden: "hidden",
   createdAt: "created_at",
   updatedAt: "updated_at",
@@ -99,6 +103,8 @@ function rowToConversation(row: ConversationRow): ConversationRecord {
     forkedAtTurnIndex: row.forked_at_turn_index,
     defaultModel: row.default_model,
     defaultAutomation: row.default_automation,
+    turnModel: row.turn_model,
+    turnAutomation: row.turn_automation,
     hidden: row.hidden === 1,
     createdAt: row.created_at,
     updatedAt: row.updated_at,

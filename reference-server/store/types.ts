@@ -25,6 +25,12 @@ export interface ConversationRecord {
   /** Defaults recorded on a fork for the child's future turns. */
   defaultModel: string | null;
   defaultAutomation: string | null;
+  /**
+   * The model and automation named by the request of the latest turn (null: it named none); a fork's
+   * child inherits them.
+   */
+  turnModel: string | null;
+  turnAutomation: string | null;
   /** `metadata.test`: hidden test run (not listed). */
   hidden: boolean;
   /** ISO 8601 UTC with milliseconds. */
