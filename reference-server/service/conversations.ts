@@ -106,15 +106,21 @@ export class ConversationService {
   transcript(caller: Caller, agent: string, id: string): Schemas["Transcript"] {
     const record = this.visible(caller, agent, id);
     const store = this.#deps.store;
-    const messages: Schemas["TranscriptMessage"][] = store.listMessages(id).map((m) => {
+    const rows = store.listMessages(id);
+    const messages: Schemas["TranscriptMessage"][] = rows.map((m) => {
       const message: Schemas["TranscriptMessage"] = {
         role: m.role,
         content: [{ type: "text", text: m.text }],
         is_compact_summary: m.isCompactSummary,
       };
-      if (m.role === "user" && !m.isCompactSummary) {
-        message.author_user_id = m.authorMemberId ?? "";
-        message.author_name = m.authorName ?? "";
+      if (m.role === "user") {
+        // Summaries stored before they carried an author take the author of their turn's prompt.
+        const author =
+          m.authorMemberId !== null
+            ? m
+            : rows.find((r) => r.turnIndex === m.turnIndex && r.role === "user" && r.authorMemberId !== null);
+        message.author_user_id = author?.authorMemberId ?? "";
+        message.author_name = author?.authorName ?? "";
       }
       return message;
     });

@@ -295,7 +295,14 @@ export class TurnService {
     // A turn that did not complete did not replace its context, so its compaction did not happen either.
     const compaction = completed ? agentEvents.find((e) => e.kind === "compaction") : undefined;
     if (compaction?.kind === "compaction") {
-      messages.push({ role: "user", text: compaction.summary, ...system(), isCompactSummary: true });
+      // A user message as the seed has it, so it carries an author: the member whose turn compacted.
+      messages.push({
+        role: "user",
+        text: compaction.summary,
+        authorMemberId: plan.caller.memberId,
+        authorName: plan.caller.memberName,
+        isCompactSummary: true,
+      });
     }
     messages.push({
       role: "user",

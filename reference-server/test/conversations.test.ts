@@ -349,7 +349,12 @@ describe("transcript", () => {
       const transcript = await alice.getTranscript(id);
       const summaries = transcript.messages.filter((m) => m.is_compact_summary === true);
       expect(summaries.length).toBeGreaterThanOrEqual(1);
-      for (const s of summaries) expect(s.role).toBe("user");
+      // A user message like any other: it carries the author of the turn that compacted.
+      for (const s of summaries) {
+        expect(s.role).toBe("user");
+        expect(s.author_user_id).toBe("alice");
+        expect(s.author_name).toBe("Alice Admin");
+      }
       const last = await alice.getLastCompaction(id);
       expect(last.compacted).toBe(true);
       expect(last.summary).toBe(summaries.at(-1)?.content[0].text);
