@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
 import type { SessionEntry } from "../engine/types.ts";
 import { type Channel, ConversationExistsError, type ConversationRecord } from "../store/types.ts";
-import { findAgent } from "./agents.ts";
+import { checkModel, findAgent } from "./agents.ts";
 import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
@@ -165,6 +165,8 @@ export class ConversationService {
     body: Schemas["ForkRequest"],
   ): Promise<Schemas["ForkResult"]> {
     this.visible(caller, agent, id);
+    if (body.model !== undefined)
+      checkModel(findAgent(this.#deps.config, caller, agent), body.model, "model");
     const childId = body.conversation_id;
     if (childId !== undefined && this.#deps.store.getConversation(childId))
       throw conflict(`Conversation id already taken: ${childId}`);

@@ -8,7 +8,7 @@ import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
 import type { AgentEvent, SessionEntry, TurnOutcome } from "../engine/types.ts";
 import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
-import { findAgent } from "./agents.ts";
+import { checkModel, findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
 import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
@@ -99,6 +99,9 @@ export class TurnService {
     if (!WORKSPACE_ROLES_THAT_RUN_TURNS.has(caller.role)) throw forbidden("A Viewer key cannot run a turn");
     const metadata = body.metadata ?? {};
     if (metadata.delivery === "async") throw notImplemented("Only sync delivery is supported");
+    // An empty model is no model: the defaults apply.
+    const bodyModel = input.routed || body.model === "" ? undefined : body.model;
+    if (bodyModel !== undefined) checkModel(agent, bodyModel, "model");
     const userText = newestUserText(body.messages);
     const conversationId = metadata.conversation_id ?? newConversationId();
     if (metadata.conversation_id !== undefined)
@@ -118,8 +121,6 @@ export class TurnService {
       // Model: the body, then this turn's automation, then the defaults a fork recorded (its model, then its
       // automation's), then the agent's default.
       const inherited = findAutomation(agent, record.defaultAutomation ?? undefined);
-      // An empty model is no model: the defaults apply.
-      const bodyModel = input.routed || body.model === "" ? undefined : body.model;
       const plan: TurnPlan = {
         agent,
         record,

@@ -223,6 +223,47 @@ describe("send-message", () => {
       const notes = await runTurn(t.client(KEYS.admin, "notes-agent"), PHRASES.whichModel);
       expect(notes.text).toBe("demo-small");
     });
+
+    it("a model not in the models list: 400 naming the models route and its ids; nothing created", async () => {
+      const listed = (await t.client().listModels()).data.map((m) => m.id);
+      for (const model of ["demo-huge", "DEMO-LARGE", "claude-made-up", " demo-large"]) {
+        const id = uid("unknown-model");
+        const response = await raw(t.url, "POST", "/api/agents/demo-agent/v1/messages", {
+          key: KEYS.admin,
+          body: { model, messages: [{ role: "user", content: "hi" }], metadata: { conversation_id: id } },
+        });
+        expect(response.status, model).toBe(400);
+        expect(isErrorBody(response.json)).toBe(true);
+        const message = (response.json as { message: string }).message;
+        expect(message).toContain("/api/agents/demo-agent/v1/models");
+        for (const listedId of listed) expect(message).toContain(listedId);
+        expect(
+          (await raw(t.url, "GET", `/api/agents/demo-agent/conversations/${id}`, { key: KEYS.admin })).status,
+        ).toBe(404);
+      }
+      // Every listed id is accepted, on every agent; an empty model means the defaults.
+      for (const agent of ["demo-agent", "notes-agent"]) {
+        for (const m of (await t.client(KEYS.admin, agent).listModels()).data) {
+          const turn = await runTurn(t.client(KEYS.admin, agent), {
+            model: m.id,
+            messages: [{ role: "user", content: PHRASES.whichModel }],
+          });
+          expect(turn.text).toBe(m.id);
+        }
+      }
+      expect(
+        (await runTurn(t.client(), { model: "", messages: [{ role: "user", content: PHRASES.whichModel }] }))
+          .text,
+      ).toBe("demo-large");
+      // The fork body's model is checked the same way.
+      const parent = (await runTurn(t.client(), "parent")).conversationId;
+      const fork = await raw(t.url, "POST", `/api/agents/demo-agent/conversations/${parent}/fork`, {
+        key: KEYS.admin,
+        body: { model: "demo-huge" },
+      });
+      expect(fork.status).toBe(400);
+      expect((fork.json as { message: string }).message).toContain("/api/agents/demo-agent/v1/models");
+    });
   });
 
   it("uses the automation's stored prompt when the user text is empty", async () => {
