@@ -446,7 +446,7 @@ export interface components {
              *     schema does not reject them.
              * @default []
              */
-            attachments?: (components["schemas"]["Attachment"] | unknown)[];
+            attachments?: components["schemas"]["Attachment"][];
             /**
              * @description Default `true` for API-key calls. Repository-backed agents: the repository is readable and the turn
              *     never commits or pushes. With `false`, a turn that changes any file ends by staging all changes,
