@@ -509,13 +509,19 @@ export interface components {
          *     (`{"message": "API key has been revoked"}`) and the 404 message `Conversation not found`; a deployment
          *     may use another shape, so no field is required.
          *
-         *     Error types used by the reference server: `invalid_request_error` (400), `authentication_error` (401),
-         *     `permission_error` (403), `not_found_error` (404), `conflict_error` (409), `request_too_large` (413),
-         *     `not_implemented_error` (501), `api_error` (500 and the stream `error` event).
+         *     The reference server answers in the error shape of the messages API that the stream follows, with the
+         *     API's `message` beside it, so that clients built for that messages API show the server's message:
+         *     `{"type": "error", "error": {"type": <error type>, "message": <text>}, "message": <text>}`. Error types,
+         *     by status: `invalid_request_error` (400, 409, 431, 501), `authentication_error` (401),
+         *     `permission_error` (403), `not_found_error` (404), `request_too_large` (413), `rate_limit_error` (429),
+         *     `api_error` (500, 502 for a failed flow step, and the stream `error` event), `overloaded_error` (503, 529).
          */
         ErrorBody: {
+            /** @description `error` (the messages API's error envelope). */
+            type?: string;
             message?: string;
             error?: {
+                /** @description The messages API's error type name. */
                 type?: string;
                 message?: string;
             };
