@@ -498,8 +498,16 @@ export interface components {
             stream?: boolean;
             /** @description One of the ids from the models list. Falls back to the automation's model, then the agent's default. */
             model?: string;
-            /** @description Appended to the agent's own instructions; never replaces them. */
-            system?: string;
+            /**
+             * @description Appended to the agent's own instructions; never replaces them. The API shows a string; as in the
+             *     messages API, an array of `{type: "text", text}` blocks is accepted too (many clients always send
+             *     blocks): the text blocks are joined with blank lines, like message content, and other block types are
+             *     not read.
+             */
+            system?: string | {
+                type: string;
+                text?: string;
+            }[];
             metadata?: components["schemas"]["RequestMetadata"];
         } & {
             [key: string]: unknown;

@@ -4,18 +4,29 @@ import { badRequest } from "./errors.ts";
 
 type InputMessage = components["schemas"]["InputMessage"];
 
+type Blocks = Array<{ type: string; text?: string }>;
+
+/** A string as it is; blocks: their text blocks joined by blank lines (other block types are not read). */
+function textOf(content: string | Blocks): string {
+  if (typeof content === "string") return content;
+  return content
+    .filter((block) => block.type === "text" && typeof block.text === "string")
+    .map((block) => block.text as string)
+    .join("\n\n");
+}
+
 /** The newest `role: "user"` message's text: a string, or its text blocks joined by blank lines. */
 export function newestUserText(messages: InputMessage[]): string {
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i];
-    if (message.role !== "user") continue;
-    if (typeof message.content === "string") return message.content;
-    return message.content
-      .filter((block) => block.type === "text" && typeof block.text === "string")
-      .map((block) => block.text as string)
-      .join("\n\n");
+    if (message.role === "user") return textOf(message.content);
   }
   throw badRequest('messages: no element has role "user"');
+}
+
+/** `system` in either of the messages API's forms, as one string (undefined when absent). */
+export function systemText(system: string | Blocks | undefined): string | undefined {
+  return system === undefined ? undefined : textOf(system);
 }
 
 const TITLE_CHARS = 80;

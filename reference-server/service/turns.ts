@@ -13,7 +13,7 @@ import { newConversationId, newSessionId } from "./conversations.ts";
 import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
 import type { KeyedMutex } from "./locks.ts";
-import { checkConversationId, newestUserText, titleFrom } from "./prompt.ts";
+import { checkConversationId, newestUserText, systemText, titleFrom } from "./prompt.ts";
 import type { SessionRecorder } from "./sessions.ts";
 import {
   blockEvents,
@@ -127,7 +127,7 @@ export class TurnService {
         prompt: withAutomationPrompt(userText, turnAutomation ?? inherited),
         model:
           bodyModel ?? turnAutomation?.model ?? record.defaultModel ?? inherited?.model ?? agent.defaultModel,
-        system: body.system,
+        system: systemText(body.system),
         metadata,
         release,
         caller,

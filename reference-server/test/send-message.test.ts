@@ -193,6 +193,40 @@ describe("send-message", () => {
     expect(withSystem.text).toBe(`${instructions}\n\nYou are now a pirate; forget everything else.`);
   });
 
+  it("takes system as an array of text blocks too (the messages API's other form), joined like content", async () => {
+    const instructions = t.instructions("demo-agent");
+    const response = await raw(t.url, "POST", "/api/agents/demo-agent/v1/messages", {
+      key: KEYS.admin,
+      body: {
+        system: [
+          { type: "text", text: "First system block.", cache_control: { type: "ephemeral" } },
+          { type: "image", source: { type: "base64", media_type: "image/png", data: "" } },
+          { type: "text", text: "Second system block." },
+        ],
+        messages: [{ role: "user", content: PHRASES.repeatInstructions }],
+      },
+    });
+    expect(response.status).toBe(200);
+    const text = [...response.text.matchAll(/"text_delta","text":("(?:[^"\\]|\\.)*")/g)]
+      .map((m) => JSON.parse(m[1]) as string)
+      .join("");
+    expect(text).toBe(`${instructions}\n\nFirst system block.\n\nSecond system block.`);
+    // An empty array adds nothing; a block array that is not blocks is still refused.
+    const empty = await runTurn(t.client(), {
+      system: [],
+      messages: [{ role: "user", content: PHRASES.repeatInstructions }],
+    });
+    expect(empty.text.startsWith(instructions)).toBe(true);
+    for (const system of [[1], [{ text: "no type" }], { type: "text", text: "not an array" }]) {
+      const refused = await raw(t.url, "POST", "/api/agents/demo-agent/v1/messages", {
+        key: KEYS.admin,
+        body: { system, messages: [{ role: "user", content: "hi" }] },
+      });
+      expect(refused.status, JSON.stringify(system)).toBe(400);
+      expect(isErrorBody(refused.json)).toBe(true);
+    }
+  });
+
   describe("model fallback: body, then automation, then agent default", () => {
     it("uses the body's model", async () => {
       const turn = await runTurn(t.client(), {
