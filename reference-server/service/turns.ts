@@ -93,6 +93,38 @@ export class TurnService {
     this.#running.get(conversationId)?.abort(new TurnInterrupted(reason));
   }
 
+  /**
+   * Turns a previous process acknowledged and did not live to finish, recorded like a turn whose client
+   * disconnected: the user's message kept, an error event, the session untouched. Run once at start-up,
+   * before any turn can begin (one process per data directory).
+   */
+  recoverInterruptedTurns(): number {
+    const store = this.#deps.store;
+    let recovered = 0;
+    for (const pending of store.listPendingTurns()) {
+      const current = store.getConversation(pending.conversationId);
+      if (!current) continue;
+      store.commitTurn({
+        conversationId: current.id,
+        turnIndex: current.turnCount,
+        messages: [
+          {
+            role: "user",
+            text: pending.text,
+            authorMemberId: pending.authorMemberId,
+            authorName: pending.authorName,
+            isCompactSummary: false,
+          },
+        ],
+        events: [{ type: "error", message: SERVER_STOPPED }],
+        compaction: null,
+        at: this.#now(),
+      });
+      recovered++;
+    }
+    return recovered;
+  }
+
   async prepare(input: SendInput): Promise<PreparedTurn> {
     const { caller, body } = input;
     const agent = findAgent(this.#deps.config, caller, input.agent);
@@ -136,6 +168,16 @@ export class TurnService {
       this.#deps.store.updateConversation(record.id, {
         turnModel: bodyModel ?? null,
         turnAutomation: turnAutomation?.name ?? null,
+      });
+      // The user's message is durable before the 200 goes out: a process that dies during the turn leaves
+      // it behind, and the next start records the turn as interrupted (recoverInterruptedTurns).
+      this.#deps.store.beginTurn({
+        conversationId: record.id,
+        turnIndex: record.turnCount,
+        text: plan.prompt,
+        authorMemberId: caller.memberId,
+        authorName: caller.memberName,
+        startedAt: this.#now(),
       });
       return { conversationId, events: (signal) => this.#run(plan, signal) };
     } catch (error) {
@@ -379,6 +421,9 @@ function rawEvent(event: AgentEvent): Record<string, unknown> {
   const { kind, ...rest } = event;
   return { type: kind, ...rest };
 }
+
+/** The error recorded for a turn the server process did not live to finish. */
+export const SERVER_STOPPED = "The server stopped before the turn finished";
 
 /** Why a turn was ended early by the server (a delete), as opposed to a time-out or a client leaving. */
 class TurnInterrupted extends Error {}

@@ -81,6 +81,18 @@ const migrations: ReadonlyArray<string> = [
   ALTER TABLE conversations ADD COLUMN turn_model TEXT;
   ALTER TABLE conversations ADD COLUMN turn_automation TEXT;
   `,
+  // A turn's user message, durable before its 200 is sent; gone when the turn is committed. A row left at
+  // start-up is a turn the process did not live to finish (issue 10).
+  `
+  CREATE TABLE pending_turns (
+    conversation_id  TEXT PRIMARY KEY REFERENCES conversations (id) ON DELETE CASCADE,
+    turn_index       INTEGER NOT NULL,
+    text             TEXT NOT NULL,
+    author_member_id TEXT,
+    author_name      TEXT,
+    started_at       TEXT NOT NULL
+  ) STRICT;
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

@@ -12,6 +12,7 @@ import {
   type EventRecord,
   type ListFilter,
   type MessageRecord,
+  type PendingTurn,
   type SessionRecord,
   type Store,
   type TurnWrite,
@@ -288,6 +289,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
           write.conversationId,
         );
         if (bumped.changes === 0) throw new Error(`commitTurn: no conversation ${write.conversationId}`);
+        statement("DELETE FROM pending_turns WHERE conversation_id = ?").run(write.conversationId);
         let messageSeq = (
           statement("SELECT COALESCE(MAX(seq) + 1, 0) AS next FROM messages WHERE conversation_id = ?").get(
             write.conversationId,
@@ -343,6 +345,36 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
           );
         }
       });
+    },
+
+    beginTurn(pending: PendingTurn) {
+      statement(
+        `INSERT OR REPLACE INTO pending_turns (conversation_id, turn_index, text, author_member_id, author_name, started_at)
+         VALUES (?, ?, ?, ?, ?, ?)`,
+      ).run(
+        pending.conversationId,
+        pending.turnIndex,
+        pending.text,
+        pending.authorMemberId,
+        pending.authorName,
+        pending.startedAt,
+      );
+    },
+
+    listPendingTurns() {
+      const rows = statement(
+        "SELECT conversation_id, turn_index, text, author_member_id, author_name, started_at FROM pending_turns ORDER BY started_at, conversation_id",
+      ).all() as Array<Record<string, SQLInputValue>>;
+      return rows.map(
+        (row): PendingTurn => ({
+          conversationId: row.conversation_id as string,
+          turnIndex: row.turn_index as number,
+          text: row.text as string,
+          authorMemberId: row.author_member_id as string | null,
+          authorName: row.author_name as string | null,
+          startedAt: row.started_at as string,
+        }),
+      );
     },
 
     copyTurns(parentId, childId, uptoTurn) {
