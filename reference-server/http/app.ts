@@ -14,7 +14,7 @@ import Fastify, {
 import type { components } from "../../generated/api-types.ts";
 import type { KeyIndex } from "../config/keys.ts";
 import type { ServerConfig } from "../config/types.ts";
-import { ApiError, badRequest, notFound } from "../service/errors.ts";
+import { ApiError, badRequest, notFound, revokedKey } from "../service/errors.ts";
 import type { Service } from "../service/index.ts";
 import { type AuthenticatedCaller, authenticate, headerValue, presentedKey } from "./auth.ts";
 import { writeEventStream } from "./sse.ts";
@@ -268,7 +268,10 @@ export function buildApp(options: AppOptions): FastifyInstance {
     {
       onRequest: async (request) => {
         const { app_id } = request.params as { app_id: string };
-        service.flows.authorize(app_id, headerValue(request.headers["x-api-key"]));
+        const key = headerValue(request.headers["x-api-key"]);
+        // The flow endpoint takes the same header, so a revoked API key gets the seed's revoked body here too.
+        if (key !== undefined && keys.lookup(key)?.revoked) throw revokedKey();
+        service.flows.authorize(app_id, key);
       },
     },
     async (request) => {

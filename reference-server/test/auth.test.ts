@@ -337,7 +337,8 @@ describe("authentication before anything else", () => {
       for (const key of [undefined, "no-such-key", KEYS.admin, KEYS.revoked]) {
         const response = await raw(t.url, "POST", "/apps/demo-flow", { key, ...bad });
         expect(response.status, `${JSON.stringify(bad)} ${key}`).toBe(401);
-        expect(isErrorBody(response.json)).toBe(true);
+        if (key === KEYS.revoked) expect(response.text).toBe('{"message":"API key has been revoked"}');
+        else expect(isErrorBody(response.json)).toBe(true);
       }
       expect((await raw(t.url, "POST", "/apps/no-such-flow", { key: KEYS.flow, ...bad })).status).toBe(404);
       expect((await raw(t.url, "POST", "/apps/demo-flow", { key: KEYS.flow, ...bad })).status).toBe(400);
