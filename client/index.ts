@@ -39,7 +39,7 @@ export interface RequestOptions {
 
 /** One running turn: its conversation id and its events, in order. Iterate it once. */
 export interface TurnStream extends AsyncIterable<TurnEvent> {
-  /** The `X-Conversation-Id` response header. */
+  /** The conversation id, from the `X-Conversation-Id` response header (percent-decoded). */
   conversationId: string;
   /** The HTTP response whose body is being read (status 200, `text/event-stream`). */
   response: Response;
@@ -93,6 +93,20 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     );
   });
 
+/**
+ * The id carried by X-Conversation-Id: percent-decoded, since an id that is not plain printable ASCII travels
+ * percent-encoded (spec, the header's description). A value that is not valid percent-encoding (a server
+ * that sends ids verbatim) is taken as it is.
+ */
+export function decodeConversationId(header: string | null): string | null {
+  if (header === null) return null;
+  try {
+    return decodeURIComponent(header);
+  } catch {
+    return header;
+  }
+}
+
 /** Creates a client bound to one service, key and agent. */
 export function createAgentClient(options: AgentClientOptions) {
   const { agent } = options;
@@ -105,7 +119,7 @@ export function createAgentClient(options: AgentClientOptions) {
 
   async function openTurn(operation: string, result: FetchResult<ReadableStream<Uint8Array> | null>) {
     const body = unwrap(operation, result);
-    const conversationId = result.response.headers.get("X-Conversation-Id");
+    const conversationId = decodeConversationId(result.response.headers.get("X-Conversation-Id"));
     if (!body || !conversationId) {
       await body?.cancel().catch(() => {});
       throw new StreamProtocolError(

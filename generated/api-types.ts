@@ -320,6 +320,18 @@ export interface components {
         ConversationEnvelope: {
             conversation: components["schemas"]["Conversation"];
         };
+        /**
+         * @description A conversation id chosen by the caller: the API allows any string and creates the conversation with
+         *     exactly that id (it need not be a UUID).
+         *
+         *     The API states no limits. The reference server's limits, stated here so that generated clients know
+         *     them: 1 to 256 characters (Unicode code points), no control characters (U+0000–U+001F, U+007F–U+009F),
+         *     and not `.` or `..` (URL clients resolve those path segments away, so the conversation could never be
+         *     addressed again). Any other string is stored, listed and returned verbatim in JSON; the
+         *     `X-Conversation-Id` header carries it percent-encoded when it is not plain printable ASCII (see the header).
+         * @example kundenanfrage-2026-größe
+         */
+        ConversationId: string;
         /** @description Conversations visible to the caller, ordered newest activity first, at most `limit` of them. */
         ConversationList: {
             conversations: components["schemas"]["Conversation"][];
@@ -385,8 +397,8 @@ export interface components {
         ForkRequest: {
             /** @description Copies history up to this turn; clamped to the conversation's length. Default all turns. */
             at_turn?: number;
-            /** @description Id for the child; generated when omitted; 409 if already taken. */
-            conversation_id?: string;
+            /** @description Id for the child; generated when omitted; 409 if already taken. Same rules as `metadata.conversation_id`. */
+            conversation_id?: components["schemas"]["ConversationId"];
             /** @description Recorded on the child as a default for its future turns. Default inherited from the parent. */
             model?: string;
             /** @description Recorded on the child as a default for its future turns. Default inherited from the parent. */
@@ -420,8 +432,9 @@ export interface components {
              *     Unknown id: created with that id verbatim. The caller's own, on this agent: resumes.
              *     On a different agent or workspace: 404 `Conversation not found`. Someone else's, not shared: 404
              *     (existence never leaked). Someone else's, shared with the workspace: 403 (readable, not writable; fork instead).
+             *     Any string is allowed by the API; the reference server's limits are those of `ConversationId`.
              */
-            conversation_id?: string;
+            conversation_id?: components["schemas"]["ConversationId"];
             /**
              * @description Adds `tool_use` and `tool_result` blocks to the stream.
              * @default false
@@ -433,7 +446,7 @@ export interface components {
              *     schema does not reject them.
              * @default []
              */
-            attachments?: (components["schemas"]["Attachment"] | unknown)[];
+            attachments?: components["schemas"]["Attachment"][];
             /**
              * @description Default `true` for API-key calls. Repository-backed agents: the repository is readable and the turn
              *     never commits or pushes. With `false`, a turn that changes any file ends by staging all changes,
@@ -485,8 +498,16 @@ export interface components {
             stream?: boolean;
             /** @description One of the ids from the models list. Falls back to the automation's model, then the agent's default. */
             model?: string;
-            /** @description Appended to the agent's own instructions; never replaces them. */
-            system?: string;
+            /**
+             * @description Appended to the agent's own instructions; never replaces them. The API shows a string; as in the
+             *     messages API, an array of `{type: "text", text}` blocks is accepted too (many clients always send
+             *     blocks): the text blocks are joined with blank lines, like message content, and other block types are
+             *     not read.
+             */
+            system?: string | {
+                type: string;
+                text?: string;
+            }[];
             metadata?: components["schemas"]["RequestMetadata"];
         } & {
             [key: string]: unknown;
@@ -496,13 +517,19 @@ export interface components {
          *     (`{"message": "API key has been revoked"}`) and the 404 message `Conversation not found`; a deployment
          *     may use another shape, so no field is required.
          *
-         *     Error types used by the reference server: `invalid_request_error` (400), `authentication_error` (401),
-         *     `permission_error` (403), `not_found_error` (404), `conflict_error` (409), `request_too_large` (413),
-         *     `not_implemented_error` (501), `api_error` (500 and the stream `error` event).
+         *     The reference server answers in the error shape of the messages API that the stream follows, with the
+         *     API's `message` beside it, so that clients built for that messages API show the server's message:
+         *     `{"type": "error", "error": {"type": <error type>, "message": <text>}, "message": <text>}`. Error types,
+         *     by status: `invalid_request_error` (400, 409, 431, 501), `authentication_error` (401),
+         *     `permission_error` (403), `not_found_error` (404), `request_too_large` (413), `rate_limit_error` (429),
+         *     `api_error` (500, 502 for a failed flow step, and the stream `error` event), `overloaded_error` (503, 529).
          */
         ErrorBody: {
+            /** @description `error` (the messages API's error envelope). */
+            type?: string;
             message?: string;
             error?: {
+                /** @description The messages API's error type name. */
                 type?: string;
                 message?: string;
             };
@@ -797,7 +824,11 @@ export interface components {
     headers: {
         /**
          * @description The conversation's id; the generated id when `metadata.conversation_id` was omitted.
-         * @example conv-2f6c1a
+         *
+         *     An HTTP header cannot carry every string, so the value is the id itself when the id is printable ASCII
+         *     without `%` and without a leading or trailing space, and otherwise the id percent-encoded as UTF-8 (like
+         *     JavaScript's `encodeURIComponent`). Percent-decoding the value (`decodeURIComponent`) therefore always
+         *     gives the id back; the JSON bodies always carry the id verbatim.
          */
         "X-Conversation-Id": string;
     };

@@ -31,6 +31,27 @@ export async function bundleSpec(): Promise<Record<string, unknown>> {
   }
 }
 
+/**
+ * A union branch the service tolerates but a caller should never send (malformed attachments, dropped
+ * silently; marked `x-dropped-silently`) adds nothing to what a client may send. It is left out of the copy
+ * given to openapi-typescript, so the union is typed as its real shape instead of collapsing to `unknown`;
+ * the bundle the validators read keeps it.
+ */
+function withoutDroppedBranches(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(withoutDroppedBranches);
+  if (node === null || typeof node !== "object") return node;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) {
+    out[key] =
+      (key === "anyOf" || key === "oneOf") && Array.isArray(value)
+        ? value
+            .filter((branch) => (branch as Record<string, unknown> | null)?.["x-dropped-silently"] !== true)
+            .map(withoutDroppedBranches)
+        : withoutDroppedBranches(value);
+  }
+  return out;
+}
+
 /** The generated files' contents, keyed by file name inside generated/. */
 export async function renderGenerated(): Promise<Record<string, string>> {
   const bundled = await bundleSpec();
@@ -38,9 +59,15 @@ export async function renderGenerated(): Promise<Record<string, string>> {
   // defaultNonNullable off: a field with a `default` stays optional in request types (callers may omit it).
   // openapi-typescript rewrites the document it is given (a `const` discriminator becomes an `enum`), so it
   // gets a copy: generated/openapi.json must be the bundle itself, exactly what the validators read.
-  const ast = await openapiTS(structuredClone(bundled) as unknown as Parameters<typeof openapiTS>[0], {
-    defaultNonNullable: false,
-  });
+  const ast = await openapiTS(
+    withoutDroppedBranches(structuredClone(bundled)) as unknown as Parameters<typeof openapiTS>[0],
+    {
+      defaultNonNullable: false,
+      // A branch the service tolerates but a caller should never send (malformed attachments, dropped
+      // silently) adds nothing to what a client may send: typed `never`, so its union keeps the real shape
+      // instead of collapsing to `unknown`.
+    },
+  );
   return {
     "openapi.json": `${JSON.stringify(bundled, null, 2)}\n`,
     "api-types.ts": typesHeader + astToString(ast),

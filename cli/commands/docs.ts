@@ -1,5 +1,9 @@
-/** `agent-api docs`: builds one self-contained HTML page of the API with Redocly (`redocly build-docs`). */
-import { mkdir } from "node:fs/promises";
+/**
+ * `agent-api docs`: builds one self-contained HTML page of the API with Redocly (`redocly build-docs`), from
+ * the bundled spec with every reference choice (`x-reference-behavior`) shown in its description.
+ */
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { Command } from "commander";
 import { projectRoot, runTool, specPath, tools } from "../../scripts/tool-bin.ts";
@@ -7,10 +11,46 @@ import { projectRoot, runTool, specPath, tools } from "../../scripts/tool-bin.ts
 /** Where `agent-api docs` writes the page unless `--output` says otherwise. */
 export const defaultDocsPath = join(projectRoot, "dist", "docs", "index.html");
 
+/** What the page says before each reference choice (`x-reference-behavior`). */
+export const REFERENCE_LABEL = "Reference server's choice:";
+
+/**
+ * Redocly renders descriptions, not `x-` extensions, so a reference choice would be invisible on the page:
+ * each `x-reference-behavior` is appended to the description beside it (created when there is none).
+ */
+export function withReferenceBehaviorShown(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(withReferenceBehaviorShown);
+  if (node === null || typeof node !== "object") return node;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) out[key] = withReferenceBehaviorShown(value);
+  const choice = out["x-reference-behavior"];
+  if (typeof choice === "string" && choice.trim() !== "") {
+    const before = typeof out.description === "string" ? `${out.description.trimEnd()}\n\n` : "";
+    out.description = `${before}**${REFERENCE_LABEL}** ${choice.trim()}`;
+  }
+  return out;
+}
+
 /** Builds the HTML page of `spec` into `output`; throws with Redocly's output when it fails. */
 export async function buildDocs(output: string = defaultDocsPath, spec: string = specPath): Promise<string> {
   const target = resolve(output);
   await mkdir(dirname(target), { recursive: true });
+  const work = await mkdtemp(join(tmpdir(), "agent-api-docs-"));
+  try {
+    // The page is built from the bundle with the reference choices written into the descriptions.
+    const shown = join(work, "openapi.json");
+    const bundled = await runTool(tools.redocly(), ["bundle", spec, "--output", shown, "--ext", "json"]);
+    if (bundled.code !== 0) throw new Error(`redocly bundle failed:\n${bundled.stderr}${bundled.stdout}`);
+    const doc = JSON.parse(await readFile(shown, "utf8")) as unknown;
+    await writeFile(shown, JSON.stringify(withReferenceBehaviorShown(doc)));
+    await render(shown, target);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+  return target;
+}
+
+async function render(spec: string, target: string): Promise<void> {
   const result = await runTool(tools.redocly(), [
     "build-docs",
     spec,
@@ -22,7 +62,6 @@ export async function buildDocs(output: string = defaultDocsPath, spec: string =
     "--inlineBundle",
   ]);
   if (result.code !== 0) throw new Error(`redocly build-docs failed:\n${result.stderr}${result.stdout}`);
-  return target;
 }
 
 /** CLI entry: builds the page and prints its path; resolves to 0, or 1 when the build fails. */

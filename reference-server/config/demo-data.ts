@@ -48,6 +48,8 @@ export function seedDemoConversations(store: Store, at: Date = new Date()): void
     forkedAtTurnIndex: null,
     defaultModel: null,
     defaultAutomation: null,
+    turnModel: null,
+    turnAutomation: null,
     hidden: false,
     createdAt: time,
     updatedAt: time,

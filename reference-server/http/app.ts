@@ -14,7 +14,7 @@ import Fastify, {
 import type { components } from "../../generated/api-types.ts";
 import type { KeyIndex } from "../config/keys.ts";
 import type { ServerConfig } from "../config/types.ts";
-import { ApiError, badRequest, notFound } from "../service/errors.ts";
+import { ApiError, badRequest, notFound, revokedKey } from "../service/errors.ts";
 import type { Service } from "../service/index.ts";
 import { type AuthenticatedCaller, authenticate, headerValue, presentedKey } from "./auth.ts";
 import { writeEventStream } from "./sse.ts";
@@ -137,8 +137,15 @@ export function buildApp(options: AppOptions): FastifyInstance {
   });
 
   const callerOf = (request: FastifyRequest): AuthenticatedCaller => {
-    request.caller = authenticate(config, keys, presentedKey(request.headers));
+    request.caller ??= authenticate(config, keys, presentedKey(request.headers));
     return request.caller;
+  };
+  // The key is checked in onRequest, before the body is read: a caller without a valid key learns
+  // nothing about its request (the seed's 401, or the revoked body) whatever the body holds.
+  const authenticated = {
+    onRequest: async (request: FastifyRequest) => {
+      callerOf(request);
+    },
   };
 
   async function streamTurn(
@@ -163,19 +170,23 @@ export function buildApp(options: AppOptions): FastifyInstance {
     );
   }
 
-  app.post<{ Params: AgentParams }>("/api/agents/:agent/v1/messages", async (request, reply) => {
-    callerOf(request);
-    validator.body("sendMessage", request.body);
-    await streamTurn(
-      request,
-      reply,
-      request.params.agent,
-      request.body as Schemas["SendMessageRequest"],
-      false,
-    );
-  });
+  app.post<{ Params: AgentParams }>(
+    "/api/agents/:agent/v1/messages",
+    authenticated,
+    async (request, reply) => {
+      callerOf(request);
+      validator.body("sendMessage", request.body);
+      await streamTurn(
+        request,
+        reply,
+        request.params.agent,
+        request.body as Schemas["SendMessageRequest"],
+        false,
+      );
+    },
+  );
 
-  app.post("/api/agents/v1/messages", async (request, reply) => {
+  app.post("/api/agents/v1/messages", authenticated, async (request, reply) => {
     callerOf(request);
     validator.body("sendRoutedMessage", request.body);
     const body = request.body as Schemas["SendMessageRequest"];
@@ -186,29 +197,38 @@ export function buildApp(options: AppOptions): FastifyInstance {
     await streamTurn(request, reply, agent, body, true);
   });
 
-  app.get<{ Params: AgentParams }>("/api/agents/:agent/v1/models", async (request) => {
+  app.get<{ Params: AgentParams }>("/api/agents/:agent/v1/models", authenticated, async (request) => {
     return service.models(callerOf(request), request.params.agent);
   });
 
-  app.get<{ Params: AgentParams }>("/api/agents/:agent/conversations", async (request) => {
+  app.get<{ Params: AgentParams }>("/api/agents/:agent/conversations", authenticated, async (request) => {
     const caller = callerOf(request);
     const query = validator.query("listConversations", request.query as Record<string, unknown>);
     return service.conversations.list(caller, request.params.agent, query);
   });
 
-  app.get<{ Params: ConversationParams }>("/api/agents/:agent/conversations/:id", async (request) => {
-    return service.conversations.get(callerOf(request), request.params.agent, request.params.id);
-  });
+  app.get<{ Params: ConversationParams }>(
+    "/api/agents/:agent/conversations/:id",
+    authenticated,
+    async (request) => {
+      return service.conversations.get(callerOf(request), request.params.agent, request.params.id);
+    },
+  );
 
-  app.post<{ Params: ConversationParams }>("/api/agents/:agent/conversations/:id", async (request) => {
-    const caller = callerOf(request);
-    validator.body("setConversationSharing", request.body);
-    const { shared } = request.body as Schemas["ShareRequest"];
-    return service.conversations.share(caller, request.params.agent, request.params.id, shared);
-  });
+  app.post<{ Params: ConversationParams }>(
+    "/api/agents/:agent/conversations/:id",
+    authenticated,
+    async (request) => {
+      const caller = callerOf(request);
+      validator.body("setConversationSharing", request.body);
+      const { shared } = request.body as Schemas["ShareRequest"];
+      return service.conversations.share(caller, request.params.agent, request.params.id, shared);
+    },
+  );
 
   app.delete<{ Params: ConversationParams }>(
     "/api/agents/:agent/conversations/:id",
+    authenticated,
     async (request, reply) => {
       await service.conversations.delete(callerOf(request), request.params.agent, request.params.id);
       reply.code(204).send();
@@ -217,6 +237,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   app.get<{ Params: ConversationParams }>(
     "/api/agents/:agent/conversations/:id/messages",
+    authenticated,
     async (request) => {
       return service.conversations.transcript(callerOf(request), request.params.agent, request.params.id);
     },
@@ -224,25 +245,41 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   app.get<{ Params: ConversationParams }>(
     "/api/agents/:agent/conversations/:id/last-compaction",
+    authenticated,
     async (request) => {
       return service.conversations.lastCompaction(callerOf(request), request.params.agent, request.params.id);
     },
   );
 
-  app.post<{ Params: ConversationParams }>("/api/agents/:agent/conversations/:id/fork", async (request) => {
-    const caller = callerOf(request);
-    // No body means all defaults; a JSON `null` is a body, and not an object.
-    const body = (request.body === undefined ? {} : request.body) as Schemas["ForkRequest"];
-    validator.body("forkConversation", body);
-    return service.conversations.fork(caller, request.params.agent, request.params.id, body);
-  });
+  app.post<{ Params: ConversationParams }>(
+    "/api/agents/:agent/conversations/:id/fork",
+    authenticated,
+    async (request) => {
+      const caller = callerOf(request);
+      // No body means all defaults; a JSON `null` is a body, and not an object.
+      const body = (request.body === undefined ? {} : request.body) as Schemas["ForkRequest"];
+      validator.body("forkConversation", body);
+      return service.conversations.fork(caller, request.params.agent, request.params.id, body);
+    },
+  );
 
-  app.post<{ Params: { app_id: string } }>("/apps/:app_id", async (request) => {
-    const key = headerValue(request.headers["x-api-key"]);
-    validator.body("invokeFlow", request.body);
-    const { input_vars } = request.body as Schemas["FlowInvokeRequest"];
-    return service.flows.invoke(request.params.app_id, key, input_vars);
-  });
+  app.post<{ Params: { app_id: string } }>(
+    "/apps/:app_id",
+    {
+      onRequest: async (request) => {
+        const { app_id } = request.params as { app_id: string };
+        const key = headerValue(request.headers["x-api-key"]);
+        // The flow endpoint takes the same header, so a revoked API key gets the seed's revoked body here too.
+        if (key !== undefined && keys.lookup(key)?.revoked) throw revokedKey();
+        service.flows.authorize(app_id, key);
+      },
+    },
+    async (request) => {
+      validator.body("invokeFlow", request.body);
+      const { input_vars } = request.body as Schemas["FlowInvokeRequest"];
+      return service.flows.invoke(request.params.app_id, input_vars);
+    },
+  );
 
   return app;
 }

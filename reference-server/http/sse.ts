@@ -4,6 +4,7 @@
  * its bookkeeping to the end (the generator is always drained) so the transcript is never half-written.
  */
 import type { ServerResponse } from "node:http";
+import { conversationIdHeader } from "../service/prompt.ts";
 import type { StreamEvent } from "../service/stream-events.ts";
 
 export function frame(event: StreamEvent): string {
@@ -47,7 +48,7 @@ export async function writeEventStream(
     "cache-control": "no-cache",
     connection: "keep-alive",
     "x-accel-buffering": "no",
-    "x-conversation-id": conversationId,
+    "x-conversation-id": conversationIdHeader(conversationId),
   });
   // No flushHeaders(): the headers go out with message_start, which follows at once, in one write.
   try {

@@ -35,6 +35,9 @@ function describe(errors: ErrorObject[] | null | undefined, where: string): stri
   const first = errors?.[0];
   if (!first) return `${where} is invalid`;
   const path = first.instancePath ? `${where}${first.instancePath.replaceAll("/", ".")}` : where;
+  // A pattern is unreadable as an error; the spec says in words what it means (x-pattern-message).
+  const patternMessage = (first.parentSchema as Json | undefined)?.["x-pattern-message"];
+  if (first.keyword === "pattern" && typeof patternMessage === "string") return `${path} ${patternMessage}`;
   const extra =
     first.keyword === "additionalProperties"
       ? ` (${JSON.stringify((first.params as { additionalProperty?: string }).additionalProperty)})`
@@ -48,7 +51,7 @@ export class RequestValidator {
   readonly #ops = new Map<string, OperationSchemas>();
 
   constructor(doc: Json = JSON.parse(readFileSync(SPEC_URL, "utf8")) as Json) {
-    const ajv = new Ajv2020({ strict: false, allErrors: false, useDefaults: false });
+    const ajv = new Ajv2020({ strict: false, allErrors: false, useDefaults: false, verbose: true });
     addFormats(ajv);
     ajv.addSchema(doc, "openapi");
     const parameters = ((doc.components as Json | undefined)?.parameters ?? {}) as Record<string, Json>;

@@ -1,7 +1,7 @@
 /** Agents as a caller's key sees them: only its own workspace's agents exist (others give 404). */
 import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, ServerConfig } from "../config/types.ts";
-import { notFound } from "./errors.ts";
+import { badRequest, notFound } from "./errors.ts";
 import type { Caller } from "./types.ts";
 
 export type ModelList = components["schemas"]["ModelList"];
@@ -22,4 +22,17 @@ export function listModels(agent: AgentConfig): ModelList {
     data: [first, ...rest].map((m) => ({ type: "model" as const, id: m.id, display_name: m.display_name })),
     has_more: false,
   };
+}
+
+/**
+ * A model named by a request must be one of the agent's models list ids: running a turn under a made-up
+ * name would only fail later, or silently use something else. The ids are exactly those the list shows
+ * (no aliases are resolved here, so there are no other names to accept).
+ */
+export function checkModel(agent: AgentConfig, model: string, field: string): void {
+  const ids = listModels(agent).data.map((m) => m.id);
+  if (ids.includes(model)) return;
+  throw badRequest(
+    `${field} ${JSON.stringify(model)} is not a model of agent ${agent.name}: use one of the ids listed by GET /api/agents/${encodeURIComponent(agent.name)}/v1/models (${ids.join(", ")})`,
+  );
 }

@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
 import type { SessionEntry } from "../engine/types.ts";
 import { type Channel, ConversationExistsError, type ConversationRecord } from "../store/types.ts";
-import { findAgent } from "./agents.ts";
+import { checkModel, findAgent } from "./agents.ts";
 import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
@@ -106,15 +106,21 @@ export class ConversationService {
   transcript(caller: Caller, agent: string, id: string): Schemas["Transcript"] {
     const record = this.visible(caller, agent, id);
     const store = this.#deps.store;
-    const messages: Schemas["TranscriptMessage"][] = store.listMessages(id).map((m) => {
+    const rows = store.listMessages(id);
+    const messages: Schemas["TranscriptMessage"][] = rows.map((m) => {
       const message: Schemas["TranscriptMessage"] = {
         role: m.role,
         content: [{ type: "text", text: m.text }],
         is_compact_summary: m.isCompactSummary,
       };
-      if (m.role === "user" && !m.isCompactSummary) {
-        message.author_user_id = m.authorMemberId ?? "";
-        message.author_name = m.authorName ?? "";
+      if (m.role === "user") {
+        // Summaries stored before they carried an author take the author of their turn's prompt.
+        const author =
+          m.authorMemberId !== null
+            ? m
+            : rows.find((r) => r.turnIndex === m.turnIndex && r.role === "user" && r.authorMemberId !== null);
+        message.author_user_id = author?.authorMemberId ?? "";
+        message.author_name = author?.authorName ?? "";
       }
       return message;
     });
@@ -159,6 +165,8 @@ export class ConversationService {
     body: Schemas["ForkRequest"],
   ): Promise<Schemas["ForkResult"]> {
     this.visible(caller, agent, id);
+    if (body.model !== undefined)
+      checkModel(findAgent(this.#deps.config, caller, agent), body.model, "model");
     const childId = body.conversation_id;
     if (childId !== undefined && this.#deps.store.getConversation(childId))
       throw conflict(`Conversation id already taken: ${childId}`);
@@ -206,8 +214,13 @@ export class ConversationService {
       agentSessionId: sessionId,
       parentConversationId: parent.id,
       forkedAtTurnIndex: atTurn,
-      defaultModel: body.model ?? parent.defaultModel,
-      defaultAutomation: body.automation ?? parent.defaultAutomation,
+      // Inherited (the seed): what the parent's latest turn asked for, else what the parent itself inherited
+      // or was started with.
+      defaultModel: body.model ?? parent.turnModel ?? parent.defaultModel,
+      defaultAutomation:
+        body.automation ?? parent.turnAutomation ?? parent.defaultAutomation ?? parent.automation,
+      turnModel: null,
+      turnAutomation: null,
       createdAt: at,
       updatedAt: at,
       turnCount: atTurn,

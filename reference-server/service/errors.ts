@@ -3,15 +3,16 @@
  * once a stream is open the same failures become an SSE `error` event instead.
  */
 
+/** The messages API's error type names, so that clients built for it recognise every error. */
 export type ErrorType =
   | "invalid_request_error"
   | "authentication_error"
   | "permission_error"
   | "not_found_error"
-  | "conflict_error"
   | "request_too_large"
-  | "not_implemented_error"
-  | "api_error";
+  | "rate_limit_error"
+  | "api_error"
+  | "overloaded_error";
 
 export class ApiError extends Error {
   readonly status: number;
@@ -27,9 +28,18 @@ export class ApiError extends Error {
     this.exactBody = exactBody;
   }
 
-  /** The reference server's error body: `{message, error: {type, message}}` (the seed leaves it open). */
+  /**
+   * The messages API's error envelope with the seed's `message` beside it (the seed leaves the shape open):
+   * clients built on AI SDKs read `error.message`, the seed's callers read `message`.
+   */
   toBody(): Record<string, unknown> {
-    return this.exactBody ?? { message: this.message, error: { type: this.type, message: this.message } };
+    return (
+      this.exactBody ?? {
+        type: "error",
+        error: { type: this.type, message: this.message },
+        message: this.message,
+      }
+    );
   }
 }
 
@@ -43,5 +53,5 @@ export const revokedKey = () =>
 export const forbidden = (message: string) => new ApiError(403, "permission_error", message);
 export const notFound = (message: string) => new ApiError(404, "not_found_error", message);
 export const conversationNotFound = () => notFound("Conversation not found");
-export const conflict = (message: string) => new ApiError(409, "conflict_error", message);
-export const notImplemented = (message: string) => new ApiError(501, "not_implemented_error", message);
+export const conflict = (message: string) => new ApiError(409, "invalid_request_error", message);
+export const notImplemented = (message: string) => new ApiError(501, "invalid_request_error", message);

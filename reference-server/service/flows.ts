@@ -40,20 +40,23 @@ export class FlowService {
     this.#isFlowKey = isFlowKey;
   }
 
-  #flow(appId: string, key: string | undefined): FlowConfig {
+  /** 401 without a key of this flow, 404 for an unknown flow; checked before the body is read. */
+  authorize(appId: string, key: string | undefined): FlowConfig {
     if (!key) throw unauthorized();
-    const flow = this.#deps.config.flows.find((f) => f.id === appId);
-    if (!flow) throw notFound("Flow not found");
+    const flow = this.#flow(appId);
     if (!this.#isFlowKey(flow.id, key)) throw unauthorized();
     return flow;
   }
 
-  async invoke(
-    appId: string,
-    key: string | undefined,
-    inputVars: Record<string, string>,
-  ): Promise<FlowRunResult> {
-    const flow = this.#flow(appId, key);
+  #flow(appId: string): FlowConfig {
+    const flow = this.#deps.config.flows.find((f) => f.id === appId);
+    if (!flow) throw notFound("Flow not found");
+    return flow;
+  }
+
+  /** Runs the flow; the caller has been through `authorize`. */
+  async invoke(appId: string, inputVars: Record<string, string>): Promise<FlowRunResult> {
+    const flow = this.#flow(appId);
     const missing = flow.inputs.filter((name) => typeof inputVars[name] !== "string");
     if (missing.length > 0) throw badRequest(`input_vars is missing ${missing.join(", ")}`);
     const workspace = this.#deps.config.workspaces.find((w) => w.id === flow.workspaceId);

@@ -22,6 +22,7 @@ export function createService(
   const sessions = new SessionRecorder(deps.store, deps.options.sessionDelayMs);
   const locks = new KeyedMutex();
   const turns = new TurnService(deps, sessions, locks);
+  turns.recoverInterruptedTurns();
   return {
     conversations: new ConversationService(deps, sessions, locks, (id, reason) =>
       turns.interrupt(id, reason),

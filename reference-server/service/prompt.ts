@@ -4,18 +4,29 @@ import { badRequest } from "./errors.ts";
 
 type InputMessage = components["schemas"]["InputMessage"];
 
+type Blocks = Array<{ type: string; text?: string }>;
+
+/** A string as it is; blocks: their text blocks joined by blank lines (other block types are not read). */
+function textOf(content: string | Blocks): string {
+  if (typeof content === "string") return content;
+  return content
+    .filter((block) => block.type === "text" && typeof block.text === "string")
+    .map((block) => block.text as string)
+    .join("\n\n");
+}
+
 /** The newest `role: "user"` message's text: a string, or its text blocks joined by blank lines. */
 export function newestUserText(messages: InputMessage[]): string {
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i];
-    if (message.role !== "user") continue;
-    if (typeof message.content === "string") return message.content;
-    return message.content
-      .filter((block) => block.type === "text" && typeof block.text === "string")
-      .map((block) => block.text as string)
-      .join("\n\n");
+    if (message.role === "user") return textOf(message.content);
   }
   throw badRequest('messages: no element has role "user"');
+}
+
+/** `system` in either of the messages API's forms, as one string (undefined when absent). */
+export function systemText(system: string | Blocks | undefined): string | undefined {
+  return system === undefined ? undefined : textOf(system);
 }
 
 const TITLE_CHARS = 80;
@@ -30,24 +41,39 @@ export function titleFrom(prompt: string): string {
   return line.length <= TITLE_CHARS ? line : `${line.slice(0, TITLE_CHARS - 1)}…`;
 }
 
-/** Longest conversation id accepted; ids travel in a header and in URL paths. */
+/** Longest conversation id accepted, in characters (code points); the spec states the same limit. */
 export const MAX_CONVERSATION_ID_CHARS = 256;
 
+/** C0 controls, DEL and C1 controls: they cannot be shown, logged or typed back safely. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
 /**
- * A conversation id must fit in the `X-Conversation-Id` header verbatim: printable ASCII only. The seed
- * allows "any string"; an id HTTP cannot carry back unchanged is refused with 400 rather than altered.
+ * The seed allows "any string" as an id; the reference server takes any non-empty string of at most 256
+ * characters without control characters, stored and returned verbatim (the X-Conversation-Id header carries
+ * it percent-encoded when it cannot travel as it is).
  */
 export function checkConversationId(id: string, field: string): void {
-  if (id.length === 0 || id.length > MAX_CONVERSATION_ID_CHARS) {
+  const chars = [...id].length;
+  if (chars === 0 || chars > MAX_CONVERSATION_ID_CHARS) {
     throw badRequest(`${field} must be 1 to ${MAX_CONVERSATION_ID_CHARS} characters`);
   }
-  if (!/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(id)) {
-    throw badRequest(
-      `${field} must be printable ASCII without leading or trailing spaces (it is returned in the X-Conversation-Id header)`,
-    );
-  }
-  // URL clients resolve the path segments `.` and `..` (also as %2E) away, so such a conversation could
+  if (CONTROL.test(id)) throw badRequest(`${field} must not contain control characters`);
+  // A lone surrogate has no UTF-8 form: it could be neither stored nor sent back as it came.
+  if (!id.isWellFormed()) throw badRequest(`${field} is not well-formed Unicode (a lone surrogate)`);
+  // URL clients resolve the path segments \`.\` and \`..\` (also as %2E) away, so such a conversation could
   // never be read, shared or deleted again.
   if (id === "." || id === "..")
     throw badRequest(`${field} must not be "." or ".." (not addressable in a URL path)`);
+}
+
+/**
+ * The X-Conversation-Id header value: the id itself when it is printable ASCII without \`%\` and without
+ * leading or trailing spaces (which HTTP would strip), else the id percent-encoded as UTF-8. Percent-decoding
+ * the value therefore always gives the id back, and ids of printable ASCII travel as they are.
+ */
+export function conversationIdHeader(id: string): string {
+  return /^[\x21-\x24\x26-\x7e](?:[\x20-\x24\x26-\x7e]*[\x21-\x24\x26-\x7e])?$/.test(id)
+    ? id
+    : encodeURIComponent(id);
 }

@@ -8,12 +8,12 @@ import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
 import type { AgentEvent, SessionEntry, TurnOutcome } from "../engine/types.ts";
 import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
-import { findAgent } from "./agents.ts";
+import { checkModel, findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
 import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
 import type { KeyedMutex } from "./locks.ts";
-import { checkConversationId, newestUserText, titleFrom } from "./prompt.ts";
+import { checkConversationId, newestUserText, systemText, titleFrom } from "./prompt.ts";
 import type { SessionRecorder } from "./sessions.ts";
 import {
   blockEvents,
@@ -93,12 +93,47 @@ export class TurnService {
     this.#running.get(conversationId)?.abort(new TurnInterrupted(reason));
   }
 
+  /**
+   * Turns a previous process acknowledged and did not live to finish, recorded like a turn whose client
+   * disconnected: the user's message kept, an error event, the session untouched. Run once at start-up,
+   * before any turn can begin (one process per data directory).
+   */
+  recoverInterruptedTurns(): number {
+    const store = this.#deps.store;
+    let recovered = 0;
+    for (const pending of store.listPendingTurns()) {
+      const current = store.getConversation(pending.conversationId);
+      if (!current) continue;
+      store.commitTurn({
+        conversationId: current.id,
+        turnIndex: current.turnCount,
+        messages: [
+          {
+            role: "user",
+            text: pending.text,
+            authorMemberId: pending.authorMemberId,
+            authorName: pending.authorName,
+            isCompactSummary: false,
+          },
+        ],
+        events: [{ type: "error", message: SERVER_STOPPED }],
+        compaction: null,
+        at: this.#now(),
+      });
+      recovered++;
+    }
+    return recovered;
+  }
+
   async prepare(input: SendInput): Promise<PreparedTurn> {
     const { caller, body } = input;
     const agent = findAgent(this.#deps.config, caller, input.agent);
     if (!WORKSPACE_ROLES_THAT_RUN_TURNS.has(caller.role)) throw forbidden("A Viewer key cannot run a turn");
     const metadata = body.metadata ?? {};
     if (metadata.delivery === "async") throw notImplemented("Only sync delivery is supported");
+    // An empty model is no model: the defaults apply.
+    const bodyModel = input.routed || body.model === "" ? undefined : body.model;
+    if (bodyModel !== undefined) checkModel(agent, bodyModel, "model");
     const userText = newestUserText(body.messages);
     const conversationId = metadata.conversation_id ?? newConversationId();
     if (metadata.conversation_id !== undefined)
@@ -118,19 +153,32 @@ export class TurnService {
       // Model: the body, then this turn's automation, then the defaults a fork recorded (its model, then its
       // automation's), then the agent's default.
       const inherited = findAutomation(agent, record.defaultAutomation ?? undefined);
-      // An empty model is no model: the defaults apply.
-      const bodyModel = input.routed || body.model === "" ? undefined : body.model;
       const plan: TurnPlan = {
         agent,
         record,
         prompt: withAutomationPrompt(userText, turnAutomation ?? inherited),
         model:
           bodyModel ?? turnAutomation?.model ?? record.defaultModel ?? inherited?.model ?? agent.defaultModel,
-        system: body.system,
+        system: systemText(body.system),
         metadata,
         release,
         caller,
       };
+      // What this turn's request named is what a fork of the conversation inherits from now on.
+      this.#deps.store.updateConversation(record.id, {
+        turnModel: bodyModel ?? null,
+        turnAutomation: turnAutomation?.name ?? null,
+      });
+      // The user's message is durable before the 200 goes out: a process that dies during the turn leaves
+      // it behind, and the next start records the turn as interrupted (recoverInterruptedTurns).
+      this.#deps.store.beginTurn({
+        conversationId: record.id,
+        turnIndex: record.turnCount,
+        text: plan.prompt,
+        authorMemberId: caller.memberId,
+        authorName: caller.memberName,
+        startedAt: this.#now(),
+      });
       return { conversationId, events: (signal) => this.#run(plan, signal) };
     } catch (error) {
       release();
@@ -171,6 +219,8 @@ export class TurnService {
       forkedAtTurnIndex: null,
       defaultModel: null,
       defaultAutomation: null,
+      turnModel: null,
+      turnAutomation: null,
       hidden: creation.hidden,
       createdAt: at,
       updatedAt: at,
@@ -290,7 +340,14 @@ export class TurnService {
     // A turn that did not complete did not replace its context, so its compaction did not happen either.
     const compaction = completed ? agentEvents.find((e) => e.kind === "compaction") : undefined;
     if (compaction?.kind === "compaction") {
-      messages.push({ role: "user", text: compaction.summary, ...system(), isCompactSummary: true });
+      // A user message as the seed has it, so it carries an author: the member whose turn compacted.
+      messages.push({
+        role: "user",
+        text: compaction.summary,
+        authorMemberId: plan.caller.memberId,
+        authorName: plan.caller.memberName,
+        isCompactSummary: true,
+      });
     }
     messages.push({
       role: "user",
@@ -366,6 +423,9 @@ function rawEvent(event: AgentEvent): Record<string, unknown> {
   const { kind, ...rest } = event;
   return { type: kind, ...rest };
 }
+
+/** The error recorded for a turn the server process did not live to finish. */
+export const SERVER_STOPPED = "The server stopped before the turn finished";
 
 /** Why a turn was ended early by the server (a delete), as opposed to a time-out or a client leaving. */
 class TurnInterrupted extends Error {}

@@ -76,6 +76,23 @@ const migrations: ReadonlyArray<string> = [
   ) STRICT;
   CREATE INDEX compactions_by_conversation ON compactions (conversation_id, turn_index);
   `,
+  // The model and automation the latest turn's request named, which a fork inherits (issue 10).
+  `
+  ALTER TABLE conversations ADD COLUMN turn_model TEXT;
+  ALTER TABLE conversations ADD COLUMN turn_automation TEXT;
+  `,
+  // A turn's user message, durable before its 200 is sent; gone when the turn is committed. A row left at
+  // start-up is a turn the process did not live to finish (issue 10).
+  `
+  CREATE TABLE pending_turns (
+    conversation_id  TEXT PRIMARY KEY REFERENCES conversations (id) ON DELETE CASCADE,
+    turn_index       INTEGER NOT NULL,
+    text             TEXT NOT NULL,
+    author_member_id TEXT,
+    author_name      TEXT,
+    started_at       TEXT NOT NULL
+  ) STRICT;
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

@@ -39,6 +39,8 @@ function conversation(overrides: Partial<ConversationRecord> = {}): Conversation
     forkedAtTurnIndex: null,
     defaultModel: null,
     defaultAutomation: null,
+    turnModel: null,
+    turnAutomation: null,
     hidden: false,
     createdAt: "2026-01-01T00:00:00.000Z",
     updatedAt: "2026-01-01T00:00:00.000Z",
@@ -89,6 +91,8 @@ describe("conversations", () => {
       forkedAtTurnIndex: 2,
       defaultModel: "m",
       defaultAutomation: "a",
+      turnModel: "tm",
+      turnAutomation: "ta",
       hidden: true,
       turnCount: 3,
     });
@@ -399,6 +403,28 @@ describe("durability", () => {
     }).toEqual(before);
     store.commitTurn(turn("c1", 1));
     expect(store.getConversation("c1")?.turnCount).toBe(2);
+  });
+
+  it("keeps a begun turn until its commit or its conversation's delete, and after a reopen", () => {
+    store.insertConversation(conversation({ id: "p1" }));
+    store.insertConversation(conversation({ id: "p2" }));
+    const pending = (id: string, text: string) => ({
+      conversationId: id,
+      turnIndex: 0,
+      text,
+      authorMemberId: "alice",
+      authorName: "Alice",
+      startedAt: "2026-01-01T00:00:00.000Z",
+    });
+    store.beginTurn(pending("p1", "first"));
+    store.beginTurn(pending("p1", "replaced"));
+    store.beginTurn(pending("p2", "second"));
+    store.close();
+    store = openSqliteStore(file);
+    expect(store.listPendingTurns()).toEqual([pending("p1", "replaced"), pending("p2", "second")]);
+    store.commitTurn(turn("p1", 0));
+    store.deleteConversation("p2");
+    expect(store.listPendingTurns()).toEqual([]);
   });
 
   it("opens in WAL mode with foreign keys on and the current schema version", () => {

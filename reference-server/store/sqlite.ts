@@ -13,6 +13,7 @@ import {
   type EventRecord,
   type ListFilter,
   type MessageRecord,
+  type PendingTurn,
   type SessionRecord,
   type Store,
   type TurnWrite,
@@ -46,6 +47,8 @@ interface ConversationRow {
   forked_at_turn_index: number | null;
   default_model: string | null;
   default_automation: string | null;
+  turn_model: string | null;
+  turn_automation: string | null;
   hidden: number;
   created_at: string;
   updated_at: string;
@@ -69,6 +72,8 @@ const conversationColumns = {
   forkedAtTurnIndex: "forked_at_turn_index",
   defaultModel: "default_model",
   defaultAutomation: "default_automation",
+  turnModel: "turn_model",
+  turnAutomation: "turn_automation",
   hidden: "hidden",
   createdAt: "created_at",
   updatedAt: "updated_at",
@@ -100,6 +105,8 @@ function rowToConversation(row: ConversationRow): ConversationRecord {
     forkedAtTurnIndex: row.forked_at_turn_index,
     defaultModel: row.default_model,
     defaultAutomation: row.default_automation,
+    turnModel: row.turn_model,
+    turnAutomation: row.turn_automation,
     hidden: row.hidden === 1,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -286,6 +293,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
           write.conversationId,
         );
         if (bumped.changes === 0) throw new Error(`commitTurn: no conversation ${write.conversationId}`);
+        statement("DELETE FROM pending_turns WHERE conversation_id = ?").run(write.conversationId);
         let messageSeq = (
           statement("SELECT COALESCE(MAX(seq) + 1, 0) AS next FROM messages WHERE conversation_id = ?").get(
             write.conversationId,
@@ -341,6 +349,36 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
           );
         }
       });
+    },
+
+    beginTurn(pending: PendingTurn) {
+      statement(
+        `INSERT OR REPLACE INTO pending_turns (conversation_id, turn_index, text, author_member_id, author_name, started_at)
+         VALUES (?, ?, ?, ?, ?, ?)`,
+      ).run(
+        pending.conversationId,
+        pending.turnIndex,
+        pending.text,
+        pending.authorMemberId,
+        pending.authorName,
+        pending.startedAt,
+      );
+    },
+
+    listPendingTurns() {
+      const rows = statement(
+        "SELECT conversation_id, turn_index, text, author_member_id, author_name, started_at FROM pending_turns ORDER BY started_at, conversation_id",
+      ).all() as Array<Record<string, SQLInputValue>>;
+      return rows.map(
+        (row): PendingTurn => ({
+          conversationId: row.conversation_id as string,
+          turnIndex: row.turn_index as number,
+          text: row.text as string,
+          authorMemberId: row.author_member_id as string | null,
+          authorName: row.author_name as string | null,
+          startedAt: row.started_at as string,
+        }),
+      );
     },
 
     copyTurns(parentId, childId, uptoTurn) {

@@ -25,6 +25,12 @@ export interface ConversationRecord {
   /** Defaults recorded on a fork for the child's future turns. */
   defaultModel: string | null;
   defaultAutomation: string | null;
+  /**
+   * The model and automation named by the request of the latest turn (null: it named none); a fork's
+   * child inherits them.
+   */
+  turnModel: string | null;
+  turnAutomation: string | null;
   /** `metadata.test`: hidden test run (not listed). */
   hidden: boolean;
   /** ISO 8601 UTC with milliseconds. */
@@ -103,6 +109,16 @@ export interface TurnWrite {
   session?: { upsert: { id: string; context: unknown } } | { clearPointer: true };
 }
 
+/** A turn acknowledged to its caller and not yet committed: its user message, kept durably meanwhile. */
+export interface PendingTurn {
+  conversationId: string;
+  turnIndex: number;
+  text: string;
+  authorMemberId: string | null;
+  authorName: string | null;
+  startedAt: string;
+}
+
 export interface Store {
   getConversation(id: string): ConversationRecord | undefined;
   /** Throws ConversationExistsError when the id is taken. */
@@ -114,8 +130,15 @@ export interface Store {
   listConversations(filter: ListFilter): ConversationRecord[];
   listMessages(conversationId: string): MessageRecord[];
   listEvents(conversationId: string): EventRecord[];
-  /** Appends one completed turn's messages/events/compaction and bumps turnCount/updatedAt in one transaction. */
+  /**
+   * Appends one completed turn's messages/events/compaction and bumps turnCount/updatedAt in one transaction;
+   * the conversation's pending turn, if any, goes in the same transaction.
+   */
   commitTurn(write: TurnWrite): void;
+  /** Records a turn's user message before the turn is acknowledged (replaces an older pending turn). */
+  beginTurn(pending: PendingTurn): void;
+  /** Turns begun and never committed (the process stopped during them). */
+  listPendingTurns(): PendingTurn[];
   /** Copies messages (and events) of turns < uptoTurn from parent to child (fork), in one transaction. */
   copyTurns(parentId: string, childId: string, uptoTurn: number): void;
   getLastCompaction(conversationId: string): CompactionRecord | undefined;

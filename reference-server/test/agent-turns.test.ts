@@ -6,8 +6,14 @@
  */
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AgentApiError, StreamErrorEventError, type TurnEvent } from "../../client/index.ts";
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
+import {
+  AgentApiError,
+  type SendMessageRequest,
+  StreamErrorEventError,
+  type TurnEvent,
+} from "../../client/index.ts";
+import type { components } from "../../generated/api-types.ts";
 import { KEYS, PHRASES, runTurn, sleep, startTestServer, type TestServer } from "./helpers.ts";
 
 let t: TestServer;
@@ -202,7 +208,15 @@ describe("delete while a turn runs", () => {
   });
 });
 
+type Attachment = components["schemas"]["Attachment"];
+
 describe("attachments", () => {
+  it("are typed as Attachment in the generated request types (the tolerated other shapes are not)", () => {
+    type Items = NonNullable<NonNullable<SendMessageRequest["metadata"]>["attachments"]>[number];
+    expectTypeOf<Items>().toEqualTypeOf<Attachment>();
+    expectTypeOf<Attachment>().toEqualTypeOf<{ name: string; mediaType: string; dataBase64: string }>();
+  });
+
   it("are written to .uploads/ with safe, de-duplicated names; malformed entries are dropped silently", async (ctx) => {
     if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
     const turn = await runTurn(
@@ -213,10 +227,13 @@ describe("attachments", () => {
           { name: "a.txt", mediaType: "text/plain", dataBase64: b64("first A") },
           { name: "a.txt", mediaType: "text/plain", dataBase64: b64("second A") },
           { name: "../../etc/passwd", mediaType: "text/plain", dataBase64: b64("not a password file") },
-          { name: "no-data.txt", mediaType: "text/plain" },
           { name: "prefixed.txt", mediaType: "text/plain", dataBase64: `data:text/plain;base64,${b64("x")}` },
-          "not an object",
-          42,
+          // Shapes the generated types refuse (items are Attachment) but the server must tolerate.
+          ...([
+            { name: "no-data.txt", mediaType: "text/plain" },
+            "not an object",
+            42,
+          ] as unknown as Attachment[]),
         ],
       },
     );

@@ -3,6 +3,7 @@
  * provoked at least once, the revoked-key body is compared byte for byte, and a key reaches only its
  * own workspace's agents.
  */
+import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentApiError, StreamErrorEventError } from "../../client/index.ts";
 import {
@@ -266,6 +267,81 @@ describe("key transport", () => {
       expect(error).toBeInstanceOf(AgentApiError);
       expect((error as AgentApiError).status).toBe(401);
       expect((error as AgentApiError).body).toEqual({ message: "API key has been revoked" });
+    }
+  });
+});
+
+describe("authentication before anything else", () => {
+  /** Bodies that would each get a 400 with a valid key. */
+  const BAD_BODIES: Array<{ rawBody: string } | { body: unknown }> = [
+    { rawBody: "{bad json" },
+    { rawBody: "" },
+    { body: null },
+    { body: {} },
+    { body: { messages: "not an array", model: 5 } },
+    { body: { shared: "yes" } },
+    { body: { at_turn: "x", conversation_id: "" } },
+  ];
+  const BODY_ROUTES = ["sendMessage", "sendRouted", "share", "fork"];
+
+  it("a missing, unknown or revoked key gets 401 (and the revoked body) whatever the body, on every body route", async () => {
+    for (const name of BODY_ROUTES) {
+      const route = ROUTES[name];
+      const path = route.path("demo-agent", encodeURIComponent(aliceConversation));
+      for (const bad of BAD_BODIES) {
+        // With a valid key each of these bodies is refused as a bad request (or, for fork, accepted as {}).
+        for (const key of [undefined, "no-such-key", KEYS.revoked]) {
+          const response = await raw(t.url, route.method, path, { key, ...bad });
+          expect(response.status, `${name} ${JSON.stringify(bad)} ${key}`).toBe(401);
+          if (key === KEYS.revoked) expect(response.text).toBe('{"message":"API key has been revoked"}');
+          else expect(isErrorBody(response.json)).toBe(true);
+        }
+      }
+    }
+    // The same bodies with a good key are a 400: the 401 above did come first.
+    const malformed = await raw(t.url, "POST", ROUTES.sendMessage.path("demo-agent", ""), {
+      key: KEYS.admin,
+      rawBody: "{bad json",
+    });
+    expect(malformed.status).toBe(400);
+  });
+
+  it("a body over the size limit without a valid key: 401, not 413", async () => {
+    const response = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const url = new URL(ROUTES.sendMessage.path("demo-agent", ""), t.url);
+      // Announce 64 MiB, send a few bytes: the answer must not wait for (or depend on) the body.
+      const request = httpRequest(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-length": 64 * 1024 * 1024 },
+      });
+      request.on("response", (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk) => {
+          body += chunk;
+        });
+        res.on("end", () => {
+          request.destroy();
+          resolve({ status: res.statusCode ?? 0, body });
+        });
+      });
+      request.on("error", reject);
+      request.write('{"messages":');
+    });
+    expect(response.status).toBe(401);
+    expect(isErrorBody(JSON.parse(response.body))).toBe(true);
+  });
+
+  it("the flow route: a missing or wrong key gets 401 whatever the body; an unknown app 404", async () => {
+    for (const bad of BAD_BODIES) {
+      for (const key of [undefined, "no-such-key", KEYS.admin, KEYS.revoked]) {
+        const response = await raw(t.url, "POST", "/apps/demo-flow", { key, ...bad });
+        expect(response.status, `${JSON.stringify(bad)} ${key}`).toBe(401);
+        if (key === KEYS.revoked) expect(response.text).toBe('{"message":"API key has been revoked"}');
+        else expect(isErrorBody(response.json)).toBe(true);
+      }
+      expect((await raw(t.url, "POST", "/apps/no-such-flow", { key: KEYS.flow, ...bad })).status).toBe(404);
+      expect((await raw(t.url, "POST", "/apps/demo-flow", { key: KEYS.flow, ...bad })).status).toBe(400);
     }
   });
 });

@@ -124,15 +124,14 @@ describe("send-message", () => {
     await unchanged(async () => {
       for (const id of [
         "x".repeat(257),
-        "ünïcødé",
-        "emoji-🙂",
+        "ü".repeat(257),
         "new\nline",
         "carriage\rreturn",
         "nul\u0000byte",
         "tab\tinside",
-        " leading-space",
-        "trailing-space ",
         "del\u007f",
+        "c1\u0085control",
+        "lone-\ud800-surrogate",
         ".",
         "..",
       ]) {
@@ -178,7 +177,7 @@ describe("conversation routes", () => {
         { conversation_id: "" },
         { conversation_id: 5 },
         { conversation_id: "x".repeat(257) },
-        { conversation_id: "ünï" },
+        { conversation_id: "del\u007f" },
         { conversation_id: "line\nbreak" },
         { conversation_id: ".." },
         { model: 5 },

@@ -66,6 +66,8 @@ function record(fields: Partial<ConversationRecord> & Pick<ConversationRecord, "
     forkedAtTurnIndex: null,
     defaultModel: null,
     defaultAutomation: null,
+    turnModel: null,
+    turnAutomation: null,
     hidden: false,
     createdAt: at,
     updatedAt: at,
@@ -347,7 +349,12 @@ describe("transcript", () => {
       const transcript = await alice.getTranscript(id);
       const summaries = transcript.messages.filter((m) => m.is_compact_summary === true);
       expect(summaries.length).toBeGreaterThanOrEqual(1);
-      for (const s of summaries) expect(s.role).toBe("user");
+      // A user message like any other: it carries the author of the turn that compacted.
+      for (const s of summaries) {
+        expect(s.role).toBe("user");
+        expect(s.author_user_id).toBe("alice");
+        expect(s.author_name).toBe("Alice Admin");
+      }
       const last = await alice.getLastCompaction(id);
       expect(last.compacted).toBe(true);
       expect(last.summary).toBe(summaries.at(-1)?.content[0].text);
@@ -525,6 +532,38 @@ describe("fork", () => {
     expect(
       (await runTurn(alice, PHRASES.whichModel, { conversation_id: grandchild.conversation_id })).text,
     ).toBe("demo-small");
+  });
+
+  it("inherits the model and automation the parent's request named, not only an earlier fork's", async () => {
+    const alice = t.client();
+    const asked = async (id: string) =>
+      (await runTurn(alice, PHRASES.whichModel, { conversation_id: id })).text;
+    // The parent ran with a model from its request body (not the agent default, demo-large).
+    const withModel = uid("parent-model");
+    await runTurn(alice, {
+      model: "demo-small",
+      messages: [{ role: "user", content: "parent" }],
+      metadata: { conversation_id: withModel },
+    });
+    const modelChild = await alice.fork(withModel);
+    expect(await asked(modelChild.conversation_id)).toBe("demo-small");
+    // And the grandchild through the child's recorded default.
+    expect(await asked((await alice.fork(modelChild.conversation_id)).conversation_id)).toBe("demo-small");
+
+    // The parent was started by an automation named in its request: the child runs under it.
+    const withAutomation = uid("parent-automation");
+    await runTurn(alice, "", { conversation_id: withAutomation, automation: "nightly-summary" });
+    const automationChild = await alice.fork(withAutomation);
+    const automated = await runTurn(alice, "", { conversation_id: automationChild.conversation_id });
+    expect(automated.text).toContain("AUTOMATION-PROMPT-USED");
+    expect(automated.model).toBe("demo-small");
+
+    // The latest turn counts: a parent whose last turn named no model gives the child the defaults.
+    await runTurn(alice, "back to defaults", { conversation_id: withModel });
+    expect(await asked((await alice.fork(withModel)).conversation_id)).toBe("demo-large");
+    // The fork body still wins over what is inherited.
+    const overridden = await alice.fork(withAutomation, { model: "demo-large" });
+    expect(await asked(overridden.conversation_id)).toBe("demo-large");
   });
 
   it("is 404 for a conversation the caller cannot read", async () => {

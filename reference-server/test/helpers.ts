@@ -166,17 +166,34 @@ export async function raw(base: string, method: string, path: string, request: R
   return { status: response.status, headers: response.headers, text, json } satisfies RawResponse;
 }
 
-/** The reference server's error body for every failure but the revoked key (README, "not shown" choices). */
+/** The messages API's error type names (the only ones the reference server uses). */
+export const MESSAGES_API_ERROR_TYPES = [
+  "invalid_request_error",
+  "authentication_error",
+  "permission_error",
+  "not_found_error",
+  "request_too_large",
+  "rate_limit_error",
+  "api_error",
+  "overloaded_error",
+];
+
+/**
+ * The reference server's error body for every failure but the revoked key: the messages API's error
+ * envelope with the seed's `message` beside it, the same text in both.
+ */
 export function isErrorBody(
   body: unknown,
-): body is { message: string; error: { type: string; message: string } } {
+): body is { type: "error"; message: string; error: { type: string; message: string } } {
   if (!body || typeof body !== "object") return false;
-  const b = body as { message?: unknown; error?: { type?: unknown; message?: unknown } };
+  const b = body as { type?: unknown; message?: unknown; error?: { type?: unknown; message?: unknown } };
   return (
+    b.type === "error" &&
     typeof b.message === "string" &&
     b.message.length > 0 &&
     typeof b.error?.type === "string" &&
-    typeof b.error.message === "string"
+    MESSAGES_API_ERROR_TYPES.includes(b.error.type) &&
+    b.error.message === b.message
   );
 }
 

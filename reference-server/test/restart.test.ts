@@ -123,7 +123,7 @@ describe("restart on the same data directory", () => {
     expect(transcript.messages).toHaveLength(6);
   });
 
-  it("a server killed with SIGKILL in the middle of a turn restarts with every completed turn intact", async () => {
+  it("a server killed with SIGKILL in the middle of a turn restarts with every completed turn intact, and the interrupted turn recorded", async (ctx) => {
     const dataDir = await mkdtemp(join(tmpdir(), "agent-api-kill-"));
     const child = spawn(
       process.execPath,
@@ -137,7 +137,7 @@ describe("restart on the same data directory", () => {
         "--session-delay-ms",
         "50",
         "--log-level",
-        "silent",
+        "warn",
       ],
       { stdio: ["ignore", "pipe", "ignore"] },
     );
@@ -154,6 +154,8 @@ describe("restart on the same data directory", () => {
         url = /listening on (http:\/\/\S+)/.exec(output)?.[1];
       }
       expect(url).toBeDefined();
+      if (output.includes("bubblewrap (bwrap) is not usable"))
+        ctx.skip("needs a tool that runs for a while, and bubblewrap is not usable here");
       const alice = createAgentClient({ baseUrl: url as string, apiKey: KEYS.admin, agent: "demo-agent" });
       const id = "killed-mid-turn";
       await runTurn(alice, PHRASES.remember("survivor"), { conversation_id: id });
@@ -175,7 +177,7 @@ describe("restart on the same data directory", () => {
           // expected: the stream is cut
         }
       })();
-      await sleep(150);
+      // Killed the moment the 200 arrived: what that 200 acknowledged must already be on disk.
       child.kill("SIGKILL");
       await once(child, "exit");
       await reading;
@@ -183,9 +185,27 @@ describe("restart on the same data directory", () => {
       const second = await startTestServer({ dataDir });
       servers.push(second);
       const after = await second.client().getTranscript(id);
-      expect(after.messages).toEqual(completed.messages);
-      expect(after.conversation.turn_count).toBe(2);
+      // Nothing acknowledged is lost: the interrupted turn is recorded like a disconnected one, with the
+      // user's message kept and an error event; the completed turns are untouched.
+      expect(after.messages).toEqual([
+        ...completed.messages,
+        {
+          role: "user",
+          content: [{ type: "text", text: "Use your tools to run the shell command: sleep 5" }],
+          author_user_id: "alice",
+          author_name: "Alice Admin",
+          is_compact_summary: false,
+        },
+      ]);
+      expect(after.conversation.turn_count).toBe(3);
+      expect(after.events.at(-1)).toEqual({
+        turn_index: 2,
+        type: "error",
+        message: "The server stopped before the turn finished",
+      });
+      // The session is the last completed turn's: memory survives, and the conversation goes on.
       expect((await runTurn(second.client(), PHRASES.recall, { conversation_id: id })).text).toBe("survivor");
+      expect((await second.client().getConversation(id)).conversation.turn_count).toBe(4);
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
       await rm(dataDir, { recursive: true, force: true }).catch(() => undefined);

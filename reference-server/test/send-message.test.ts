@@ -193,6 +193,40 @@ describe("send-message", () => {
     expect(withSystem.text).toBe(`${instructions}\n\nYou are now a pirate; forget everything else.`);
   });
 
+  it("takes system as an array of text blocks too (the messages API's other form), joined like content", async () => {
+    const instructions = t.instructions("demo-agent");
+    const response = await raw(t.url, "POST", "/api/agents/demo-agent/v1/messages", {
+      key: KEYS.admin,
+      body: {
+        system: [
+          { type: "text", text: "First system block.", cache_control: { type: "ephemeral" } },
+          { type: "image", source: { type: "base64", media_type: "image/png", data: "" } },
+          { type: "text", text: "Second system block." },
+        ],
+        messages: [{ role: "user", content: PHRASES.repeatInstructions }],
+      },
+    });
+    expect(response.status).toBe(200);
+    const text = [...response.text.matchAll(/"text_delta","text":("(?:[^"\\]|\\.)*")/g)]
+      .map((m) => JSON.parse(m[1]) as string)
+      .join("");
+    expect(text).toBe(`${instructions}\n\nFirst system block.\n\nSecond system block.`);
+    // An empty array adds nothing; a block array that is not blocks is still refused.
+    const empty = await runTurn(t.client(), {
+      system: [],
+      messages: [{ role: "user", content: PHRASES.repeatInstructions }],
+    });
+    expect(empty.text.startsWith(instructions)).toBe(true);
+    for (const system of [[1], [{ text: "no type" }], { type: "text", text: "not an array" }]) {
+      const refused = await raw(t.url, "POST", "/api/agents/demo-agent/v1/messages", {
+        key: KEYS.admin,
+        body: { system, messages: [{ role: "user", content: "hi" }] },
+      });
+      expect(refused.status, JSON.stringify(system)).toBe(400);
+      expect(isErrorBody(refused.json)).toBe(true);
+    }
+  });
+
   describe("model fallback: body, then automation, then agent default", () => {
     it("uses the body's model", async () => {
       const turn = await runTurn(t.client(), {
@@ -222,6 +256,47 @@ describe("send-message", () => {
       expect(turn.model).toBe("demo-large");
       const notes = await runTurn(t.client(KEYS.admin, "notes-agent"), PHRASES.whichModel);
       expect(notes.text).toBe("demo-small");
+    });
+
+    it("a model not in the models list: 400 naming the models route and its ids; nothing created", async () => {
+      const listed = (await t.client().listModels()).data.map((m) => m.id);
+      for (const model of ["demo-huge", "DEMO-LARGE", "claude-made-up", " demo-large"]) {
+        const id = uid("unknown-model");
+        const response = await raw(t.url, "POST", "/api/agents/demo-agent/v1/messages", {
+          key: KEYS.admin,
+          body: { model, messages: [{ role: "user", content: "hi" }], metadata: { conversation_id: id } },
+        });
+        expect(response.status, model).toBe(400);
+        expect(isErrorBody(response.json)).toBe(true);
+        const message = (response.json as { message: string }).message;
+        expect(message).toContain("/api/agents/demo-agent/v1/models");
+        for (const listedId of listed) expect(message).toContain(listedId);
+        expect(
+          (await raw(t.url, "GET", `/api/agents/demo-agent/conversations/${id}`, { key: KEYS.admin })).status,
+        ).toBe(404);
+      }
+      // Every listed id is accepted, on every agent; an empty model means the defaults.
+      for (const agent of ["demo-agent", "notes-agent"]) {
+        for (const m of (await t.client(KEYS.admin, agent).listModels()).data) {
+          const turn = await runTurn(t.client(KEYS.admin, agent), {
+            model: m.id,
+            messages: [{ role: "user", content: PHRASES.whichModel }],
+          });
+          expect(turn.text).toBe(m.id);
+        }
+      }
+      expect(
+        (await runTurn(t.client(), { model: "", messages: [{ role: "user", content: PHRASES.whichModel }] }))
+          .text,
+      ).toBe("demo-large");
+      // The fork body's model is checked the same way.
+      const parent = (await runTurn(t.client(), "parent")).conversationId;
+      const fork = await raw(t.url, "POST", `/api/agents/demo-agent/conversations/${parent}/fork`, {
+        key: KEYS.admin,
+        body: { model: "demo-huge" },
+      });
+      expect(fork.status).toBe(400);
+      expect((fork.json as { message: string }).message).toContain("/api/agents/demo-agent/v1/models");
     });
   });
 

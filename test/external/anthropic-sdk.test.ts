@@ -202,6 +202,11 @@ describe("@anthropic-ai/sdk against {base_url}/api/agents/{agent}", () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(Anthropic.NotFoundError);
     expect((error as InstanceType<typeof Anthropic.NotFoundError>).status).toBe(404);
+    // The body is the messages API's error envelope, so the SDK shows the server's message and type.
+    expect((error as InstanceType<typeof Anthropic.NotFoundError>).message).toContain(
+      "Agent not found: no-such-agent",
+    );
+    expect((error as InstanceType<typeof Anthropic.NotFoundError>).type).toBe("not_found_error");
     // An agent of another workspace is just as unknown to this key.
     const foreign = await agentClient(env.AGENT_API_FOREIGN_AGENT)
       .messages.stream({ model: "demo-large", max_tokens: 16, messages: [{ role: "user", content: "hi" }] })
@@ -224,6 +229,21 @@ describe("@anthropic-ai/sdk against {base_url}/api/agents/{agent}", () => {
     expect(await ask(agentClient("demo-agent", "demo-viewer-key"))).toBeInstanceOf(
       Anthropic.PermissionDeniedError,
     );
+  });
+
+  it("a model not in the models list: Anthropic.BadRequestError whose message names the models route", async () => {
+    const error = await agentClient()
+      .messages.create({
+        model: "claude-made-up",
+        max_tokens: 16,
+        messages: [{ role: "user", content: "hi" }],
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((error as InstanceType<typeof Anthropic.APIError>).message).toContain(
+      "/api/agents/demo-agent/v1/models",
+    );
+    expect((error as InstanceType<typeof Anthropic.APIError>).type).toBe("invalid_request_error");
   });
 
   it("turns an error event after the stream opened into Anthropic.APIError with its type", async () => {
