@@ -31,7 +31,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 function spawnEcho(file = "/bin/sh", args = ["-c", "echo hi"], fd3?: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe", "pipe"], env: {} });
-    (child.stdio[3] as NodeJS.WritableStream).end(fd3 ?? Buffer.alloc(0));
+    const envPipe = child.stdio[3] as NodeJS.WritableStream;
+    // A child that never reads fd 3 (the plain shell baseline) closes it first: not an error here.
+    envPipe.on("error", () => undefined);
+    envPipe.end(fd3 ?? Buffer.alloc(0));
     child.stdout?.resume();
     child.on("error", reject);
     child.on("close", () => resolve());
