@@ -6,7 +6,7 @@
  * Run: node_modules/.bin/node bench/sandbox-turns.ts [turns=60]
  */
 import { execFileSync, spawn } from "node:child_process";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
@@ -72,6 +72,8 @@ async function measure(runners: [string, () => Promise<number>][]): Promise<Map<
 
 async function main() {
   const work = await mkdtemp(path.join(tmpdir(), "bench-sandbox-"));
+  // Like a server's data directory: sandbox users pass through it to their working directories.
+  await chmod(work, 0o711);
   try {
     const filesDir = path.join(work, "agent-files");
     await mkdir(path.join(filesDir, "docs"), { recursive: true });
