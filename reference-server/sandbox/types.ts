@@ -12,7 +12,8 @@ export interface ToolOutcome {
 
 /** Inputs: write_file {path, content}; read_file {path}; list_files {path?}; run_command {command}. */
 export interface ToolRunner {
-  run(name: ToolName, input: Record<string, unknown>): Promise<ToolOutcome>;
+  /** An aborted `signal` ends the tool's whole process tree; `run` then resolves with an error outcome. */
+  run(name: ToolName, input: Record<string, unknown>, signal?: AbortSignal): Promise<ToolOutcome>;
 }
 
 /** What the sandbox needs to know about the agent (the config layer maps its agent to this). */

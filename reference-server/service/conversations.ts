@@ -4,7 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
-import type { SessionEntry } from "../engine/types.ts";
+import type { SessionTextEntry as SessionEntry } from "./session-history.ts";
 import { type Channel, ConversationExistsError, type ConversationRecord } from "../store/types.ts";
 import { findAgent } from "./agents.ts";
 import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";

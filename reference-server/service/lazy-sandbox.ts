@@ -22,7 +22,7 @@ export class LazySandbox {
 
   /** Tools that prepare the sandbox on their first call. */
   readonly tools: ToolRunner = {
-    run: async (name, input) => (await this.ready()).tools.run(name, input),
+    run: async (name, input, signal) => (await this.ready()).tools.run(name, input, signal),
   };
 
   /** Ends the turn in the sandbox (commit/push, publish outputs); null when it was never prepared. */
