@@ -71,7 +71,10 @@ async function* runLoop(
   if (history.length > 0 && input.historyTokens > input.compactionBudgetTokens) {
     const request = appendUser(history, [{ type: "text", text: COMPACTION_REQUEST }]);
     const result = yield* call({ messages: request, system: input.instructions || undefined }, false);
-    const summary = result.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n\n").trim();
+    const summary = result.content
+      .flatMap((b) => (b.type === "text" ? [b.text] : []))
+      .join("\n\n")
+      .trim();
     const text = summary || "The earlier conversation was compacted; no summary came back.";
     yield { kind: "compaction", summary: text };
     history = [{ role: "user", content: [{ type: "text", text: `${SUMMARY_MARKER}\n${text}` }] }];
@@ -104,7 +107,8 @@ async function* runLoop(
       result.usage.cache_creation_input_tokens +
       result.usage.output_tokens;
     // A message with no content cannot be sent back; an empty turn leaves no assistant entry.
-    if (result.content.length > 0) messages.push({ role: "assistant", content: result.content as ContentBlockParam[] });
+    if (result.content.length > 0)
+      messages.push({ role: "assistant", content: result.content as ContentBlockParam[] });
     stopReason = result.stopReason;
     const toolUses = result.content.filter((b) => b.type === "tool_use");
     if (result.stopReason !== "tool_use" || toolUses.length === 0) break;
@@ -246,14 +250,15 @@ async function* runTool(
     const reason = input.tools === null ? "tools are unavailable in this turn" : `unknown tool ${block.name}`;
     return { type: "tool_result", tool_use_id: block.id, content: reason, is_error: true };
   }
-  let outcome = await input.tools
-    .run(block.name as ToolName, toolInput, input.signal)
-    .catch((error: unknown) => ({
-      content: error instanceof Error ? error.message : String(error),
-      isError: true,
-    }));
-  if (input.signal.aborted)
-    outcome = { content: "The tool was stopped: the turn was cancelled while it ran.", isError: true };
+  const cancelled = { content: "The tool was stopped: the turn was cancelled.", isError: true };
+  // A turn cancelled before the call starts no process at all.
+  let outcome = input.signal.aborted
+    ? cancelled
+    : await input.tools.run(block.name as ToolName, toolInput, input.signal).catch((error: unknown) => ({
+        content: error instanceof Error ? error.message : String(error),
+        isError: true,
+      }));
+  if (input.signal.aborted) outcome = cancelled;
   yield { kind: "tool_result", toolUseId: block.id, content: outcome.content, isError: outcome.isError };
   return { type: "tool_result", tool_use_id: block.id, content: outcome.content, is_error: outcome.isError };
 }
@@ -298,5 +303,7 @@ function upstreamError(error: unknown, forwarded: boolean): UpstreamError {
     return new UpstreamError(`The model's rate limit was reached${after}; try again later.`);
   if (error.status === undefined)
     return new UpstreamError(`The model failed while answering (upstream ${kind ?? "error"})${after}.`);
-  return new UpstreamError(`The model request failed (upstream status ${error.status}${kind ? ` ${kind}` : ""}).`);
+  return new UpstreamError(
+    `The model request failed (upstream status ${error.status}${kind ? ` ${kind}` : ""}).`,
+  );
 }

@@ -103,8 +103,7 @@ const RULES: PhraseRule[] = [
     }),
   },
   {
-    pattern:
-      /report usage: input (\d+), output (\d+), cache read (\d+), cache write (\d+)/gi,
+    pattern: /report usage: input (\d+), output (\d+), cache read (\d+), cache write (\d+)/gi,
     toDirective: (m) => ({
       kind: "usage",
       input: Number(m[1]),

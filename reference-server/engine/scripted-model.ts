@@ -10,12 +10,7 @@ import type Anthropic from "@anthropic-ai/sdk";
 import type { ToolName } from "../sandbox/types.ts";
 import { rememberedCodeWords } from "./memory.ts";
 import { type Directive, parseDirectives, requiredTokens } from "./phrases.ts";
-import {
-  ATTACHMENTS_NOTE,
-  COMPACTION_REQUEST,
-  ENVIRONMENT_HEADING,
-  SUMMARY_MARKER,
-} from "./prompt-parts.ts";
+import { ATTACHMENTS_NOTE, COMPACTION_REQUEST, ENVIRONMENT_HEADING, SUMMARY_MARKER } from "./prompt-parts.ts";
 import { signThinking } from "./signature.ts";
 
 /** A Messages request, streaming or not (the transport reads `stream`). */
@@ -73,7 +68,11 @@ export function scriptedAnswer(request: Params, options: ScriptedModelOptions = 
   const system = systemBlocks(request.system);
   const promptAt = findPromptIndex(messages);
   const promptBlocks = promptAt >= 0 ? textBlocksOf(messages[promptAt]) : [];
-  const prompt = promptBlocks.filter((t) => !t.startsWith(ATTACHMENTS_NOTE)).join("\n\n");
+  // The prompt's message may also carry a compaction summary (the history it follows was replaced by it).
+  const summaries = promptBlocks.filter((t) => t.startsWith(SUMMARY_MARKER));
+  const prompt = promptBlocks
+    .filter((t) => !t.startsWith(ATTACHMENTS_NOTE) && !t.startsWith(SUMMARY_MARKER))
+    .join("\n\n");
   const attachmentNote = promptBlocks.find((t) => t.startsWith(ATTACHMENTS_NOTE));
   const directives = parseDirectives(prompt);
   const reply = (content: ContentBlock[], stop = "end_turn"): ScriptedMessage =>
@@ -101,7 +100,8 @@ export function scriptedAnswer(request: Params, options: ScriptedModelOptions = 
   for (const m of turnSoFar) {
     if (m.role !== "user" || !Array.isArray(m.content)) continue;
     for (const b of m.content as Anthropic.Messages.ContentBlockParam[])
-      if (b.type === "tool_result") results.set(b.tool_use_id, { content: resultText(b), isError: !!b.is_error });
+      if (b.type === "tool_result")
+        results.set(b.tool_use_id, { content: resultText(b), isError: !!b.is_error });
   }
 
   const offered = new Set<string>(
@@ -111,7 +111,11 @@ export function scriptedAnswer(request: Params, options: ScriptedModelOptions = 
   const lead: ContentBlock[] = [];
   if (firstCall && directives.some((d) => d.kind === "think")) {
     const thinking = thinkingFor(prompt, directives);
-    lead.push({ type: "thinking", thinking, signature: signThinking(thinking, options.thinkingSignatureSecret) });
+    lead.push({
+      type: "thinking",
+      thinking,
+      signature: signThinking(thinking, options.thinkingSignatureSecret),
+    });
   }
   if (firstCall && directives.some((d) => d.kind === "redacted_thinking"))
     lead.push({ type: "redacted_thinking", data: `scripted-redacted-${digest([prompt]).slice(0, 16)}` });
@@ -121,12 +125,18 @@ export function scriptedAnswer(request: Params, options: ScriptedModelOptions = 
   if (next) {
     const id = `toolu_${digest([messages, toolUses.length, next.name, next.input]).slice(0, 24)}`;
     return {
-      message: reply([...lead, { type: "tool_use", id, name: next.name, input: next.input } as ContentBlock], "tool_use"),
+      message: reply(
+        [...lead, { type: "tool_use", id, name: next.name, input: next.input } as ContentBlock],
+        "tool_use",
+      ),
       transient,
     };
   }
 
-  const memory = rememberedCodeWords(messages.slice(0, Math.max(0, promptAt)));
+  const memory = rememberedCodeWords([
+    ...messages.slice(0, Math.max(0, promptAt)),
+    ...summaries.map((text): MessageParam => ({ role: "user", content: text })),
+  ]);
   const replies: string[] = [];
   let toolIndex = 0;
   for (const directive of directives) {
@@ -204,7 +214,9 @@ function afterTool(
     case "list_attachments": {
       // The files this turn brought (named in the prompt) that the listing of .uploads/ confirms.
       const listed = new Set(isError ? [] : output.split("\n").map((l) => `.uploads/${l}`));
-      const announced = attachmentNote ? attachmentNote.slice(ATTACHMENTS_NOTE.length).trim().split(", ") : [];
+      const announced = attachmentNote
+        ? attachmentNote.slice(ATTACHMENTS_NOTE.length).trim().split(", ")
+        : [];
       const present = announced.filter((name) => listed.has(name));
       return present.length > 0 ? `Attached files: ${present.join(", ")}` : "No files were attached.";
     }
@@ -215,7 +227,12 @@ function afterTool(
 }
 
 /** The reply to a directive that needs no tool; null for directives that add no text of their own. */
-function answerDirective(directive: Directive, request: Params, system: string[], memory: string[]): string | null {
+function answerDirective(
+  directive: Directive,
+  request: Params,
+  system: string[],
+  memory: string[],
+): string | null {
   switch (directive.kind) {
     case "remember": {
       const earlier = memory.indexOf(directive.word);
@@ -280,7 +297,9 @@ function summarize(history: MessageParam[]): string {
   ];
   const first = prompts[0] ? textBlocksOf(prompts[0])[0] : undefined;
   if (first !== undefined) parts.push(`First request: "${excerpt(first)}".`);
-  parts.push(words.length > 0 ? `Code words remembered: ${words.join(", ")}.` : "No code words were remembered.");
+  parts.push(
+    words.length > 0 ? `Code words remembered: ${words.join(", ")}.` : "No code words were remembered.",
+  );
   return parts.join(" ");
 }
 
@@ -328,7 +347,12 @@ export function tokensOf(value: unknown): number {
   return Math.ceil(chars / 4);
 }
 
-function message(request: Params, content: ContentBlock[], stop: string, directives: Directive[]): ScriptedMessage {
+function message(
+  request: Params,
+  content: ContentBlock[],
+  stop: string,
+  directives: Directive[],
+): ScriptedMessage {
   const reported = directives.find((d) => d.kind === "usage");
   let usage: ScriptedMessage["usage"];
   if (reported?.kind === "usage") {

@@ -110,7 +110,10 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
   };
   for (const [index, block] of message.content.entries()) {
     if (answer.failAfterBlocks !== undefined && index >= answer.failAfterBlocks) {
-      yield { type: "error", error: { type: "api_error", message: "The scripted model failed this turn, as the prompt asked" } };
+      yield {
+        type: "error",
+        error: { type: "api_error", message: "The scripted model failed this turn, as the prompt asked" },
+      };
       return;
     }
     switch (block.type) {
@@ -120,10 +123,18 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
           yield { type: "content_block_delta", index, delta: { type: "text_delta", text: piece } };
         break;
       case "thinking":
-        yield { type: "content_block_start", index, content_block: { type: "thinking", thinking: "", signature: "" } };
+        yield {
+          type: "content_block_start",
+          index,
+          content_block: { type: "thinking", thinking: "", signature: "" },
+        };
         for (const piece of split(block.thinking, parts))
           yield { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: piece } };
-        yield { type: "content_block_delta", index, delta: { type: "signature_delta", signature: block.signature } };
+        yield {
+          type: "content_block_delta",
+          index,
+          delta: { type: "signature_delta", signature: block.signature },
+        };
         break;
       case "redacted_thinking":
         yield { type: "content_block_start", index, content_block: block };
@@ -135,7 +146,11 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
           content_block: { type: "tool_use", id: block.id, name: block.name, input: {} },
         };
         for (const piece of split(JSON.stringify(block.input), parts))
-          yield { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: piece } };
+          yield {
+            type: "content_block_delta",
+            index,
+            delta: { type: "input_json_delta", partial_json: piece },
+          };
         break;
       default:
         continue;
@@ -143,7 +158,10 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
     yield { type: "content_block_stop", index, delay: true };
   }
   if (answer.failAfterBlocks !== undefined) {
-    yield { type: "error", error: { type: "api_error", message: "The scripted model failed this turn, as the prompt asked" } };
+    yield {
+      type: "error",
+      error: { type: "api_error", message: "The scripted model failed this turn, as the prompt asked" },
+    };
     return;
   }
   yield {

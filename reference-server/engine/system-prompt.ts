@@ -43,6 +43,7 @@ export function systemPrompt(input: TurnInput): TextBlockParam[] {
   const blocks: TextBlockParam[] = [];
   if (input.instructions.trim().length > 0) blocks.push({ type: "text", text: input.instructions });
   blocks.push({ type: "text", text: environmentText(input), cache_control: { type: "ephemeral" } });
-  if (input.system !== undefined && input.system.trim().length > 0) blocks.push({ type: "text", text: input.system });
+  if (input.system !== undefined && input.system.trim().length > 0)
+    blocks.push({ type: "text", text: input.system });
   return blocks;
 }

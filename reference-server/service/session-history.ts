@@ -5,8 +5,9 @@
  * measure). Sessions written before histories were kept (a list of `{role, text}` entries; a fork still
  * writes that form from the transcript) are read as plain text messages.
  */
-import type { MessageParam } from "../engine/types.ts";
+
 import { SUMMARY_MARKER } from "../engine/prompt-parts.ts";
+import type { MessageParam } from "../engine/types.ts";
 
 export interface StoredSession {
   messages: MessageParam[];
@@ -32,7 +33,8 @@ export function loadHistory(context: unknown): StoredSession {
     chars += text.length;
     const last = messages.at(-1);
     // The Messages API wants roles to alternate: entries of one role in a row become one message.
-    if (last && last.role === entry.role && Array.isArray(last.content)) last.content.push({ type: "text", text });
+    if (last && last.role === entry.role && Array.isArray(last.content))
+      last.content.push({ type: "text", text });
     else messages.push({ role: entry.role, content: [{ type: "text", text }] });
   }
   // A history must start with the user; a leading assistant entry gets a user line before it.

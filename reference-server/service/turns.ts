@@ -14,8 +14,8 @@ import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
 import type { KeyedMutex } from "./locks.ts";
 import { checkConversationId, newestUserText, titleFrom } from "./prompt.ts";
-import type { SessionRecorder } from "./sessions.ts";
 import { loadHistory, type StoredSession } from "./session-history.ts";
+import type { SessionRecorder } from "./sessions.ts";
 import {
   blockEvents,
   errorEvent,
