@@ -343,7 +343,8 @@ function digest(value: unknown): string {
 
 /** Tokens by the 4-characters rule: the scripted model has no tokenizer, and usage must be plausible. */
 export function tokensOf(value: unknown): number {
-  const chars = typeof value === "string" ? value.length : JSON.stringify(value ?? "").length;
+  if (value === undefined) return 0;
+  const chars = typeof value === "string" ? value.length : JSON.stringify(value).length;
   return Math.ceil(chars / 4);
 }
 
