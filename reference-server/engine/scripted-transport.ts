@@ -22,6 +22,8 @@ export interface ScriptedUpstreamOptions extends ScriptedModelOptions {
   deltasPerBlock?: number;
   /** `Retry-After` (seconds) sent with a transient 429/529; 0 by default so tests do not wait. */
   retryAfterSeconds?: number;
+  /** Observer of each `content_block_stop` as it is sent (bench/engine.ts measures from it). */
+  onBlockStop?: (request: Params, index: number, at: number) => void;
 }
 
 export interface ScriptedUpstream {
@@ -67,7 +69,7 @@ export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): S
       const { message } = answer;
       return Response.json({ type: "message", role: "assistant", stop_sequence: null, ...message });
     }
-    return new Response(eventStream(answer, options, request.signal), {
+    return new Response(eventStream(answer, options, request.signal, params), {
       status: 200,
       headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
     });
@@ -184,6 +186,7 @@ function eventStream(
   answer: ScriptedAnswer,
   options: ScriptedUpstreamOptions,
   signal: AbortSignal,
+  params: Params,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const events = answerEvents(answer, options);
@@ -201,6 +204,8 @@ function eventStream(
         return;
       }
       controller.enqueue(encoder.encode(frame(event)));
+      if (event.type === "content_block_stop")
+        options.onBlockStop?.(params, event.index as number, performance.timeOrigin + performance.now());
     },
   });
 }

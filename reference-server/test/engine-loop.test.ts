@@ -214,9 +214,7 @@ describe("the loop against a Messages upstream over HTTP", () => {
       t.client(),
       "Answer by dropping the connection to the first 9 calls. Hi.",
     );
-    expect(dropped.error).toBe(
-      "The model's upstream could not be reached or dropped the connection.",
-    );
+    expect(dropped.error).toBe("The model's upstream could not be reached or dropped the connection.");
   });
 
   it("forwards the blocks done before an upstream error mid-stream, then an error event without the raw body", async () => {
