@@ -50,7 +50,7 @@ export interface ScriptedModelOptions {
 
 const ECHO_CHARS = 200;
 
-type ToolDirective = Extract<Directive, { kind: ToolName | "list_attachments" | "loop_forever" }>;
+type ToolDirective = Extract<Directive, { kind: ToolName | "loop_forever" }>;
 
 function usesTool(d: Directive): d is ToolDirective {
   return (
@@ -58,7 +58,6 @@ function usesTool(d: Directive): d is ToolDirective {
     d.kind === "read_file" ||
     d.kind === "list_files" ||
     d.kind === "run_command" ||
-    d.kind === "list_attachments" ||
     d.kind === "loop_forever"
   );
 }
@@ -148,10 +147,10 @@ export function scriptedAnswer(request: Params, options: ScriptedModelOptions = 
       const use = toolUses[toolIndex++];
       const result = use ? results.get(use.id) : undefined;
       if (directive.kind === "loop_forever") continue;
-      replies.push(afterTool(directive, result ?? { content: "no result", isError: true }, attachmentNote));
+      replies.push(afterTool(directive, result ?? { content: "no result", isError: true }));
       continue;
     }
-    const answer = answerDirective(directive, request, system, memory);
+    const answer = answerDirective(directive, request, system, memory, attachmentNote);
     if (answer !== null) replies.push(answer);
   }
   if (replies.length === 0) replies.push(`You said: ${prompt.slice(0, ECHO_CHARS)}`);
@@ -176,7 +175,7 @@ function nextToolCall(
 }
 
 function toolNameOf(d: ToolDirective): ToolName {
-  return d.kind === "list_attachments" || d.kind === "loop_forever" ? "list_files" : d.kind;
+  return d.kind === "loop_forever" ? "list_files" : d.kind;
 }
 
 function toolInputOf(d: ToolDirective): Record<string, unknown> {
@@ -188,18 +187,12 @@ function toolInputOf(d: ToolDirective): Record<string, unknown> {
     case "list_files":
     case "loop_forever":
       return {};
-    case "list_attachments":
-      return { path: ".uploads" };
     case "run_command":
       return { command: d.command };
   }
 }
 
-function afterTool(
-  d: ToolDirective,
-  result: { content: string; isError: boolean },
-  attachmentNote: string | undefined,
-): string {
+function afterTool(d: ToolDirective, result: { content: string; isError: boolean }): string {
   const { content, isError } = result;
   const output = content.trimEnd();
   switch (d.kind) {
@@ -211,15 +204,6 @@ function afterTool(
     case "loop_forever":
       if (isError) return `I could not list the files: ${output}`;
       return output.length > 0 ? `Files:\n${output}` : "There are no files.";
-    case "list_attachments": {
-      // The files this turn brought (named in the prompt) that the listing of .uploads/ confirms.
-      const listed = new Set(isError ? [] : output.split("\n").map((l) => `.uploads/${l}`));
-      const announced = attachmentNote
-        ? attachmentNote.slice(ATTACHMENTS_NOTE.length).trim().split(", ")
-        : [];
-      const present = announced.filter((name) => listed.has(name));
-      return present.length > 0 ? `Attached files: ${present.join(", ")}` : "No files were attached.";
-    }
     case "run_command":
       if (isError) return `The command failed: ${output}`;
       return output.length > 0 ? output : "The command produced no output.";
@@ -232,6 +216,7 @@ function answerDirective(
   request: Params,
   system: string[],
   memory: string[],
+  attachmentNote: string | undefined,
 ): string | null {
   switch (directive.kind) {
     case "remember": {
@@ -242,6 +227,11 @@ function answerDirective(
     }
     case "recall":
       return memory.at(-1) ?? "I don't know";
+    case "list_attachments": {
+      // This turn's files are the ones its user message names (older ones may still be in .uploads/).
+      const names = attachmentNote?.slice(ATTACHMENTS_NOTE.length).trim();
+      return names ? `Attached files: ${names}` : "No files were attached.";
+    }
     case "which_model":
       return request.model;
     case "repeat_instructions": {
