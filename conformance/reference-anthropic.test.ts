@@ -1,7 +1,8 @@
 /**
  * The suite against the reference server's demo on `--engine anthropic`, whose upstream is the scripted
  * model served over HTTP on loopback (what `agent-api model` runs): the one agent loop, real SDK, real
- * sockets. Every MUST check that runs must pass, as on the default engine (reference.test.ts).
+ * sockets, keep-alive comment lines in the streams. Every MUST check that runs must pass, as on the default
+ * engine (reference.test.ts).
  */
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -23,12 +24,13 @@ let report: RunReport;
 beforeAll(async () => {
   if (!serverPresent) return;
   const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
-  model = await serveScriptedModel({ deltasPerBlock: 3 });
+  // 100 ms per model call and a keep-alive every 40 ms: the suite also reads streams with comment lines.
+  model = await serveScriptedModel({ deltasPerBlock: 3, latencyMs: 100 });
   // This file runs in its own worker process: the variables reach only this server's engine.
   process.env.ANTHROPIC_BASE_URL = model.url;
   process.env.ANTHROPIC_API_KEY = "scripted-upstream-key";
   const { startDemoServer } = await import("./demo.ts");
-  demo = await startDemoServer(1000, { engine: "anthropic" });
+  demo = await startDemoServer(1000, { engine: "anthropic", keepAliveMs: 40 });
   report = await runSuite({
     checks: catalogue,
     inputs: resolveInputs({}, { ...demo.envVars, AGENT_API_SESSION_WAIT_MS: "5000" }),
