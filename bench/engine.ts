@@ -33,7 +33,7 @@ async function serve(dataDir: string, stopsFile: string, blockDelayMs: number, d
     deltasPerBlock: deltas,
     onBlockStop: (request, index, at) => {
       const text = JSON.stringify(request.messages.at(-1)?.content ?? "");
-      const nonce = /bench-[0-9]+-[0-9]+/.exec(text)?.[0];
+      const nonce = /bench-[0-9]+-[0-9]+-[01]/.exec(text)?.[0];
       if (nonce) stops.push({ nonce, index, at });
     },
   });
@@ -49,7 +49,7 @@ async function serve(dataDir: string, stopsFile: string, blockDelayMs: number, d
     sessionDelayMs: 300,
     logLevel: "silent",
   });
-  process.stdout.write(`READY ${server.url}\n`);
+  process.stdout.write(`READY ${server.url} ${model.url}\n`);
   process.on("SIGTERM", async () => {
     writeFileSync(stopsFile, JSON.stringify(stops));
     await server.close();
@@ -63,12 +63,15 @@ interface ClientTurn {
   stops: number[];
 }
 
-async function turn(url: string, nonce: string): Promise<ClientTurn> {
-  const res = await fetch(`${url}/api/agents/demo-agent/v1/messages`, {
+/** A turn through the reference server, or (baseline) the same request straight to the model server. */
+async function turn(url: string, nonce: string, direct = false): Promise<ClientTurn> {
+  const content = `Think step by step before answering. Say ${nonce}.`;
+  const res = await fetch(direct ? `${url}/v1/messages` : `${url}/api/agents/demo-agent/v1/messages`, {
     method: "POST",
     headers: { "x-api-key": "demo-admin-key", "content-type": "application/json" },
     body: JSON.stringify({
-      messages: [{ role: "user", content: `Think step by step before answering. Say ${nonce}.` }],
+      messages: [{ role: "user", content }],
+      ...(direct ? { model: "demo-large", max_tokens: 1024, stream: true } : {}),
     }),
   });
   const stops: number[] = [];
@@ -126,18 +129,28 @@ async function main() {
       { stdio: ["ignore", "pipe", "inherit"] },
     );
     let url = "";
+    let modelUrl = "";
     for await (const chunk of child.stdout) {
-      const match = /READY (\S+)/.exec(String(chunk));
+      const match = /READY (\S+) (\S+)/.exec(String(chunk));
       if (match) {
-        url = match[1];
+        [, url, modelUrl] = match;
         break;
       }
     }
-    const turns: ClientTurn[] = [];
-    for (let round = 0; round < Number(values.rounds); round++) {
-      const batch = Array.from({ length: level }, (_, i) => turn(url, `bench-${round}-${i}`));
-      turns.push(...(await Promise.all(batch)));
-    }
+    const rounds = Number(values.rounds);
+    const run = async (prefix: string, direct: boolean) => {
+      const turns: ClientTurn[] = [];
+      for (let round = 0; round < rounds; round++) {
+        const batch = Array.from({ length: level }, (_, i) =>
+          turn(direct ? modelUrl : url, `bench-${round}-${i}-${prefix}`, direct),
+        );
+        turns.push(...(await Promise.all(batch)));
+      }
+      return turns;
+    };
+    // Baseline first: the same answers read straight from the model server (its own socket and SSE cost).
+    const baseline = await run("0", true);
+    const turns = await run("1", false);
     child.kill("SIGTERM");
     await once(child, "exit");
     const upstream = JSON.parse(await readFile(stopsFile, "utf8")) as Array<{
@@ -151,18 +164,22 @@ async function main() {
       list[s.index] = s.at;
       byNonce.set(s.nonce, list);
     }
-    const added: number[] = [];
-    let firstBeforeSecond = 0;
-    for (const t of turns) {
-      const up = byNonce.get(t.nonce) ?? [];
-      for (const index of [0, 1]) added.push(t.stops[index] - up[index]);
-      if (t.stops[0] < up[1]) firstBeforeSecond++;
-    }
-    added.sort((a, b) => a - b);
+    const delays = (list: ClientTurn[]) => {
+      const out: number[] = [];
+      for (const t of list) {
+        const up = byNonce.get(t.nonce) ?? [];
+        for (const index of [0, 1]) out.push(t.stops[index] - up[index]);
+      }
+      return out.sort((a, b) => a - b);
+    };
+    const added = delays(turns);
+    const base = delays(baseline);
+    const firstBeforeSecond = turns.filter((t) => t.stops[0] < (byNonce.get(t.nonce) ?? [])[1]).length;
     const p50 = percentile(added, 50);
     const p99 = percentile(added, 99);
+    const cell = (n: number) => n.toFixed(2).padStart(7);
     rows.push(
-      `| ${String(level).padStart(3)} | ${String(added.length).padStart(5)} | ${p50.toFixed(2).padStart(7)} | ${p99.toFixed(2).padStart(7)} | ${firstBeforeSecond}/${turns.length} |`,
+      `| ${String(level).padStart(3)} | ${String(added.length).padStart(5)} | ${cell(p50)} | ${cell(p99)} | ${cell(percentile(base, 50))} | ${cell(percentile(base, 99))} | ${firstBeforeSecond}/${turns.length} |`,
     );
     await rm(dataDir, { recursive: true, force: true });
     if (level === 64 && p99 > TARGET_P99_MS_AT_64)
@@ -171,10 +188,10 @@ async function main() {
       );
   }
   process.stdout.write(
-    `upstream block delay ${blockDelayMs} ms, ${deltas} deltas per block; added = client's content_block_stop - upstream's\n`,
+    `upstream block delay ${blockDelayMs} ms, ${deltas} deltas per block; delay = client's content_block_stop - upstream's; baseline = the client reading the model server directly\n`,
   );
   process.stdout.write(
-    "| turns | blocks | p50 ms | p99 ms | first block before second generated |\n|---|---|---|---|---|\n",
+    "| turns | blocks | p50 ms | p99 ms | baseline p50 | baseline p99 | first block before second generated |\n|---|---|---|---|---|---|---|\n",
   );
   process.stdout.write(`${rows.join("\n")}\n`);
 }

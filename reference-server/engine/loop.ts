@@ -54,7 +54,11 @@ async function* runLoop(
   input: TurnInput,
 ): AsyncGenerator<AgentEvent, TurnOutcome, void> {
   const usage = { ...EMPTY_USAGE };
-  const maxTokens = input.maxTokens ?? settings.maxTokens;
+  // The API wants max_tokens above the thinking budget; a budget configured past it still gets room to answer.
+  const maxTokens = Math.max(
+    input.maxTokens ?? settings.maxTokens,
+    input.thinkingBudgetTokens ? input.thinkingBudgetTokens + 1024 : 0,
+  );
   const base = {
     model: input.upstreamModel,
     max_tokens: maxTokens,
