@@ -2,15 +2,28 @@
  * Times a full conformance run against the reference server's demo started in-process
  * (session delay 500 ms, as `agent-api check` without --base-url uses). Prints total seconds and, per
  * seed section, the number of checks and the summed check time (checks run 8 at a time, so sums overlap).
- * Run: node_modules/.bin/node bench/conformance-run.ts
+ * With --slow-model-ms N the demo runs on `--engine anthropic` whose upstream is the scripted model over
+ * HTTP answering each call after N ms (the suite against a slow model).
+ * Run: node_modules/.bin/node bench/conformance-run.ts [--slow-model-ms 1000]
  */
+import { parseArgs } from "node:util";
 import { catalogue } from "../conformance/catalogue.ts";
 import { startDemoServer } from "../conformance/demo.ts";
 import { resolveInputs } from "../conformance/inputs.ts";
 import { summarize } from "../conformance/reports/console.ts";
 import { runSuite } from "../conformance/runner.ts";
 
-const demo = await startDemoServer(500);
+const { values } = parseArgs({ options: { "slow-model-ms": { type: "string" } } });
+const slowMs = values["slow-model-ms"] === undefined ? undefined : Number(values["slow-model-ms"]);
+let model: { close(): Promise<void> } | undefined;
+if (slowMs !== undefined) {
+  const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
+  const served = await serveScriptedModel({ latencyMs: slowMs });
+  process.env.ANTHROPIC_BASE_URL = served.url;
+  process.env.ANTHROPIC_API_KEY = "bench";
+  model = served;
+}
+const demo = await startDemoServer(500, slowMs !== undefined ? { engine: "anthropic" } : {});
 try {
   const started = performance.now();
   const report = await runSuite({ checks: catalogue, inputs: resolveInputs({}, demo.envVars) });
@@ -35,4 +48,5 @@ try {
   );
 } finally {
   await demo.close();
+  await model?.close();
 }

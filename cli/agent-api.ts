@@ -12,6 +12,10 @@ const commands: Record<
     summary: "run the conformance suite against a deployment",
     load: () => import("./commands/check.ts"),
   },
+  model: {
+    summary: "serve the scripted model as a Messages API upstream",
+    load: () => import("./commands/model.ts"),
+  },
   mock: { summary: "Prism mock server from the spec", load: () => import("./commands/mock.ts") },
   docs: { summary: "build the HTML documentation", load: () => import("./commands/docs.ts") },
   lint: { summary: "lint the OpenAPI spec with Redocly", load: () => import("./commands/lint.ts") },

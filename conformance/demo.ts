@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startServer } from "../reference-server/index.ts";
+import { type ServerOptions, startServer } from "../reference-server/index.ts";
 
 export interface DemoServer {
   url: string;
@@ -23,7 +23,11 @@ export const DEMO_FILTER_INPUTS: Record<string, string> = {
   AGENT_API_NOTEBOOK_PATH: "notebooks/weekly-report.ipynb",
 };
 
-export async function startDemoServer(sessionDelayMs = 500): Promise<DemoServer> {
+/** `options`: further server options (e.g. `engine: "anthropic"` for the suite against a Messages upstream). */
+export async function startDemoServer(
+  sessionDelayMs = 500,
+  options: Partial<Omit<ServerOptions, "dataDir">> = {},
+): Promise<DemoServer> {
   const dataDir = await mkdtemp(join(tmpdir(), "agent-api-demo-"));
   const server = await startServer({
     dataDir,
@@ -32,6 +36,7 @@ export async function startDemoServer(sessionDelayMs = 500): Promise<DemoServer>
     demo: true,
     sessionDelayMs,
     logLevel: "silent",
+    ...options,
   });
   return {
     url: server.url,

@@ -36,7 +36,14 @@ export interface ServerOptions {
   sandboxUser?: SandboxUserSetting;
   /** Per-command and per-conversation sandbox limits; unset fields keep their defaults. */
   sandboxLimits?: Partial<SandboxLimits>;
-  compactionBudgetChars?: number;
+  /** Session history size (tokens) above which a turn first compacts it. */
+  compactionBudgetTokens?: number;
+  /** Model calls per turn before the loop ends it (stop reason `max_iterations`). */
+  maxIterations?: number;
+  /** `max_tokens` of each model call (a model's config entry may set its own). */
+  maxTokens?: number;
+  /** Interval of the SSE keep-alive comment lines while the upstream works. */
+  keepAliveMs?: number;
   turnTimeoutMs?: number;
   toolTimeoutMs?: number;
   toolOutputCapBytes?: number;
@@ -66,7 +73,10 @@ export const DEFAULTS = {
   routingPrefix: "agent-api",
   engine: "scripted",
   sandboxIdleMs: 5 * 60_000,
-  compactionBudgetChars: 24_000,
+  compactionBudgetTokens: 6_000,
+  maxIterations: 50,
+  maxTokens: 8192,
+  keepAliveMs: 15_000,
   turnTimeoutMs: 10 * 60_000,
   toolTimeoutMs: 30_000,
   toolOutputCapBytes: 64 * 1024,
@@ -87,7 +97,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     : undefined;
   const config = demo ? demo.config : await loadConfigFile(options.configFile as string);
 
-  const engine = createEngine(options.engine ?? DEFAULTS.engine);
+  const engine = createEngine(options.engine ?? DEFAULTS.engine, {
+    maxIterations: options.maxIterations ?? DEFAULTS.maxIterations,
+    maxTokens: options.maxTokens ?? DEFAULTS.maxTokens,
+  });
   const store = openSqliteStore(join(dataDir, "agent-api.sqlite"));
   if (demo) seedDemoConversations(store);
   const sandbox = await createSandboxManager({
@@ -120,7 +133,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       options: {
         sessionDelayMs: options.sessionDelayMs ?? DEFAULTS.sessionDelayMs,
         routingPrefix,
-        compactionBudgetChars: options.compactionBudgetChars ?? DEFAULTS.compactionBudgetChars,
+        compactionBudgetTokens: options.compactionBudgetTokens ?? DEFAULTS.compactionBudgetTokens,
+        keepAliveMs: options.keepAliveMs ?? DEFAULTS.keepAliveMs,
         turnTimeoutMs: options.turnTimeoutMs ?? DEFAULTS.turnTimeoutMs,
       },
     },

@@ -75,9 +75,29 @@ function buildProgram(): Command {
         integer("--sandbox-idle-ms"),
       )
       .option(
-        "--compaction-budget <chars>",
-        `context size that triggers compaction (default ${DEFAULTS.compactionBudgetChars})`,
+        "--compaction-budget <tokens>",
+        `session history size in tokens that triggers compaction (default ${DEFAULTS.compactionBudgetTokens})`,
         integer("--compaction-budget"),
+      )
+      .option(
+        "--max-iterations <n>",
+        `model calls per turn before the turn is ended (default ${DEFAULTS.maxIterations})`,
+        integer("--max-iterations"),
+      )
+      .option(
+        "--max-tokens <n>",
+        `max_tokens of each model call (default ${DEFAULTS.maxTokens})`,
+        integer("--max-tokens"),
+      )
+      .option(
+        "--turn-timeout-ms <n>",
+        `wall-clock limit of one turn (default ${DEFAULTS.turnTimeoutMs})`,
+        integer("--turn-timeout-ms"),
+      )
+      .option(
+        "--keep-alive-ms <n>",
+        `interval of SSE comment lines while the model works (default ${DEFAULTS.keepAliveMs})`,
+        integer("--keep-alive-ms"),
       )
       .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
       .option(
@@ -141,7 +161,11 @@ export async function main(args: string[]): Promise<number> {
       routingPrefix: opts.routingPrefix as string | undefined,
       engine: opts.engine as string | undefined,
       sandboxIdleMs: opts.sandboxIdleMs as number | undefined,
-      compactionBudgetChars: opts.compactionBudget as number | undefined,
+      compactionBudgetTokens: opts.compactionBudget as number | undefined,
+      maxIterations: opts.maxIterations as number | undefined,
+      maxTokens: opts.maxTokens as number | undefined,
+      turnTimeoutMs: opts.turnTimeoutMs as number | undefined,
+      keepAliveMs: opts.keepAliveMs as number | undefined,
       unsafeNoIsolation: opts.unsafeNoIsolation === true,
       sandboxUser: opts.sandboxUser as unknown as SandboxUserSetting | undefined,
       sandboxLimits: {

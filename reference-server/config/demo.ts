@@ -14,6 +14,20 @@ import { parseConfig } from "./load.ts";
 import type { ConfigFile } from "./schema.ts";
 import type { ServerConfig } from "./types.ts";
 
+type DemoModel = NonNullable<NonNullable<ConfigFile["agents"]>[number]["models"]>[number];
+
+/** The demo's models, priced (US dollars per million tokens) so `total_cost_usd` means something. */
+const DEMO_SMALL: DemoModel = {
+  id: "demo-small",
+  display_name: "Demo Small",
+  price: { input: 1, output: 5, cache_read: 0.1, cache_write: 1.25 },
+};
+const DEMO_LARGE: DemoModel = {
+  id: "demo-large",
+  display_name: "Demo Large",
+  price: { input: 3, output: 15, cache_read: 0.3, cache_write: 3.75 },
+};
+
 const run = promisify(execFile);
 
 /** Fixed keys for local use only: they are printed at start and published in the README. */
@@ -91,10 +105,7 @@ export function demoConfigFile(dataDir: string): ConfigFile {
         workspace: "demo",
         kind: "storage",
         default_model: "demo-large",
-        models: [
-          { id: "demo-small", display_name: "Demo Small" },
-          { id: "demo-large", display_name: "Demo Large" },
-        ],
+        models: [DEMO_SMALL, DEMO_LARGE],
         instructions: "You are the demo agent of the reference server.",
         automations: [
           {
@@ -111,7 +122,7 @@ export function demoConfigFile(dataDir: string): ConfigFile {
         workspace: "demo",
         kind: "storage",
         default_model: "demo-small",
-        models: [{ id: "demo-small", display_name: "Demo Small" }],
+        models: [DEMO_SMALL],
         instructions: "You are the notes agent. Your files hold the team's notes.",
         files_dir: join(demoDir, "notes-files"),
       },
@@ -120,7 +131,7 @@ export function demoConfigFile(dataDir: string): ConfigFile {
         workspace: "demo",
         kind: "repo",
         default_model: "demo-large",
-        models: [{ id: "demo-large", display_name: "Demo Large" }],
+        models: [DEMO_LARGE],
         instructions: "You are the agent of the acme/widgets repository.",
         repo_url: join(demoDir, "acme-widgets.git"),
       },
@@ -129,7 +140,7 @@ export function demoConfigFile(dataDir: string): ConfigFile {
         workspace: "other",
         kind: "storage",
         default_model: "demo-large",
-        models: [{ id: "demo-large", display_name: "Demo Large" }],
+        models: [DEMO_LARGE],
         instructions: "You are the agent of the other workspace.",
       },
     ],

@@ -385,3 +385,47 @@ describe("README", () => {
     });
   });
 });
+
+describe("model settings of the agent loop", () => {
+  it("maps upstream names, prices (cache prices derived when absent), thinking budgets and max_tokens", () => {
+    const file = example();
+    const helper = file.agents?.[0];
+    if (!helper) throw new Error("example has no agent");
+    helper.models = [
+      { id: "small", upstream: "claude-small-1", price: { input: 1, output: 5 }, max_tokens: 2000 },
+      {
+        id: "big",
+        thinking_budget_tokens: 2048,
+        price: { input: 3, output: 15, cache_read: 0.2, cache_write: 4 },
+      },
+    ];
+    helper.thinking_budget_tokens = 1024;
+    const agent = parseConfig(file, dir).agents.find((a) => a.name === "helper");
+    expect(agent?.thinkingBudgetTokens).toBe(1024);
+    expect(agent?.models).toEqual([
+      {
+        id: "small",
+        display_name: "small",
+        upstream: "claude-small-1",
+        price: { input: 1, output: 5, cache_read: 0.1, cache_write: 1.25 },
+        maxTokens: 2000,
+      },
+      {
+        id: "big",
+        display_name: "big",
+        price: { input: 3, output: 15, cache_read: 0.2, cache_write: 4 },
+        thinkingBudgetTokens: 2048,
+      },
+    ]);
+  });
+
+  it("rejects a negative price and a thinking budget below the API's minimum", () => {
+    const file = example();
+    const helper = file.agents?.[0];
+    if (!helper) throw new Error("example has no agent");
+    helper.models = [{ id: "small", price: { input: -1, output: 5 } }];
+    expect(() => parseConfig(file, dir)).toThrow(ConfigError);
+    helper.models = [{ id: "small", thinking_budget_tokens: 10 }];
+    expect(() => parseConfig(file, dir)).toThrow(ConfigError);
+  });
+});

@@ -9,7 +9,14 @@ import { Ajv, type ErrorObject } from "ajv";
 import { parse as parseYaml } from "yaml";
 import { hashKey } from "./keys.ts";
 import { type ConfigFile, configFileSchema } from "./schema.ts";
-import type { AgentConfig, ApiKeyConfig, FlowConfig, ServerConfig, WorkspaceConfig } from "./types.ts";
+import type {
+  AgentConfig,
+  ApiKeyConfig,
+  FlowConfig,
+  ModelConfig,
+  ServerConfig,
+  WorkspaceConfig,
+} from "./types.ts";
 
 /** A config file that cannot be used; `issues` holds one readable line per problem. */
 export class ConfigError extends Error {
@@ -146,7 +153,23 @@ export function parseConfig(raw: unknown, baseDir: string, source = "(inline)"):
     if (a.kind === "storage" && a.repo_url !== undefined)
       issues.push(`${at}.repo_url: only repo agents have a repository`);
 
-    const models = (a.models ?? []).map((m) => ({ id: m.id, display_name: m.display_name ?? m.id }));
+    const models: ModelConfig[] = (a.models ?? []).map((m) => ({
+      id: m.id,
+      display_name: m.display_name ?? m.id,
+      ...(m.upstream !== undefined ? { upstream: m.upstream } : {}),
+      ...(m.price !== undefined
+        ? {
+            price: {
+              input: m.price.input,
+              output: m.price.output,
+              cache_read: m.price.cache_read ?? m.price.input * 0.1,
+              cache_write: m.price.cache_write ?? m.price.input * 1.25,
+            },
+          }
+        : {}),
+      ...(m.thinking_budget_tokens !== undefined ? { thinkingBudgetTokens: m.thinking_budget_tokens } : {}),
+      ...(m.max_tokens !== undefined ? { maxTokens: m.max_tokens } : {}),
+    }));
     const modelIds = new Set<string>();
     models.forEach((m, j) => {
       if (modelIds.has(m.id)) issues.push(`${at}.models[${j}].id: duplicate model "${m.id}"`);
@@ -174,6 +197,7 @@ export function parseConfig(raw: unknown, baseDir: string, source = "(inline)"):
       defaultModel: a.default_model,
       models,
       instructions: a.instructions ?? "",
+      ...(a.thinking_budget_tokens !== undefined ? { thinkingBudgetTokens: a.thinking_budget_tokens } : {}),
       automations: (a.automations ?? []).map((auto) => ({
         name: auto.name,
         prompt: auto.prompt,

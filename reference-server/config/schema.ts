@@ -71,10 +71,28 @@ export const configFileSchema = {
               type: "object",
               additionalProperties: false,
               required: ["id"],
-              properties: { id: identifier, display_name: nonEmpty },
+              properties: {
+                id: identifier,
+                display_name: nonEmpty,
+                upstream: nonEmpty,
+                price: {
+                  type: "object",
+                  additionalProperties: false,
+                  required: ["input", "output"],
+                  properties: {
+                    input: { type: "number", minimum: 0 },
+                    output: { type: "number", minimum: 0 },
+                    cache_read: { type: "number", minimum: 0 },
+                    cache_write: { type: "number", minimum: 0 },
+                  },
+                },
+                thinking_budget_tokens: { type: "integer", minimum: 1024 },
+                max_tokens: { type: "integer", minimum: 1 },
+              },
             },
           },
           instructions: { type: "string" },
+          thinking_budget_tokens: { type: "integer", minimum: 1024 },
           automations: {
             type: "array",
             items: {
@@ -152,8 +170,17 @@ export interface ConfigFile {
     workspace: string;
     kind: "storage" | "repo";
     default_model: string;
-    models?: Array<{ id: string; display_name?: string }>;
+    models?: Array<{
+      id: string;
+      display_name?: string;
+      upstream?: string;
+      /** US dollars per million tokens; cache prices default to 0.1 and 1.25 times the input price. */
+      price?: { input: number; output: number; cache_read?: number; cache_write?: number };
+      thinking_budget_tokens?: number;
+      max_tokens?: number;
+    }>;
     instructions?: string;
+    thinking_budget_tokens?: number;
     automations?: Array<{ name: string; prompt: string; model?: string; active?: boolean }>;
     secrets?: Record<string, string>;
     repo_url?: string;

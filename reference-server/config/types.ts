@@ -31,6 +31,14 @@ export interface AutomationConfig {
 export interface ModelConfig {
   id: string;
   display_name: string;
+  /** Model name sent upstream; the id itself when absent. */
+  upstream?: string;
+  /** US dollars per million tokens; the server's default price when absent. */
+  price?: { input: number; output: number; cache_read: number; cache_write: number };
+  /** Extended thinking budget of turns on this model (wins over the agent's). */
+  thinkingBudgetTokens?: number;
+  /** `max_tokens` of each call on this model (wins over the server's). */
+  maxTokens?: number;
 }
 
 export interface AgentConfig {
@@ -41,6 +49,8 @@ export interface AgentConfig {
   /** Models offered by the models list; the default model is listed first whatever the order here. */
   models: ModelConfig[];
   instructions: string;
+  /** Extended thinking budget of this agent's turns; off when absent. */
+  thinkingBudgetTokens?: number;
   automations: AutomationConfig[];
   secrets: Record<string, string>;
   /** repo agents: git URL of the repository (the demo creates a local bare repository). */

@@ -1,44 +1,64 @@
-/** Engine selection by name (the server's `--engine` flag / config). */
-
-import type { AnthropicEngineOptions } from "./anthropic.ts";
-import { createScriptedEngine } from "./scripted.ts";
+/**
+ * Engine selection by name (the server's `--engine` flag). There is one loop (loop.ts); an engine is the
+ * loop bound to a model: `scripted` reaches the scripted model in-process through the SDK's `fetch`
+ * option, `anthropic` reaches ANTHROPIC_BASE_URL (the Anthropic API by default) with ANTHROPIC_API_KEY.
+ */
+import Anthropic from "@anthropic-ai/sdk";
+import { createLoopEngine, type LoopSettings } from "./loop.ts";
+import { createScriptedUpstream, type ScriptedUpstreamOptions } from "./scripted-transport.ts";
 import type { AgentEngine } from "./types.ts";
 
-/**
- * `anthropic` reads ANTHROPIC_API_KEY, and optionally ANTHROPIC_BASE_URL and ANTHROPIC_MODEL. The SDK is
- * imported on the first turn: it adds ~0.2 s to start-up, which a server on the scripted engine never needs.
- */
-function anthropicFromEnvironment(): AgentEngine {
+export interface EngineOptions extends Partial<LoopSettings> {
+  /** SDK retries of a call refused with 408/409/429/5xx/529 (honouring Retry-After). */
+  maxRetries?: number;
+  /** The scripted model's options (in-process). */
+  scripted?: ScriptedUpstreamOptions;
+}
+
+const DEFAULT_MAX_RETRIES = 2;
+
+export function createScriptedEngine(options: EngineOptions = {}): AgentEngine {
+  const upstream = createScriptedUpstream(options.scripted);
+  const client = new Anthropic({
+    apiKey: "scripted",
+    // The host is never resolved: the SDK hands every request to the scripted model's handler.
+    baseURL: "http://scripted.invalid",
+    fetch: upstream.fetch,
+    maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
+  });
+  return createLoopEngine("scripted", () => client, options);
+}
+
+/** `anthropic`: ANTHROPIC_API_KEY (required) and ANTHROPIC_BASE_URL (optional). */
+export function createAnthropicEngine(options: EngineOptions = {}): AgentEngine {
   const apiKey = process.env.ANTHROPIC_API_KEY;
   if (!apiKey)
     throw new Error('engine "anthropic" needs ANTHROPIC_API_KEY (and optionally ANTHROPIC_BASE_URL)');
-  const options: AnthropicEngineOptions = {
+  const client = new Anthropic({
     apiKey,
     baseURL: process.env.ANTHROPIC_BASE_URL || undefined,
-    model: process.env.ANTHROPIC_MODEL || undefined,
-  };
-  let engine: Promise<AgentEngine> | undefined;
-  return {
-    name: "anthropic",
-    async *runTurn(input) {
-      engine ??= import("./anthropic.ts").then((m) => m.createAnthropicEngine(options));
-      return yield* (await engine).runTurn(input);
-    },
-  };
+    maxRetries: options.maxRetries ?? DEFAULT_MAX_RETRIES,
+    // SDK 1.12 sends the key only as `Authorization: Bearer`; Messages upstreams read `x-api-key`.
+    defaultHeaders: { "x-api-key": apiKey },
+  });
+  return createLoopEngine("anthropic", () => client, options);
 }
 
-const ENGINES: Record<string, () => AgentEngine> = {
-  scripted: () => createScriptedEngine(),
-  anthropic: anthropicFromEnvironment,
+const ENGINES: Record<string, (options: EngineOptions) => AgentEngine> = {
+  scripted: createScriptedEngine,
+  anthropic: createAnthropicEngine,
 };
 
 export const KNOWN_ENGINES: readonly string[] = Object.keys(ENGINES);
 
-export function createEngine(name: "scripted" | "anthropic" | (string & {})): AgentEngine {
+export function createEngine(
+  name: "scripted" | "anthropic" | (string & {}),
+  options: EngineOptions = {},
+): AgentEngine {
   const make = Object.hasOwn(ENGINES, name) ? ENGINES[name] : undefined;
   if (!make) throw new Error(`unknown engine "${name}"; known engines: ${KNOWN_ENGINES.join(", ")}`);
-  return make();
+  return make(options);
 }
 
-export { createScriptedEngine, type ScriptedEngineOptions } from "./scripted.ts";
-export type { AgentEngine, AgentEvent, SessionEntry, TurnInput, TurnOutcome } from "./types.ts";
+export { serveScriptedModel } from "./scripted-transport.ts";
+export type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome, TurnUsage } from "./types.ts";

@@ -1,14 +1,15 @@
 /**
- * What a session remembers. Memory is derived only from the session context handed to the turn, so a turn
- * without a session (fresh, or sent before `agent_session_id` was recorded) remembers nothing.
+ * What a conversation remembers, read from the Messages history a request carries: the code words its
+ * user messages asked to remember, and those a compaction summary restated. A turn without a session
+ * (fresh, or sent before `agent_session_id` was recorded) is sent no history and remembers nothing.
  */
-
+import type Anthropic from "@anthropic-ai/sdk";
 import { rememberedWordsIn } from "./phrases.ts";
-import type { SessionEntry } from "./types.ts";
+import { SUMMARY_MARKER } from "./prompt-parts.ts";
 
 const SUMMARY_WORDS = /Code words remembered: ([A-Za-z0-9_, -]+)\./;
 
-/** Code words carried by a compaction summary (see compaction.ts), in the order they were remembered. */
+/** Code words carried by a compaction summary, in the order they were remembered. */
 export function wordsInSummary(summary: string): string[] {
   const match = SUMMARY_WORDS.exec(summary);
   if (!match) return [];
@@ -18,16 +19,22 @@ export function wordsInSummary(summary: string): string[] {
     .filter((w) => w.length > 0);
 }
 
-/** Every code word the context remembers, oldest first; a word remembered twice appears where it was last. */
-export function rememberedCodeWords(context: SessionEntry[]): string[] {
+/** Every code word the history remembers, oldest first; a word remembered twice appears where it was last. */
+export function rememberedCodeWords(history: Anthropic.Messages.MessageParam[]): string[] {
   const words: string[] = [];
-  for (const entry of context) {
-    if (entry.role !== "user") continue;
-    const found = entry.compactSummary ? wordsInSummary(entry.text) : rememberedWordsIn(entry.text);
-    for (const word of found) {
-      const earlier = words.indexOf(word);
-      if (earlier >= 0) words.splice(earlier, 1);
-      words.push(word);
+  for (const message of history) {
+    if (message.role !== "user") continue;
+    const texts =
+      typeof message.content === "string"
+        ? [message.content]
+        : message.content.flatMap((b) => (b.type === "text" ? [b.text] : []));
+    for (const text of texts) {
+      const found = text.startsWith(SUMMARY_MARKER) ? wordsInSummary(text) : rememberedWordsIn(text);
+      for (const word of found) {
+        const earlier = words.indexOf(word);
+        if (earlier >= 0) words.splice(earlier, 1);
+        words.push(word);
+      }
     }
   }
   return words;

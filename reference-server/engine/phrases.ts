@@ -16,7 +16,12 @@ export type Directive =
   | { kind: "list_attachments" }
   | { kind: "which_model" }
   | { kind: "repeat_instructions" }
-  | { kind: "fail" };
+  | { kind: "fail" }
+  | { kind: "redacted_thinking" }
+  | { kind: "loop_forever" }
+  | { kind: "stop_reason"; reason: string }
+  | { kind: "transient"; failure: "overloaded" | "rate_limited" | "dropped"; times: number }
+  | { kind: "usage"; input: number; output: number; cacheRead: number; cacheWrite: number };
 
 /** A nonce-like word; what follows it (a period, a quote) is not part of it. */
 const WORD = "([A-Za-z0-9_-]+)";
@@ -77,6 +82,36 @@ const RULES: PhraseRule[] = [
   { pattern: /repeat your instructions/gi, toDirective: () => ({ kind: "repeat_instructions" }) },
   // Only the scripted engine fails on request; it makes the seed's `error` event observable from outside.
   { pattern: /fail this turn after it starts/gi, toDirective: () => ({ kind: "fail" }) },
+  // The phrases below exist to exercise the agent loop with a deterministic upstream (agent-api model).
+  { pattern: /think in redacted form/gi, toDirective: () => ({ kind: "redacted_thinking" }) },
+  { pattern: /keep using your tools without end/gi, toDirective: () => ({ kind: "loop_forever" }) },
+  {
+    pattern: /stop with reason\s+([a-z_]+)/gi,
+    toDirective: (m) => ({ kind: "stop_reason", reason: m[1].toLowerCase() }),
+  },
+  {
+    pattern: /answer (overloaded|rate limited|by dropping the connection) to the first (\d{1,3}) calls?/gi,
+    toDirective: (m) => ({
+      kind: "transient",
+      failure:
+        m[1].toLowerCase() === "overloaded"
+          ? "overloaded"
+          : m[1].toLowerCase() === "rate limited"
+            ? "rate_limited"
+            : "dropped",
+      times: Number(m[2]),
+    }),
+  },
+  {
+    pattern: /report usage: input (\d+), output (\d+), cache read (\d+), cache write (\d+)/gi,
+    toDirective: (m) => ({
+      kind: "usage",
+      input: Number(m[1]),
+      output: Number(m[2]),
+      cacheRead: Number(m[3]),
+      cacheWrite: Number(m[4]),
+    }),
+  },
 ];
 
 /** Every directive in the prompt, in the order it appears. */

@@ -5,9 +5,11 @@
  */
 import type { ServerResponse } from "node:http";
 import { conversationIdHeader } from "../service/prompt.ts";
-import type { StreamEvent } from "../service/stream-events.ts";
+import type { TurnStreamItem } from "../service/stream-events.ts";
 
-export function frame(event: StreamEvent): string {
+export function frame(event: TurnStreamItem): string {
+  // A comment line: every SSE parser skips it, and it keeps idle-timing proxies from cutting the stream.
+  if (event.type === "keep_alive") return ": keep-alive\n\n";
   const name = event.type ?? "error";
   return `event: ${name}\ndata: ${JSON.stringify(event)}\n\n`;
 }
@@ -35,7 +37,7 @@ function drained(res: ServerResponse, ms: number): Promise<boolean> {
 export async function writeEventStream(
   res: ServerResponse,
   conversationId: string,
-  run: (signal: AbortSignal) => AsyncGenerator<StreamEvent, void, void>,
+  run: (signal: AbortSignal) => AsyncGenerator<TurnStreamItem, void, void>,
   stallMs: number = STALL_MS,
 ): Promise<void> {
   const abort = new AbortController();

@@ -4,12 +4,12 @@
  */
 import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
-import type { SessionEntry } from "../engine/types.ts";
 import { type Channel, ConversationExistsError, type ConversationRecord } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
+import type { SessionTextEntry as SessionEntry } from "./session-history.ts";
 import type { SessionRecorder } from "./sessions.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";

@@ -3,28 +3,40 @@
  * stop) with a running index, tool blocks only when `stream_tool_calls` is true, and the usage figures.
  */
 import type { components } from "../../generated/api-types.ts";
-import type { AgentEvent } from "../engine/types.ts";
+import type { AgentEvent, TurnUsage } from "../engine/types.ts";
 
 export type StreamEvent = components["schemas"]["StreamEvent"];
 type Usage = components["schemas"]["StreamUsage"];
 
-/** Rough token count (4 characters a token): the scripted engine has no tokenizer, and usage must be plausible. */
-export function estimateTokens(text: string): number {
-  return Math.max(1, Math.ceil(text.length / 4));
+/** A comment line on the stream while the upstream works (proxies with idle time-outs would cut it). */
+export interface KeepAlive {
+  type: "keep_alive";
 }
 
-/** US dollars per million tokens (input, output): a fixed list price, so `total_cost_usd` is reproducible. */
-const PRICE_PER_MTOK = { input: 3, output: 15 };
+export type TurnStreamItem = StreamEvent | KeepAlive;
 
-export function usageFor(inputTokens: number, outputTokens: number): Usage {
-  const cost = (inputTokens * PRICE_PER_MTOK.input + outputTokens * PRICE_PER_MTOK.output) / 1_000_000;
-  return {
-    input_tokens: inputTokens,
-    output_tokens: outputTokens,
-    cache_read_input_tokens: 0,
-    cache_creation_input_tokens: 0,
-    total_cost_usd: Math.round(cost * 1e8) / 1e8,
-  };
+export const KEEP_ALIVE: KeepAlive = { type: "keep_alive" };
+
+/** US dollars per million tokens of one model (config `models[].price`). */
+export interface ModelPrice {
+  input: number;
+  output: number;
+  cache_read: number;
+  cache_write: number;
+}
+
+/** The price of a model the config does not price: a list price of a mid-size model. */
+export const DEFAULT_PRICE: ModelPrice = { input: 3, output: 15, cache_read: 0.3, cache_write: 3.75 };
+
+/** The turn's usage as message_delta carries it: the upstream's counters summed, and their cost. */
+export function usageFor(usage: TurnUsage, price: ModelPrice = DEFAULT_PRICE): Usage {
+  const cost =
+    (usage.input_tokens * price.input +
+      usage.output_tokens * price.output +
+      usage.cache_read_input_tokens * price.cache_read +
+      usage.cache_creation_input_tokens * price.cache_write) /
+    1_000_000;
+  return { ...usage, total_cost_usd: Math.round(cost * 1e8) / 1e8 };
 }
 
 export function messageStart(id: string, model: string, inputTokens: number): StreamEvent {
@@ -44,9 +56,9 @@ export function messageStart(id: string, model: string, inputTokens: number): St
   };
 }
 
-export function messageEnd(usage: Usage): StreamEvent[] {
+export function messageEnd(usage: Usage, stopReason: string): StreamEvent[] {
   return [
-    { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage },
+    { type: "message_delta", delta: { stop_reason: stopReason, stop_sequence: null }, usage },
     { type: "message_stop" },
   ];
 }
@@ -106,6 +118,9 @@ export function blockEvents(event: AgentEvent, index: number, streamToolCalls: b
         },
         stop,
       ];
+    case "redacted_thinking":
+      // Not a block type of the seed: kept in the session and the raw events, never streamed.
+      return [];
     case "compaction":
       // A compaction is not a block of the answer: it shows in the transcript and last-compaction only.
       return [];
@@ -115,18 +130,4 @@ export function blockEvents(event: AgentEvent, index: number, streamToolCalls: b
 /** Whether an agent event is output of the turn (a turn with none clears a resumed session). */
 export function isOutput(event: AgentEvent): boolean {
   return event.kind !== "compaction";
-}
-
-/** Characters of output an event carries, for the output token estimate. */
-export function outputChars(event: AgentEvent): string {
-  switch (event.kind) {
-    case "text":
-      return event.text;
-    case "thinking":
-      return event.thinking;
-    case "tool_use":
-      return JSON.stringify(event.input);
-    default:
-      return "";
-  }
 }

@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
-import type { AgentEvent, SessionEntry, TurnOutcome } from "../engine/types.ts";
+import type { AgentEvent, TurnOutcome } from "../engine/types.ts";
 import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
@@ -14,16 +14,16 @@ import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
 import type { KeyedMutex } from "./locks.ts";
 import { checkConversationId, newestUserText, systemText, titleFrom } from "./prompt.ts";
+import { loadHistory, type StoredSession } from "./session-history.ts";
 import type { SessionRecorder } from "./sessions.ts";
 import {
   blockEvents,
   errorEvent,
-  estimateTokens,
   isOutput,
+  KEEP_ALIVE,
   messageEnd,
   messageStart,
-  outputChars,
-  type StreamEvent,
+  type TurnStreamItem,
   usageFor,
 } from "./stream-events.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
@@ -45,7 +45,7 @@ export interface SendInput {
 export interface PreparedTurn {
   conversationId: string;
   /** Runs the turn; always drain it to the end (the transcript is written before it finishes). */
-  events(signal: AbortSignal): AsyncGenerator<StreamEvent, void, void>;
+  events(signal: AbortSignal): AsyncGenerator<TurnStreamItem, void, void>;
 }
 
 interface TurnPlan {
@@ -230,47 +230,48 @@ export class TurnService {
     return record;
   }
 
-  async *#run(plan: TurnPlan, clientSignal: AbortSignal): AsyncGenerator<StreamEvent, void, void> {
+  async *#run(plan: TurnPlan, clientSignal: AbortSignal): AsyncGenerator<TurnStreamItem, void, void> {
     const { record, metadata } = plan;
     const store = this.#deps.store;
+    const options = this.#deps.options;
     const interrupt = new AbortController();
     this.#running.set(record.id, interrupt);
-    const timeout = AbortSignal.timeout(this.#deps.options.turnTimeoutMs);
+    const timeout = AbortSignal.timeout(options.turnTimeoutMs);
     const signal = AbortSignal.any([clientSignal, timeout, interrupt.signal]);
     // A newer turn supersedes a recording still pending from an earlier one.
     this.#sessions.cancel(record.id);
     const resumedSessionId = record.agentSessionId;
     const session = resumedSessionId ? store.getSession(resumedSessionId) : undefined;
-    const context = (session?.context as SessionEntry[] | undefined) ?? [];
+    const history = loadHistory(session?.context);
+    const modelConfig = plan.agent.models.find((m) => m.id === plan.model);
     const streamToolCalls = metadata.stream_tool_calls === true;
     const agentEvents: AgentEvent[] = [];
-    const sandbox = new LazySandbox(
-      () =>
-        this.#deps.sandbox.acquire({
-          conversationId: record.id,
-          agent: {
-            workspaceId: plan.agent.workspaceId,
-            name: plan.agent.name,
-            kind: plan.agent.kind,
-            secrets: plan.agent.secrets,
-            repoUrl: plan.agent.repoUrl,
-            filesDir: plan.agent.filesDir,
-          },
-          isolated: metadata.isolated === true,
-          readOnly: metadata.read_only !== false,
-          attachments: metadata.attachments,
-        }),
+    const readOnly = metadata.read_only !== false;
+    const isolated = metadata.isolated === true;
+    const sandbox = new LazySandbox(() =>
+      this.#deps.sandbox.acquire({
+        conversationId: record.id,
+        agent: {
+          workspaceId: plan.agent.workspaceId,
+          name: plan.agent.name,
+          kind: plan.agent.kind,
+          secrets: plan.agent.secrets,
+          repoUrl: plan.agent.repoUrl,
+          filesDir: plan.agent.filesDir,
+        },
+        isolated,
+        readOnly,
+        attachments: metadata.attachments,
+      }),
+      // Ends a running tool with the turn (disconnect, time-out, delete), whatever the engine passes.
       signal,
     );
     let outcome: TurnOutcome | undefined;
     let failure: string | undefined;
     let pushedCommit: string | null = null;
-    const inputTokens = estimateTokens(
-      [plan.agent.instructions, plan.system ?? "", ...context.map((e) => e.text), plan.prompt].join("\n"),
-    );
-    let outputTokens = 0;
     try {
-      yield messageStart(`msg_${randomUUID().replaceAll("-", "")}`, plan.model, inputTokens);
+      // Usage is the upstream's, known only once it answered: message_delta carries the turn's sums.
+      yield messageStart(`msg_${randomUUID().replaceAll("-", "")}`, plan.model, 0);
       // Attachments are written before the turn starts: the agent is told which files arrived.
       const hasAttachments = Array.isArray(metadata.attachments) && metadata.attachments.length > 0;
       const attachments = hasAttachments ? (await sandbox.ready()).attachments : [];
@@ -279,32 +280,50 @@ export class TurnService {
         instructions: plan.agent.instructions,
         system: plan.system,
         model: plan.model,
-        context,
+        upstreamModel: modelConfig?.upstream ?? plan.model,
+        history: history.messages,
+        historyTokens: history.tokens,
         attachments,
+        environment: { agentKind: plan.agent.kind, isolated, readOnly },
         tools: this.#deps.sandbox.isolation === "unavailable" ? null : sandbox.tools,
-        compactionBudgetChars: this.#deps.options.compactionBudgetChars,
+        compactionBudgetTokens: options.compactionBudgetTokens,
+        thinkingBudgetTokens: modelConfig?.thinkingBudgetTokens ?? plan.agent.thinkingBudgetTokens,
+        maxTokens: modelConfig?.maxTokens,
         signal,
       });
       let index = 0;
       for (;;) {
-        const step = await run.next();
+        const next = run.next();
+        let step = await withinMs(next, options.keepAliveMs);
+        // While the upstream works, a comment line now and then keeps idle-timing proxies from cutting us.
+        while (step === TICK) {
+          yield KEEP_ALIVE;
+          step = await withinMs(next, options.keepAliveMs);
+        }
         if (step.done) {
           outcome = step.value;
           break;
         }
         agentEvents.push(step.value);
-        outputTokens += isOutput(step.value) ? estimateTokens(outputChars(step.value)) : 0;
         const events = blockEvents(step.value, index, streamToolCalls);
         if (events.length > 0) index++;
         yield* events;
       }
       // A turn cut short is a failure whatever the engine returned: it must not move the session.
       if (signal.aborted) failure = interruption(interrupt.signal, timeout, clientSignal);
+    } catch (error) {
+      failure = signal.aborted
+        ? interruption(interrupt.signal, timeout, clientSignal)
+        : error instanceof Error
+          ? error.message
+          : String(error);
+    }
+    try {
+      // Always awaited before the lock is released: it ends whatever process of the turn still runs.
       const finished = await sandbox.finish();
       pushedCommit = finished?.pushedCommit ?? null;
     } catch (error) {
-      failure = error instanceof Error ? error.message : String(error);
-      await sandbox.finish().catch(() => undefined);
+      failure ??= error instanceof Error ? error.message : String(error);
     }
     try {
       this.#commit(plan, { agentEvents, outcome, resumedSessionId, failure, pushedCommit });
@@ -314,11 +333,12 @@ export class TurnService {
       if (this.#running.get(record.id) === interrupt) this.#running.delete(record.id);
       plan.release();
     }
-    if (failure !== undefined) {
-      yield errorEvent(failure);
+    if (failure !== undefined || outcome === undefined) {
+      yield errorEvent(failure ?? "The turn ended without an outcome");
       return;
     }
-    yield* messageEnd(usageFor(inputTokens, outputTokens));
+    const price = modelConfig?.price;
+    yield* messageEnd(usageFor(outcome.usage, price), outcome.stopReason);
   }
 
   /** Writes the turn to the transcript and moves the session pointer as the seed's states table says. */
@@ -370,12 +390,13 @@ export class TurnService {
     let session: TurnWrite["session"];
     let toRecord: SessionRecord | undefined;
     if (completed && producedOutput && outcome !== undefined) {
-      if (resumed) session = { upsert: { id: resumedSessionId as string, context: outcome.context } };
+      const context: StoredSession = { messages: outcome.history, tokens: outcome.historyTokens };
+      if (resumed) session = { upsert: { id: resumedSessionId as string, context } };
       else
         toRecord = {
           id: newSessionId(),
           conversationId: current.id,
-          context: outcome.context,
+          context,
           createdAt: at,
           updatedAt: at,
         };
@@ -435,4 +456,15 @@ function interruption(interrupt: AbortSignal, timeout: AbortSignal, client: Abor
   if (timeout.aborted) return "The turn timed out";
   if (client.aborted) return "The client disconnected before the turn finished";
   return "The turn was interrupted";
+}
+
+const TICK = Symbol("tick");
+
+/** The promise's value, or TICK when it has not settled within `ms` (the promise is left running). */
+function withinMs<T>(promise: Promise<T>, ms: number): Promise<T | typeof TICK> {
+  let timer: NodeJS.Timeout | undefined;
+  const tick = new Promise<typeof TICK>((resolve) => {
+    timer = setTimeout(() => resolve(TICK), ms);
+  });
+  return Promise.race([promise, tick]).finally(() => clearTimeout(timer));
 }

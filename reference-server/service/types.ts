@@ -19,8 +19,10 @@ export interface ServiceOptions {
   sessionDelayMs: number;
   /** Model-routed send: `model` = `<routingPrefix>--<agent>`. */
   routingPrefix: string;
-  /** Context size (characters) above which the engine compacts. */
-  compactionBudgetChars: number;
+  /** Session history size (tokens, as the upstream measured it) above which the engine compacts. */
+  compactionBudgetTokens: number;
+  /** Interval of the SSE comment lines sent while the upstream works. */
+  keepAliveMs: number;
   /** Wall-clock bound of one turn; past it the turn ends with an `error` event. */
   turnTimeoutMs: number;
 }

@@ -329,7 +329,7 @@ describe("transcript", () => {
   });
 
   it("marks an automatic compaction as a user message with is_compact_summary, and last-compaction returns it", async () => {
-    const small = await startTestServer({ compactionBudgetChars: 300 });
+    const small = await startTestServer({ compactionBudgetTokens: 500 });
     try {
       const alice = small.client();
       const id = uid("compact");

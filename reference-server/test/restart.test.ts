@@ -41,7 +41,7 @@ async function everything(server: TestServer) {
 
 describe("restart on the same data directory", () => {
   it("keeps every conversation and transcript, and resumes them", async () => {
-    const first = await startTestServer({ compactionBudgetChars: 400 });
+    const first = await startTestServer({ compactionBudgetTokens: 500 });
     servers.push(first);
     const alice = first.client();
     const bob = first.client(KEYS.member);
@@ -72,7 +72,7 @@ describe("restart on the same data directory", () => {
     const pending = (await runTurn(alice, PHRASES.remember("pending-word"))).conversationId;
     await first.stop();
 
-    const second = await startTestServer({ dataDir: first.dataDir, compactionBudgetChars: 400 });
+    const second = await startTestServer({ dataDir: first.dataDir, compactionBudgetTokens: 500 });
     servers.push(second);
     const after = await everything(second);
     const withoutPending = (x: Record<string, unknown>) =>

@@ -5,9 +5,26 @@ import { dirname, join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ToolName, ToolOutcome, ToolRunner } from "../sandbox/types.ts";
-import { createEngine, KNOWN_ENGINES } from "./index.ts";
-import { createScriptedEngine } from "./scripted.ts";
-import type { AgentEngine, AgentEvent, SessionEntry, TurnInput, TurnOutcome } from "./types.ts";
+import { loadHistory, type SessionTextEntry } from "../service/session-history.ts";
+import { createEngine, createScriptedEngine, KNOWN_ENGINES } from "./index.ts";
+import type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome } from "./types.ts";
+
+type SessionEntry = SessionTextEntry;
+
+/** A resumed session written as plain text entries (the loader turns them into Messages history). */
+function ctx(entries: SessionEntry[]): Pick<TurnInput, "history" | "historyTokens"> {
+  const { messages, tokens } = loadHistory(entries);
+  return { history: messages, historyTokens: tokens };
+}
+
+/** The outcome's history as `role: text` lines (tool blocks as their type), for readable assertions. */
+function lines(history: MessageParam[]): string[] {
+  return history.flatMap((m) =>
+    (typeof m.content === "string" ? [{ type: "text" as const, text: m.content }] : m.content).map((b) =>
+      b.type === "text" ? `${m.role}: ${b.text}` : `${m.role}: [${b.type}]`,
+    ),
+  );
+}
 
 /**
  * Test scaffolding for the engine's tool contract: plain file operations and `sh -c` in a temp dir.
@@ -58,10 +75,13 @@ function input(overrides: Partial<TurnInput>): TurnInput {
     instructions: "You are the demo agent.",
     system: undefined,
     model: "scripted-1",
-    context: [],
+    upstreamModel: overrides.model ?? "scripted-1",
+    history: [],
+    historyTokens: 0,
     attachments: [],
+    environment: { agentKind: "storage", isolated: false, readOnly: true },
     tools: null,
-    compactionBudgetChars: 100_000,
+    compactionBudgetTokens: 1_000_000,
     signal: new AbortController().signal,
     ...overrides,
   };
@@ -93,15 +113,16 @@ describe("memory", () => {
   it("remembers a code word from the resumed context only", async () => {
     const first = await turn(engine, { prompt: REMEMBER("n-7f3a9c21") });
     expect(first.text).toBe("OK");
-    expect(first.outcome.context).toEqual([
-      { role: "user", text: REMEMBER("n-7f3a9c21") },
-      { role: "assistant", text: "OK" },
-    ]);
+    expect(lines(first.outcome.history)).toEqual([`user: ${REMEMBER("n-7f3a9c21")}`, "assistant: OK"]);
 
-    const resumed = await turn(engine, { prompt: RECALL, context: first.outcome.context });
+    const resumed = await turn(engine, {
+      prompt: RECALL,
+      history: first.outcome.history,
+      historyTokens: first.outcome.historyTokens,
+    });
     expect(resumed.text).toBe("n-7f3a9c21");
     // Same engine instance, no session: the engine must not remember anything by itself.
-    const fresh = await turn(engine, { prompt: RECALL, context: [] });
+    const fresh = await turn(engine, { prompt: RECALL, history: [] });
     expect(fresh.text).toBe("I don't know");
   });
 
@@ -112,8 +133,8 @@ describe("memory", () => {
       { role: "user", text: `REMEMBER THIS CODE WORD: "n-second". reply with just ok` },
       { role: "assistant", text: "OK" },
     ];
-    expect((await turn(engine, { prompt: RECALL, context })).text).toBe("n-second");
-    expect((await turn(engine, { prompt: `${REMEMBER("n-third")} ${RECALL}`, context })).text).toBe(
+    expect((await turn(engine, { prompt: RECALL, ...ctx(context) })).text).toBe("n-second");
+    expect((await turn(engine, { prompt: `${REMEMBER("n-third")} ${RECALL}`, ...ctx(context) })).text).toBe(
       "OK\n\nn-third",
     );
   });
@@ -134,12 +155,13 @@ describe("directive token", () => {
 });
 
 describe("no output", () => {
-  it("emits no event at all, not even thinking or a due compaction", async () => {
+  it("emits no block at all, not even thinking; a due compaction still happens first", async () => {
     const context: SessionEntry[] = [{ role: "user", text: "x".repeat(500) }];
     const prompt = "Think step by step before answering. Produce no output at all for this turn.";
-    const result = await turn(engine, { prompt, context, compactionBudgetChars: 100 });
-    expect(result.events).toEqual([]);
-    expect(result.outcome.context).toEqual([...context, { role: "user", text: prompt }]);
+    expect((await turn(engine, { prompt, ...ctx(context) })).events).toEqual([]);
+    // The loop compacts before it asks the model, which only then says nothing: a compaction step.
+    const compacted = await turn(engine, { prompt, ...ctx(context), compactionBudgetTokens: 25 });
+    expect(compacted.events.map((e) => e.kind)).toEqual(["compaction"]);
   });
 });
 
@@ -148,7 +170,7 @@ describe("failure on request", () => {
     const generator = engine.runTurn(input({ prompt: "Fail this turn after it starts." }));
     const first = await generator.next();
     expect(first.value).toEqual({ kind: "text", text: "Starting, then failing as asked." });
-    await expect(generator.next()).rejects.toThrow(/failed this turn/);
+    await expect(generator.next()).rejects.toThrow(/The model failed while answering \(upstream api_error\)/);
   });
 });
 
@@ -159,7 +181,7 @@ describe("thinking", () => {
     const thinking = events[0] as Extract<AgentEvent, { kind: "thinking" }>;
     expect(thinking.thinking.length).toBeGreaterThan(0);
     expect(thinking.signature.length).toBeGreaterThan(0);
-    const otherSecret = await turn(createScriptedEngine({ thinkingSignatureSecret: "other" }), {
+    const otherSecret = await turn(createScriptedEngine({ scripted: { thinkingSignatureSecret: "other" } }), {
       prompt: "Think step by step before answering. What is 2+2?",
     });
     const otherThinking = otherSecret.events[0] as Extract<AgentEvent, { kind: "thinking" }>;
@@ -282,6 +304,7 @@ describe("tools", () => {
 describe("attachments", () => {
   it("lists attachments or says none arrived, and reads one through read_file", async () => {
     const attachments = [".uploads/a.txt", ".uploads/b (1).txt"];
+    // The user message names this turn's files (older uploads may still lie in .uploads/).
     expect((await turn(engine, { prompt: "List the attached files.", attachments })).text).toBe(
       "Attached files: .uploads/a.txt, .uploads/b (1).txt",
     );
@@ -303,6 +326,10 @@ describe("model, instructions, fallback", () => {
   it("reports the model it runs with", async () => {
     const prompt = "Which model are you running as? Reply with just the model id.";
     expect((await turn(engine, { prompt, model: "claude-x-2" })).text).toBe("claude-x-2");
+    // The model names what it was asked as: the upstream name the config maps the API id to.
+    expect((await turn(engine, { prompt, model: "api-id", upstreamModel: "claude-up" })).text).toBe(
+      "claude-up",
+    );
   });
 
   it("repeats instructions followed by the system text", async () => {
@@ -330,28 +357,30 @@ describe("compaction", () => {
   ];
 
   it("compacts past the budget into a summary that keeps the code words", async () => {
-    const result = await turn(engine, { prompt: RECALL, context: history, compactionBudgetChars: 200 });
+    const result = await turn(engine, { prompt: RECALL, ...ctx(history), compactionBudgetTokens: 50 });
     expect(result.events.map((e) => e.kind)).toEqual(["compaction", "text"]);
     const summary = (result.events[0] as Extract<AgentEvent, { kind: "compaction" }>).summary;
     expect(summary).toContain("Code words remembered: n-old, n-new.");
     expect(result.text).toBe("n-new");
-    expect(result.outcome.context).toEqual([
-      { role: "user", text: summary, compactSummary: true },
-      { role: "user", text: RECALL },
-      { role: "assistant", text: "n-new" },
+    expect(lines(result.outcome.history)).toEqual([
+      `user: [Summary of the earlier conversation]\n${summary}`,
+      `user: ${RECALL}`,
+      "assistant: n-new",
     ]);
 
     // A second compaction over a summary still keeps the words, so memory survives any number of them.
     const again = await turn(engine, {
       prompt: `${REMEMBER("n-newest")} ${"pad ".repeat(60)}`,
-      context: result.outcome.context,
-      compactionBudgetChars: 200,
+      history: result.outcome.history,
+      historyTokens: result.outcome.historyTokens,
+      compactionBudgetTokens: 50,
     });
     expect(again.events[0].kind).toBe("compaction");
     const recalled = await turn(engine, {
       prompt: RECALL,
-      context: again.outcome.context,
-      compactionBudgetChars: 50,
+      history: again.outcome.history,
+      historyTokens: again.outcome.historyTokens,
+      compactionBudgetTokens: 50,
     });
     expect(recalled.events[0]).toMatchObject({
       kind: "compaction",
@@ -361,10 +390,10 @@ describe("compaction", () => {
   });
 
   it("does not compact within the budget or with an empty context", async () => {
-    expect((await turn(engine, { prompt: RECALL, context: history })).events.map((e) => e.kind)).toEqual([
+    expect((await turn(engine, { prompt: RECALL, ...ctx(history) })).events.map((e) => e.kind)).toEqual([
       "text",
     ]);
-    const empty = await turn(engine, { prompt: "x".repeat(500), compactionBudgetChars: 10 });
+    const empty = await turn(engine, { prompt: "x".repeat(500), compactionBudgetTokens: 10 });
     expect(empty.events.map((e) => e.kind)).toEqual(["text"]);
   });
 });
@@ -377,13 +406,21 @@ describe("determinism and abort", () => {
     const context: SessionEntry[] = [{ role: "user", text: REMEMBER("n-ctx") }];
     const dirB = await mkdtemp(join(tmpdir(), "engine-test-"));
     try {
-      const a = await turn(createScriptedEngine(), { prompt, context, tools: tempDirToolRunner(dir) });
-      const b = await turn(createScriptedEngine(), { prompt, context, tools: tempDirToolRunner(dirB) });
+      const a = await turn(createScriptedEngine(), {
+        prompt,
+        ...ctx(context),
+        tools: tempDirToolRunner(dir),
+      });
+      const b = await turn(createScriptedEngine(), {
+        prompt,
+        ...ctx(context),
+        tools: tempDirToolRunner(dirB),
+      });
       expect(b.events).toEqual(a.events);
       expect(b.outcome).toEqual(a.outcome);
       const otherContext = await turn(createScriptedEngine(), {
         prompt,
-        context: [],
+        history: [],
         tools: tempDirToolRunner(dirB),
       });
       expect(otherContext.events[1]).not.toEqual(a.events[1]); // tool ids depend on the turn's content
@@ -403,31 +440,40 @@ describe("determinism and abort", () => {
         fc.array(entry, { maxLength: 4 }),
         fc.nat(300),
         async (prompt, context, budget) => {
-          const a = await turn(engine, { prompt, context, compactionBudgetChars: budget });
-          const b = await turn(engine, { prompt, context, compactionBudgetChars: budget });
+          const a = await turn(engine, { prompt, ...ctx(context), compactionBudgetTokens: budget });
+          const b = await turn(engine, { prompt, ...ctx(context), compactionBudgetTokens: budget });
           expect(b.events).toEqual(a.events);
           expect(a.events.filter((e) => e.kind === "text")).toHaveLength(1);
         },
       ),
-      { numRuns: 200 },
+      { numRuns: 100 },
     );
   });
 
-  it("stops yielding once the signal aborts, even while a tool is still running", async () => {
+  it("passes the turn's signal to the running tool and records the cut call with an error result", async () => {
     const controller = new AbortController();
-    const hanging: ToolRunner = { run: () => new Promise<ToolOutcome>(() => {}) };
+    // The sandbox's contract: an aborted signal ends the tool, and run resolves with an error outcome.
+    const untilAborted: ToolRunner = {
+      run: (_name, _input, signal) =>
+        new Promise<ToolOutcome>((resolve) =>
+          signal?.addEventListener("abort", () => resolve({ content: "killed", isError: true })),
+        ),
+    };
     const generator = engine.runTurn(
-      input({ prompt: "Use your tools to list your files.", tools: hanging, signal: controller.signal }),
+      input({ prompt: "Use your tools to list your files.", tools: untilAborted, signal: controller.signal }),
     );
     const first = await generator.next();
     expect(first.value).toMatchObject({ kind: "tool_use" });
     const pending = generator.next();
     controller.abort();
-    expect(await pending).toMatchObject({ done: true });
+    expect((await pending).value).toMatchObject({ kind: "tool_result", isError: true });
+    const end = await generator.next();
+    expect(end.done).toBe(true);
+    expect(lines((end.value as TurnOutcome).history).at(-1)).toBe("user: [tool_result]");
 
     const aborted = new AbortController();
     aborted.abort();
-    expect((await turn(engine, { prompt: RECALL, signal: aborted.signal })).events).toEqual([]);
+    await expect(turn(engine, { prompt: RECALL, signal: aborted.signal })).rejects.toThrow();
   });
 });
 

@@ -1,0 +1,59 @@
+/**
+ * The suite against the reference server's demo on `--engine anthropic`, whose upstream is the scripted
+ * model served over HTTP on loopback (what `agent-api model` runs): the one agent loop, real SDK, real
+ * sockets, keep-alive comment lines in the streams. Every MUST check that runs must pass, as on the default
+ * engine (reference.test.ts).
+ */
+import { existsSync } from "node:fs";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { catalogue } from "./catalogue.ts";
+import type { DemoServer } from "./demo.ts";
+import { resolveInputs } from "./inputs.ts";
+import { runSuite } from "./runner.ts";
+import type { RunReport } from "./types.ts";
+
+const serverPresent = existsSync(new URL("../reference-server/index.ts", import.meta.url));
+const EXPECTED_MUST_SKIPS: Record<string, string> = {
+  "STATE-RACE-NO-MEMORY": "skips if the session was recorded before the follow-up could be sent",
+};
+
+let demo: DemoServer | undefined;
+let model: { url: string; close(): Promise<void> } | undefined;
+let report: RunReport;
+
+beforeAll(async () => {
+  if (!serverPresent) return;
+  const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
+  // 100 ms per model call and a keep-alive every 40 ms: the suite also reads streams with comment lines.
+  model = await serveScriptedModel({ deltasPerBlock: 3, latencyMs: 100 });
+  // This file runs in its own worker process: the variables reach only this server's engine.
+  process.env.ANTHROPIC_BASE_URL = model.url;
+  process.env.ANTHROPIC_API_KEY = "scripted-upstream-key";
+  const { startDemoServer } = await import("./demo.ts");
+  demo = await startDemoServer(1000, { engine: "anthropic", keepAliveMs: 40 });
+  report = await runSuite({
+    checks: catalogue,
+    inputs: resolveInputs({}, { ...demo.envVars, AGENT_API_SESSION_WAIT_MS: "5000" }),
+  });
+}, 180_000);
+
+afterAll(async () => {
+  await demo?.close();
+  await model?.close();
+});
+
+it.skipIf(!serverPresent)(
+  "passes every MUST check against the demo on --engine anthropic with the scripted model as upstream",
+  () => {
+    const failures = report.results
+      .filter((r) => r.level === "MUST" && r.outcome === "fail")
+      .map((r) => `${r.id}: ${r.reason} ${JSON.stringify(r.details.slice(0, 2))}`);
+    expect(failures).toEqual([]);
+    const unexpectedSkips = report.results
+      .filter((r) => r.level === "MUST" && r.outcome === "skip" && !(r.id in EXPECTED_MUST_SKIPS))
+      .map((r) => `${r.id}: ${r.reason}`);
+    expect(unexpectedSkips).toEqual([]);
+    expect(report.warnings).toEqual([]);
+  },
+  180_000,
+);

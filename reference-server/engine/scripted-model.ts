@@ -1,0 +1,378 @@
+/**
+ * The `scripted` model: a pure function from a Messages API request to a Messages answer, driven by the
+ * phrase table (phrases.ts). It has no state: it remembers by reading the history it is sent, and uses
+ * files and the shell by answering `tool_use` for the tools the request offers, then composing its reply
+ * from the `tool_result` blocks that come back. The agent loop (loop.ts) drives it exactly like a real
+ * model, in-process or over HTTP (`agent-api model`), see scripted-transport.ts.
+ */
+import { createHash } from "node:crypto";
+import type Anthropic from "@anthropic-ai/sdk";
+import type { ToolName } from "../sandbox/types.ts";
+import { rememberedCodeWords } from "./memory.ts";
+import { type Directive, parseDirectives, requiredTokens } from "./phrases.ts";
+import { ATTACHMENTS_NOTE, COMPACTION_REQUEST, ENVIRONMENT_HEADING, SUMMARY_MARKER } from "./prompt-parts.ts";
+import { signThinking } from "./signature.ts";
+
+/** A Messages request, streaming or not (the transport reads `stream`). */
+type Params = Omit<Anthropic.Messages.MessageCreateParamsNonStreaming, "stream">;
+type MessageParam = Anthropic.Messages.MessageParam;
+type ContentBlock = Anthropic.Messages.ContentBlock;
+type Usage = Anthropic.Messages.Usage;
+
+export interface ScriptedMessage {
+  id: string;
+  model: string;
+  content: ContentBlock[];
+  stop_reason: string;
+  usage: Pick<
+    Usage,
+    "input_tokens" | "output_tokens" | "cache_read_input_tokens" | "cache_creation_input_tokens"
+  >;
+}
+
+/** A failure the transport plays on the first `times` identical requests before answering (a transient upstream). */
+export interface TransientFailure {
+  kind: "overloaded" | "rate_limited" | "dropped";
+  times: number;
+}
+
+export interface ScriptedAnswer {
+  message: ScriptedMessage;
+  /** Blocks streamed before an `error` event ends the stream (the phrase "Fail this turn after it starts"). */
+  failAfterBlocks?: number;
+  transient?: TransientFailure;
+}
+
+export interface ScriptedModelOptions {
+  /** Key of the HMAC that signs thinking blocks; a fixed default keeps runs reproducible. */
+  thinkingSignatureSecret?: string;
+}
+
+const ECHO_CHARS = 200;
+
+type ToolDirective = Extract<Directive, { kind: ToolName | "loop_forever" }>;
+
+function usesTool(d: Directive): d is ToolDirective {
+  return (
+    d.kind === "write_file" ||
+    d.kind === "read_file" ||
+    d.kind === "list_files" ||
+    d.kind === "run_command" ||
+    d.kind === "loop_forever"
+  );
+}
+
+export function scriptedAnswer(request: Params, options: ScriptedModelOptions = {}): ScriptedAnswer {
+  const messages = request.messages;
+  const system = systemBlocks(request.system);
+  const promptAt = findPromptIndex(messages);
+  const promptBlocks = promptAt >= 0 ? textBlocksOf(messages[promptAt]) : [];
+  // The prompt's message may also carry a compaction summary (the history it follows was replaced by it).
+  const summaries = promptBlocks.filter((t) => t.startsWith(SUMMARY_MARKER));
+  const prompt = promptBlocks
+    .filter((t) => !t.startsWith(ATTACHMENTS_NOTE) && !t.startsWith(SUMMARY_MARKER))
+    .join("\n\n");
+  const attachmentNote = promptBlocks.find((t) => t.startsWith(ATTACHMENTS_NOTE));
+  const directives = parseDirectives(prompt);
+  const reply = (content: ContentBlock[], stop = "end_turn"): ScriptedMessage =>
+    message(request, content, stop, directives);
+
+  if (prompt.startsWith(COMPACTION_REQUEST))
+    return { message: reply([text(summarize(messages.slice(0, promptAt)))]) };
+
+  const transient = transientOf(directives);
+  if (directives.some((d) => d.kind === "no_output")) return { message: reply([]), transient };
+  if (directives.some((d) => d.kind === "fail"))
+    return { message: reply([text("Starting, then failing as asked.")]), failAfterBlocks: 1, transient };
+
+  // This turn's calls so far: what came after the prompt (the model's tool calls and their results).
+  const turnSoFar = messages.slice(promptAt + 1);
+  const firstCall = turnSoFar.length === 0;
+  const toolUses = turnSoFar.flatMap((m) =>
+    m.role === "assistant" && Array.isArray(m.content)
+      ? (m.content as Anthropic.Messages.ContentBlockParam[]).filter(
+          (b): b is Anthropic.Messages.ToolUseBlockParam => b.type === "tool_use",
+        )
+      : [],
+  );
+  const results = new Map<string, { content: string; isError: boolean }>();
+  for (const m of turnSoFar) {
+    if (m.role !== "user" || !Array.isArray(m.content)) continue;
+    for (const b of m.content as Anthropic.Messages.ContentBlockParam[])
+      if (b.type === "tool_result")
+        results.set(b.tool_use_id, { content: resultText(b), isError: !!b.is_error });
+  }
+
+  const offered = new Set<string>(
+    (request.tools ?? []).flatMap((t: Anthropic.Messages.ToolUnion) => ("name" in t ? [t.name] : [])),
+  );
+  const toolDirectives = directives.filter(usesTool);
+  const lead: ContentBlock[] = [];
+  if (firstCall && directives.some((d) => d.kind === "think")) {
+    const thinking = thinkingFor(prompt, directives);
+    lead.push({
+      type: "thinking",
+      thinking,
+      signature: signThinking(thinking, options.thinkingSignatureSecret),
+    });
+  }
+  if (firstCall && directives.some((d) => d.kind === "redacted_thinking"))
+    lead.push({ type: "redacted_thinking", data: `scripted-redacted-${digest([prompt]).slice(0, 16)}` });
+
+  // One tool call per model call, in the order the prompt asks: the next one not yet made.
+  const next = nextToolCall(toolDirectives, toolUses.length, offered);
+  if (next) {
+    const id = `toolu_${digest([messages, toolUses.length, next.name, next.input]).slice(0, 24)}`;
+    return {
+      message: reply(
+        [...lead, { type: "tool_use", id, name: next.name, input: next.input } as ContentBlock],
+        "tool_use",
+      ),
+      transient,
+    };
+  }
+
+  const memory = rememberedCodeWords([
+    ...messages.slice(0, Math.max(0, promptAt)),
+    ...summaries.map((text): MessageParam => ({ role: "user", content: text })),
+  ]);
+  const replies: string[] = [];
+  let toolIndex = 0;
+  for (const directive of directives) {
+    if (usesTool(directive)) {
+      if (!offered.has(toolNameOf(directive))) {
+        replies.push(`Tools are unavailable in this turn, so I could not run ${toolNameOf(directive)}.`);
+        continue;
+      }
+      const use = toolUses[toolIndex++];
+      const result = use ? results.get(use.id) : undefined;
+      if (directive.kind === "loop_forever") continue;
+      replies.push(afterTool(directive, result ?? { content: "no result", isError: true }));
+      continue;
+    }
+    const answer = answerDirective(directive, request, system, memory, attachmentNote);
+    if (answer !== null) replies.push(answer);
+  }
+  if (replies.length === 0) replies.push(`You said: ${prompt.slice(0, ECHO_CHARS)}`);
+  const body = withTokens(replies.join("\n\n"), requiredTokens([...system, prompt]));
+  const stop = directives.find((d) => d.kind === "stop_reason");
+  return {
+    message: reply([...lead, text(body)], stop?.kind === "stop_reason" ? stop.reason : "end_turn"),
+    transient,
+  };
+}
+
+function nextToolCall(
+  directives: ToolDirective[],
+  made: number,
+  offered: Set<string>,
+): { name: ToolName; input: Record<string, unknown> } | null {
+  const usable = directives.filter((d) => offered.has(toolNameOf(d)));
+  if (usable.some((d) => d.kind === "loop_forever")) return { name: "list_files", input: {} };
+  const directive = usable[made];
+  if (!directive) return null;
+  return { name: toolNameOf(directive), input: toolInputOf(directive) };
+}
+
+function toolNameOf(d: ToolDirective): ToolName {
+  return d.kind === "loop_forever" ? "list_files" : d.kind;
+}
+
+function toolInputOf(d: ToolDirective): Record<string, unknown> {
+  switch (d.kind) {
+    case "write_file":
+      return { path: d.path, content: d.content };
+    case "read_file":
+      return { path: d.path };
+    case "list_files":
+    case "loop_forever":
+      return {};
+    case "run_command":
+      return { command: d.command };
+  }
+}
+
+function afterTool(d: ToolDirective, result: { content: string; isError: boolean }): string {
+  const { content, isError } = result;
+  const output = content.trimEnd();
+  switch (d.kind) {
+    case "write_file":
+      return isError ? `I could not create ${d.path}: ${output}` : `Created ${d.path}.`;
+    case "read_file":
+      return isError ? `I could not read ${d.path}: ${output}` : content;
+    case "list_files":
+    case "loop_forever":
+      if (isError) return `I could not list the files: ${output}`;
+      return output.length > 0 ? `Files:\n${output}` : "There are no files.";
+    case "run_command":
+      if (isError) return `The command failed: ${output}`;
+      return output.length > 0 ? output : "The command produced no output.";
+  }
+}
+
+/** The reply to a directive that needs no tool; null for directives that add no text of their own. */
+function answerDirective(
+  directive: Directive,
+  request: Params,
+  system: string[],
+  memory: string[],
+  attachmentNote: string | undefined,
+): string | null {
+  switch (directive.kind) {
+    case "remember": {
+      const earlier = memory.indexOf(directive.word);
+      if (earlier >= 0) memory.splice(earlier, 1);
+      memory.push(directive.word);
+      return "OK";
+    }
+    case "recall":
+      return memory.at(-1) ?? "I don't know";
+    case "list_attachments": {
+      // This turn's files are the ones its user message names (older ones may still be in .uploads/).
+      const names = attachmentNote?.slice(ATTACHMENTS_NOTE.length).trim();
+      return names ? `Attached files: ${names}` : "No files were attached.";
+    }
+    case "which_model":
+      return request.model;
+    case "repeat_instructions": {
+      // Everything the system prompt says except the server's description of the environment.
+      const parts = system.filter((p) => p.trim().length > 0 && !p.startsWith(ENVIRONMENT_HEADING));
+      return parts.length > 0 ? parts.join("\n\n") : "I have no instructions.";
+    }
+    default:
+      return null;
+  }
+}
+
+function transientOf(directives: Directive[]): TransientFailure | undefined {
+  for (const d of directives) if (d.kind === "transient") return { kind: d.failure, times: d.times };
+  return undefined;
+}
+
+/** The newest user message that carries text (not only tool results): this turn's prompt. */
+function findPromptIndex(messages: MessageParam[]): number {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i].role === "user" && textBlocksOf(messages[i]).length > 0) return i;
+  }
+  return -1;
+}
+
+export function textBlocksOf(message: MessageParam): string[] {
+  if (typeof message.content === "string") return [message.content];
+  return (message.content as Anthropic.Messages.ContentBlockParam[]).flatMap((b) =>
+    b.type === "text" ? [b.text] : [],
+  );
+}
+
+function systemBlocks(system: Params["system"]): string[] {
+  if (system === undefined) return [];
+  if (typeof system === "string") return [system];
+  return system.map((b) => b.text);
+}
+
+function resultText(block: Anthropic.Messages.ToolResultBlockParam): string {
+  if (typeof block.content === "string") return block.content;
+  return (block.content ?? []).flatMap((b) => (b.type === "text" ? [b.text] : [])).join("");
+}
+
+/** A deterministic digest of the history; `Code words remembered: X, Y.` is parsed back by memory.ts. */
+function summarize(history: MessageParam[]): string {
+  const prompts = history.filter(
+    (m) => m.role === "user" && textBlocksOf(m).length > 0 && !textBlocksOf(m)[0].startsWith(SUMMARY_MARKER),
+  );
+  const replies = history.filter((m) => m.role === "assistant" && textBlocksOf(m).length > 0).length;
+  const words = rememberedCodeWords(history);
+  const parts = [
+    `Summary of earlier conversation: ${prompts.length} user message(s) and ${replies} assistant repl(ies) were compacted.`,
+  ];
+  const first = prompts[0] ? textBlocksOf(prompts[0])[0] : undefined;
+  if (first !== undefined) parts.push(`First request: "${excerpt(first)}".`);
+  parts.push(
+    words.length > 0 ? `Code words remembered: ${words.join(", ")}.` : "No code words were remembered.",
+  );
+  return parts.join(" ");
+}
+
+function excerpt(value: string): string {
+  const oneLine = value.replace(/\s+/g, " ").trim();
+  return oneLine.length > 120 ? `${oneLine.slice(0, 120)}…` : oneLine;
+}
+
+const PLAN_STEPS: Partial<Record<Directive["kind"], string>> = {
+  remember: "Note the code word and reply OK.",
+  recall: "Look up the most recently remembered code word.",
+  write_file: "Write the file with write_file.",
+  read_file: "Read the file with read_file.",
+  list_files: "List the files with list_files.",
+  run_command: "Run the command with run_command.",
+  list_attachments: "Name the attached files.",
+  which_model: "Report the model id.",
+  repeat_instructions: "Repeat the instructions and system text.",
+};
+
+function thinkingFor(prompt: string, directives: Directive[]): string {
+  const steps = directives.flatMap((d) => (PLAN_STEPS[d.kind] ? [PLAN_STEPS[d.kind] as string] : []));
+  if (steps.length === 0) steps.push("Answer by restating the request.");
+  const plan = steps.map((step, i) => `${i + 1}. ${step}`).join("\n");
+  return `The user asked: "${prompt.slice(0, ECHO_CHARS)}"\nPlan:\n${plan}`;
+}
+
+/** Every text reply of a turn carries the tokens an `Always include the token` directive demanded. */
+function withTokens(value: string, tokens: string[]): string {
+  const missing = tokens.filter((t) => !value.includes(t));
+  return missing.length > 0 ? `${value}\n\n${missing.join(" ")}` : value;
+}
+
+function text(value: string): ContentBlock {
+  return { type: "text", text: value, citations: null };
+}
+
+function digest(value: unknown): string {
+  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
+}
+
+/** Tokens by the 4-characters rule: the scripted model has no tokenizer, and usage must be plausible. */
+export function tokensOf(value: unknown): number {
+  if (value === undefined) return 0;
+  const chars = typeof value === "string" ? value.length : JSON.stringify(value).length;
+  return Math.ceil(chars / 4);
+}
+
+function message(
+  request: Params,
+  content: ContentBlock[],
+  stop: string,
+  directives: Directive[],
+): ScriptedMessage {
+  const reported = directives.find((d) => d.kind === "usage");
+  let usage: ScriptedMessage["usage"];
+  if (reported?.kind === "usage") {
+    usage = {
+      input_tokens: reported.input,
+      output_tokens: reported.output,
+      cache_read_input_tokens: reported.cacheRead,
+      cache_creation_input_tokens: reported.cacheWrite,
+    };
+  } else {
+    // An imitation of a prompt cache, deterministic: a request that already holds an answer of the model
+    // reads everything before its newest message from the cache; a first request writes its system prompt.
+    const prefix = tokensOf(request.system) + tokensOf(request.tools);
+    const all = prefix + tokensOf(request.messages);
+    const resumed = request.messages.some((m: MessageParam) => m.role === "assistant");
+    const cached = resumed ? all - tokensOf(request.messages.at(-1)) : 0;
+    const written = resumed ? 0 : tokensOf(request.system);
+    usage = {
+      input_tokens: Math.max(1, all - cached - written),
+      output_tokens: Math.max(1, tokensOf(content)),
+      cache_read_input_tokens: cached,
+      cache_creation_input_tokens: written,
+    };
+  }
+  return {
+    id: `msg_${digest([request.model, request.system ?? null, request.messages]).slice(0, 24)}`,
+    model: request.model,
+    content,
+    stop_reason: stop,
+    usage,
+  };
+}

@@ -1,0 +1,297 @@
+/**
+ * The scripted model as a Messages API upstream: `POST /v1/messages` answered with the scripted model's
+ * event stream. The same handler plugs into the SDK in-process (its `fetch` option: no port, no socket)
+ * and is served over HTTP by `agent-api model`, so the default engine and `--engine anthropic` pointed at
+ * `agent-api model` run the very same loop against the very same model.
+ *
+ * The only state here is transport state: how many times an identical request was answered with a
+ * transient failure (`Answer overloaded to the first N calls`), so a retried request can then succeed.
+ */
+import { createHash } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type Anthropic from "@anthropic-ai/sdk";
+import { type ScriptedAnswer, type ScriptedModelOptions, scriptedAnswer } from "./scripted-model.ts";
+
+export interface ScriptedUpstreamOptions extends ScriptedModelOptions {
+  /** Wait before answering each call (time to first byte), in ms. */
+  latencyMs?: number;
+  /** Wait before each content block's stop, in ms (a block "being generated"). */
+  blockDelayMs?: number;
+  /** Deltas a block's content is split into (the official API sends many; the default is 1). */
+  deltasPerBlock?: number;
+  /** `Retry-After` (seconds) sent with a transient 429/529; 0 by default so tests do not wait. */
+  retryAfterSeconds?: number;
+  /** Observer of each `content_block_stop` as it is sent (bench/engine.ts measures from it). */
+  onBlockStop?: (request: Params, index: number, at: number) => void;
+}
+
+export interface ScriptedUpstream {
+  handle(request: Request): Promise<Response>;
+  /** A `fetch` for the SDK's `fetch` option. */
+  fetch: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+}
+
+/** A Messages request, streaming or not (the transport reads `stream`). */
+type Params = Omit<Anthropic.Messages.MessageCreateParamsNonStreaming, "stream">;
+
+export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): ScriptedUpstream {
+  const failures = new Map<string, number>();
+  const handle = async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    if (request.method !== "POST" || !url.pathname.endsWith("/v1/messages"))
+      return errorResponse(404, "not_found_error", `No route ${request.method} ${url.pathname}`);
+    let params: Params & { stream?: boolean };
+    const raw = await request.text();
+    try {
+      params = JSON.parse(raw);
+      if (typeof params.model !== "string" || !Array.isArray(params.messages)) throw new Error("shape");
+    } catch {
+      return errorResponse(400, "invalid_request_error", "The body must be a Messages request");
+    }
+    const answer = scriptedAnswer(params, options);
+    await sleep(options.latencyMs ?? 0, request.signal);
+    if (answer.transient) {
+      const key = createHash("sha256").update(raw).digest("hex");
+      const seen = failures.get(key) ?? 0;
+      if (seen < answer.transient.times) {
+        failures.set(key, seen + 1);
+        const retryAfter = { "retry-after": String(options.retryAfterSeconds ?? 0) };
+        if (answer.transient.kind === "overloaded")
+          return errorResponse(529, "overloaded_error", "Overloaded", retryAfter);
+        if (answer.transient.kind === "rate_limited")
+          return errorResponse(429, "rate_limit_error", "Rate limited", retryAfter);
+        return droppedStream(answer);
+      }
+      failures.delete(key);
+    }
+    if (params.stream !== true) {
+      const { message } = answer;
+      return Response.json({ type: "message", role: "assistant", stop_sequence: null, ...message });
+    }
+    return new Response(eventStream(answer, options, request.signal, params), {
+      status: 200,
+      headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
+    });
+  };
+  return {
+    handle,
+    fetch: (input, init) => handle(input instanceof Request ? input : new Request(input, init)),
+  };
+}
+
+function errorResponse(
+  status: number,
+  type: string,
+  message: string,
+  headers: Record<string, string> = {},
+): Response {
+  return Response.json({ type: "error", error: { type, message } }, { status, headers });
+}
+
+function frame(event: Record<string, unknown> & { type: string }): string {
+  return `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+}
+
+/** The answer as Messages stream events, each block split into `deltasPerBlock` deltas. */
+function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions) {
+  const { message } = answer;
+  const parts = Math.max(1, options.deltasPerBlock ?? 1);
+  yield {
+    type: "message_start",
+    message: {
+      id: message.id,
+      type: "message",
+      role: "assistant",
+      model: message.model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { ...message.usage, output_tokens: 1 },
+    },
+  };
+  for (const [index, block] of message.content.entries()) {
+    if (answer.failAfterBlocks !== undefined && index >= answer.failAfterBlocks) {
+      yield {
+        type: "error",
+        error: { type: "api_error", message: "The scripted model failed this turn, as the prompt asked" },
+      };
+      return;
+    }
+    switch (block.type) {
+      case "text":
+        yield { type: "content_block_start", index, content_block: { type: "text", text: "" } };
+        for (const piece of split(block.text, parts))
+          yield { type: "content_block_delta", index, delta: { type: "text_delta", text: piece } };
+        break;
+      case "thinking":
+        yield {
+          type: "content_block_start",
+          index,
+          content_block: { type: "thinking", thinking: "", signature: "" },
+        };
+        for (const piece of split(block.thinking, parts))
+          yield { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: piece } };
+        yield {
+          type: "content_block_delta",
+          index,
+          delta: { type: "signature_delta", signature: block.signature },
+        };
+        break;
+      case "redacted_thinking":
+        yield { type: "content_block_start", index, content_block: block };
+        break;
+      case "tool_use":
+        yield {
+          type: "content_block_start",
+          index,
+          content_block: { type: "tool_use", id: block.id, name: block.name, input: {} },
+        };
+        for (const piece of split(JSON.stringify(block.input), parts))
+          yield {
+            type: "content_block_delta",
+            index,
+            delta: { type: "input_json_delta", partial_json: piece },
+          };
+        break;
+      default:
+        continue;
+    }
+    yield { type: "content_block_stop", index, delay: true };
+  }
+  if (answer.failAfterBlocks !== undefined) {
+    yield {
+      type: "error",
+      error: { type: "api_error", message: "The scripted model failed this turn, as the prompt asked" },
+    };
+    return;
+  }
+  yield {
+    type: "message_delta",
+    delta: { stop_reason: message.stop_reason, stop_sequence: null },
+    usage: message.usage,
+  };
+  yield { type: "message_stop" };
+}
+
+function split(value: string, parts: number): string[] {
+  if (parts <= 1 || value.length <= 1) return [value];
+  const size = Math.ceil(value.length / parts);
+  const out: string[] = [];
+  for (let at = 0; at < value.length; at += size) out.push(value.slice(at, at + size));
+  return out;
+}
+
+function eventStream(
+  answer: ScriptedAnswer,
+  options: ScriptedUpstreamOptions,
+  signal: AbortSignal,
+  params: Params,
+): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const events = answerEvents(answer, options);
+  return new ReadableStream({
+    async pull(controller) {
+      const step = events.next();
+      if (step.done) {
+        controller.close();
+        return;
+      }
+      const { delay, ...event } = step.value as Record<string, unknown> & { type: string; delay?: boolean };
+      if (delay) await sleep(options.blockDelayMs ?? 0, signal);
+      if (signal.aborted) {
+        controller.error(signal.reason);
+        return;
+      }
+      controller.enqueue(encoder.encode(frame(event)));
+      if (event.type === "content_block_stop")
+        options.onBlockStop?.(params, event.index as number, performance.timeOrigin + performance.now());
+    },
+  });
+}
+
+/** A stream that starts the message and then breaks, as a dropped upstream connection does. */
+function droppedStream(answer: ScriptedAnswer): Response {
+  const start = answerEvents(answer, {}).next().value as { type: string };
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode(frame(start)));
+    },
+    pull(controller) {
+      controller.error(new Error("upstream connection dropped"));
+    },
+  });
+  return new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (ms <= 0 || signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+export interface ScriptedModelServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Serves the scripted model over HTTP (`agent-api model`): a Messages upstream on `host:port`. */
+export async function serveScriptedModel(
+  options: ScriptedUpstreamOptions & { port?: number; host?: string } = {},
+): Promise<ScriptedModelServer> {
+  const upstream = createScriptedUpstream(options);
+  const server: Server = createServer((req, res) => {
+    bridge(upstream, req, res).catch(() => res.destroy());
+  });
+  const host = options.host ?? "127.0.0.1";
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://${host.includes(":") ? `[${host}]` : host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function bridge(upstream: ScriptedUpstream, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const abort = new AbortController();
+  res.on("close", () => abort.abort());
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const request = new Request(new URL(req.url ?? "/", "http://scripted.local"), {
+    method: req.method,
+    body: req.method === "POST" ? Buffer.concat(chunks) : undefined,
+    signal: abort.signal,
+  });
+  const response = await upstream.handle(request);
+  res.writeHead(response.status, Object.fromEntries(response.headers));
+  if (!response.body) {
+    res.end();
+    return;
+  }
+  const reader = response.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      res.write(value);
+    }
+    res.end();
+  } catch {
+    // The scripted stream broke on purpose (a dropped connection): the client must see the socket go.
+    res.destroy();
+  }
+}

@@ -1,0 +1,315 @@
+/**
+ * The one agent loop over HTTP, as a user runs it: the reference server on `--engine anthropic`, whose
+ * upstream is the scripted model served over HTTP on loopback (what `agent-api model` runs). Each test
+ * drives the upstream with a phrase of the scripted model's table and judges what the client receives
+ * and what SQLite keeps.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { StreamErrorEventError } from "../../client/errors.ts";
+import type { AgentClient, SendMessageRequest, TurnEvent } from "../../client/index.ts";
+import { type ScriptedModelServer, serveScriptedModel } from "../engine/scripted-transport.ts";
+import { runTurn, startTestServer, type TestServer } from "./helpers.ts";
+
+let model: ScriptedModelServer;
+let slowModel: ScriptedModelServer;
+let t: TestServer;
+let limited: TestServer;
+let slow: TestServer;
+
+beforeAll(async () => {
+  model = await serveScriptedModel({ deltasPerBlock: 4 });
+  slowModel = await serveScriptedModel({ latencyMs: 400 });
+  process.env.ANTHROPIC_API_KEY = "scripted-upstream-key";
+  process.env.ANTHROPIC_BASE_URL = model.url;
+  t = await startTestServer({ engine: "anthropic", sessionDelayMs: 0, unsafeNoIsolation: true });
+  limited = await startTestServer({
+    engine: "anthropic",
+    sessionDelayMs: 0,
+    maxIterations: 3,
+    turnTimeoutMs: 1500,
+    unsafeNoIsolation: true,
+  });
+  process.env.ANTHROPIC_BASE_URL = slowModel.url;
+  slow = await startTestServer({ engine: "anthropic", keepAliveMs: 100, unsafeNoIsolation: true });
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([t?.close(), limited?.close(), slow?.close()]);
+  await Promise.all([model?.close(), slowModel?.close()]);
+});
+
+const toolsAvailable = () => t.server.isolation !== "unavailable";
+
+/** Like runTurn, but a turn that ends with an `error` event keeps it as its last event (the client throws). */
+async function turnUntilEnd(
+  client: AgentClient,
+  prompt: string,
+  metadata?: SendMessageRequest["metadata"],
+): Promise<{ conversationId: string; events: TurnEvent[]; text: string; error?: string }> {
+  const turn = await client.sendMessage({ messages: [{ role: "user", content: prompt }], metadata });
+  const events: TurnEvent[] = [];
+  let error: string | undefined;
+  try {
+    for await (const event of turn) events.push(event);
+  } catch (thrown) {
+    if (!(thrown instanceof StreamErrorEventError)) throw thrown;
+    error = thrown.event.error.message;
+  }
+  const text = events
+    .map((e) => (e.type === "content_block_delta" && e.delta.type === "text_delta" ? e.delta.text : ""))
+    .join("");
+  return { conversationId: turn.conversationId, events, text, error };
+}
+
+function blocks(events: TurnEvent[]): Array<{ index: number; type: string }> {
+  return events.flatMap((e) =>
+    e.type === "content_block_start" ? [{ index: e.index, type: e.content_block.type }] : [],
+  );
+}
+
+function messageDelta(events: TurnEvent[]) {
+  const delta = events.find((e) => e.type === "message_delta");
+  if (delta?.type !== "message_delta") throw new Error("no message_delta");
+  return delta;
+}
+
+/** The stored session of a conversation: its Messages history, read from SQLite. */
+function storedHistory(
+  server: TestServer,
+  conversationId: string,
+): Array<{ role: string; content: unknown }> {
+  const db = new DatabaseSync(server.dbFile, { readOnly: true });
+  try {
+    const row = db
+      .prepare(
+        "SELECT s.context AS context FROM sessions s JOIN conversations c ON c.agent_session_id = s.id WHERE c.id = ?",
+      )
+      .get(conversationId) as { context: string } | undefined;
+    if (!row) throw new Error(`no session recorded for ${conversationId}`);
+    return (JSON.parse(row.context) as { messages: Array<{ role: string; content: unknown }> }).messages;
+  } finally {
+    db.close();
+  }
+}
+
+function blockTypes(history: Array<{ role: string; content: unknown }>): string[] {
+  return history.flatMap((m) =>
+    Array.isArray(m.content) ? m.content.map((b: { type: string }) => `${m.role}:${b.type}`) : [],
+  );
+}
+
+describe("the loop against a Messages upstream over HTTP", () => {
+  it("runs a multi-call tool loop; each block arrives whole, with an index running across the calls", async (ctx) => {
+    if (!toolsAvailable()) ctx.skip();
+    const turn = await runTurn(
+      t.client(),
+      "Use your tools to create a file named loop.txt containing n-loop. Then use your tools to read the file named loop.txt.",
+      { stream_tool_calls: true },
+    );
+    expect(blocks(turn.events)).toEqual([
+      { index: 0, type: "tool_use" },
+      { index: 1, type: "tool_result" },
+      { index: 2, type: "tool_use" },
+      { index: 3, type: "tool_result" },
+      { index: 4, type: "text" },
+    ]);
+    // Whole blocks: the upstream split each into 4 deltas; the client gets one complete delta per block.
+    const textDeltas = turn.events.filter((e) => e.type === "content_block_delta" && e.index === 4);
+    expect(textDeltas).toHaveLength(1);
+    expect(turn.text).toBe("Created loop.txt.\n\nn-loop");
+    expect(messageDelta(turn.events).delta.stop_reason).toBe("end_turn");
+  });
+
+  it("keeps the full Messages history in the session and sends it back on resume", async (ctx) => {
+    if (!toolsAvailable()) ctx.skip();
+    const alice = t.client();
+    const first = await runTurn(
+      alice,
+      "Think step by step before answering. Remember this code word: n-hist. Use your tools to list your files.",
+    );
+    await alice.waitForSession(first.conversationId, { intervalMs: 20, timeoutMs: 3000 });
+    expect(blockTypes(storedHistory(t, first.conversationId))).toEqual([
+      "user:text",
+      "assistant:thinking",
+      "assistant:tool_use",
+      "user:tool_result",
+      "assistant:text",
+    ]);
+    const thinking = (storedHistory(t, first.conversationId)[1].content as Array<Record<string, string>>)[0];
+    expect(thinking.signature.length).toBeGreaterThan(0);
+    const second = await runTurn(
+      alice,
+      "What code word did I ask you to remember? Reply with just the word.",
+      {
+        conversation_id: first.conversationId,
+      },
+    );
+    expect(second.text).toBe("n-hist");
+    // The resumed turn's history is the first turn's, unchanged, then the new messages.
+    await alice.waitForSession(first.conversationId, { intervalMs: 20, timeoutMs: 3000 });
+    expect(blockTypes(storedHistory(t, first.conversationId))).toEqual([
+      "user:text",
+      "assistant:thinking",
+      "assistant:tool_use",
+      "user:tool_result",
+      "assistant:text",
+      "user:text",
+      "assistant:text",
+    ]);
+    // A resumed turn reads its stable prefix from the (imitated) prompt cache.
+    expect(messageDelta(second.events).usage.cache_read_input_tokens).toBeGreaterThan(0);
+  });
+
+  it("reports the upstream usage summed over the turn's calls, priced by the model's price", async (ctx) => {
+    if (!toolsAvailable()) ctx.skip();
+    const turn = await runTurn(
+      t.client(),
+      "Report usage: input 1234, output 567, cache read 89, cache write 45. Use your tools to list your files.",
+    );
+    const { usage } = messageDelta(turn.events);
+    // Two model calls (the tool call, then the answer), each reporting the same figures.
+    expect(usage).toMatchObject({
+      input_tokens: 2468,
+      output_tokens: 1134,
+      cache_read_input_tokens: 178,
+      cache_creation_input_tokens: 90,
+    });
+    // demo-large: $3 / $15 / $0.30 / $3.75 per million tokens.
+    const expected = (2468 * 3 + 1134 * 15 + 178 * 0.3 + 90 * 3.75) / 1e6;
+    expect(usage.total_cost_usd).toBeCloseTo(expected, 8);
+  });
+
+  it.each(["max_tokens", "refusal", "pause_turn", "stop_sequence"])(
+    "passes the upstream stop reason %s through",
+    async (reason) => {
+      const turn = await runTurn(t.client(), `Stop with reason ${reason}.`);
+      expect(messageDelta(turn.events).delta.stop_reason).toBe(reason);
+    },
+  );
+
+  it("retries 529 and 429 honouring Retry-After, then says plainly what happened", async () => {
+    expect((await runTurn(t.client(), "Answer overloaded to the first 2 calls. Hi.")).text).toBe(
+      "You said: Answer overloaded to the first 2 calls. Hi.",
+    );
+    expect((await runTurn(t.client(), "Answer rate limited to the first 1 call. Hi.")).text).toContain(
+      "You said:",
+    );
+    const overloaded = await turnUntilEnd(t.client(), "Answer overloaded to the first 9 calls. Hi.");
+    expect(overloaded.error).toBe("The model is overloaded; try again later.");
+    const limitedTurn = await turnUntilEnd(t.client(), "Answer rate limited to the first 9 calls. Hi.");
+    expect(limitedTurn.error).toBe("The model's rate limit was reached; try again later.");
+  });
+
+  it("retries a dropped connection while no block was sent, and reports one that keeps dropping", async () => {
+    const recovered = await runTurn(
+      t.client(),
+      "Answer by dropping the connection to the first 2 calls. Hi.",
+    );
+    expect(recovered.text).toContain("You said:");
+    const dropped = await turnUntilEnd(
+      t.client(),
+      "Answer by dropping the connection to the first 9 calls. Hi.",
+    );
+    expect(dropped.error).toBe("The model's upstream could not be reached or dropped the connection.");
+  });
+
+  it("forwards the blocks done before an upstream error mid-stream, then an error event without the raw body", async () => {
+    const turn = await turnUntilEnd(t.client(), "Fail this turn after it starts.");
+    expect(turn.text).toBe("Starting, then failing as asked.");
+    expect(turn.error).toBe(
+      "The model failed while answering (upstream api_error) after part of the answer was sent.",
+    );
+    expect(turn.events.some((e) => e.type === "message_delta")).toBe(false);
+  });
+
+  it("keeps redacted thinking in the session but never streams it", async () => {
+    const alice = t.client();
+    const turn = await runTurn(alice, "Think in redacted form. Hello.");
+    expect(blocks(turn.events)).toEqual([{ index: 0, type: "text" }]);
+    await alice.waitForSession(turn.conversationId, { intervalMs: 20, timeoutMs: 3000 });
+    expect(blockTypes(storedHistory(t, turn.conversationId))).toEqual([
+      "user:text",
+      "assistant:redacted_thinking",
+      "assistant:text",
+    ]);
+  });
+
+  it("ends a turn at the iteration limit visibly: a closing text and stop reason max_iterations", async (ctx) => {
+    if (!toolsAvailable()) ctx.skip();
+    const turn = await runTurn(limited.client(), "Keep using your tools without end.", {
+      stream_tool_calls: true,
+    });
+    expect(blocks(turn.events).filter((b) => b.type === "tool_use")).toHaveLength(3);
+    expect(turn.text).toBe(
+      "The turn stopped after 3 model calls, the iteration limit of this server. Send another message to continue.",
+    );
+    expect(messageDelta(turn.events).delta.stop_reason).toBe("max_iterations");
+  });
+
+  it("ends a turn past its time-out with an error event; the cut tool call is stored with an error result", async (ctx) => {
+    if (!toolsAvailable()) ctx.skip();
+    const alice = limited.client();
+    const turn = await turnUntilEnd(alice, "Use your tools to run the shell command: sleep 3", {
+      stream_tool_calls: true,
+    });
+    expect(turn.error).toBe("The turn timed out");
+    const transcript = await alice.getTranscript(turn.conversationId);
+    const results = transcript.events.filter((e) => (e as { type?: string }).type === "tool_result");
+    expect(results).toHaveLength(1);
+    expect(results[0]).toMatchObject({ is_error: true });
+  });
+
+  it("sends SSE comment lines while the upstream works", async () => {
+    const res = await fetch(`${slow.url}/api/agents/demo-agent/v1/messages`, {
+      method: "POST",
+      headers: { "x-api-key": "demo-admin-key", "content-type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: "Hi." }] }),
+    });
+    const body = await res.text();
+    expect(body).toContain(": keep-alive\n\n");
+    expect(body).toContain("event: message_stop");
+  });
+});
+
+describe("cancellation (needs the sandbox side: ToolRunner.run's signal kills the tool's process tree)", () => {
+  it("a client disconnect kills the running tool: the next read_only false turn does not push its file", async (ctx) => {
+    if (!toolsAvailable()) ctx.skip();
+    const repo = t.client("demo-admin-key", "acme-widgets");
+    const id = `orphan-${Date.now()}`;
+    const abort = new AbortController();
+    const turn = await repo.sendMessage(
+      {
+        messages: [
+          { role: "user", content: "Use your tools to run the shell command: sleep 2; echo x > orphan.txt" },
+        ],
+        metadata: { conversation_id: id, read_only: false, stream_tool_calls: true },
+      },
+      { signal: abort.signal },
+    );
+    for await (const event of turn) {
+      if (event.type === "content_block_stop") break; // the tool_use block: the command now runs
+    }
+    abort.abort();
+    const next = await runTurn(repo, "Use your tools to create a file named kept.txt containing k.", {
+      conversation_id: id,
+      read_only: false,
+    });
+    expect(next.text).toBe("Created kept.txt.");
+    const git = (...args: string[]) =>
+      execFileSync("git", ["--git-dir", join(t.dataDir, "demo", "acme-widgets.git"), ...args], {
+        encoding: "utf8",
+      }).trim();
+    const files = git("ls-tree", "-r", "--name-only", "refs/heads/main").split("\n");
+    expect(files).toContain("kept.txt");
+    expect(files).not.toContain("orphan.txt");
+    // Nor did the command finish later in the clone: it was killed, not left to run.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    const clones = execFileSync("find", [t.dataDir, "-name", "orphan.txt"], { encoding: "utf8" }).trim();
+    expect(clones).toBe("");
+    expect(existsSync(join(t.dataDir, "orphan.txt"))).toBe(false);
+  }, 20_000);
+});
