@@ -1,14 +1,15 @@
 /**
  * The store at scale: list (every filter kind), get, transcript and fork of a long conversation, and
- * delete, at N conversations against the same operations at a small baseline store, both built and
- * measured in this run. Reported as p50/p99 per operation, the p50 ratio N / baseline, and the database
- * size (total, per 1k conversations, and per table/index).
+ * delete, at N conversations against the same operations on a small baseline store built in the same run,
+ * the two measured sample by sample in turn. Reported as p50/p99 per operation, the p50 ratio N / baseline,
+ * and the database size (total, per 1k conversations, and per table/index).
  *
- * The stores are filled through the Store API directly (insertConversation, commitTurn, recordSession),
- * not over HTTP: 100,000 conversations through the API took 83 s in issue 14, and the rows are the same.
- * The operations are measured through the service layer (ConversationService, the code under the HTTP
- * routes), so they include visibility checks and the mapping to the API shape, but not HTTP. The sandbox
- * is a no-op: fork and delete also copy or remove a conversation's files, which `bench:sandbox` measures.
+ * The stores are filled through the Store API (insertConversation, commitTurn, recordSession), not over
+ * HTTP: the API creates only interactive conversations owned by the caller, while the list filters need
+ * channel-owned, notebook and automation ones (and 100,000 turns over HTTP took 83 s in issue 14). The
+ * operations are measured through the service layer (ConversationService, the code under the HTTP routes),
+ * so they include visibility checks and the mapping to the API shape, but not HTTP. The sandbox is a
+ * no-op: fork and delete also copy or remove a conversation's files, which `bench:sandbox` measures.
  *
  * The mix, all on one agent of one workspace (the worst case for a per-agent list), 8 members:
  *   70% INTERACTIVE owned by a member (10% of them shared), 10% NOTEBOOK (300 notebook paths),
@@ -169,32 +170,43 @@ interface Figure {
   p50: number;
   p99: number;
   /**
-   * p99 of this process's CPU time per call. The machine is shared: a call descheduled for a time slice
-   * shows in the wall-clock p99 but not here, which tells the store's cost apart from the neighbours'.
+   * p99 of the process's CPU time per call (all its threads, so a GC thread's work counts and this can
+   * exceed the wall-clock p99). The machine is shared: a call descheduled for a time slice shows in the
+   * wall-clock p99 but not here, which tells the store's cost apart from the neighbours' load.
    */
   cpuP99: number;
   samples: number;
 }
 
-/** Times `work(i)` for i = 0..count-1 after a few unmeasured warm-up calls (statement compilation). */
-async function time(count: number, work: (i: number) => unknown, warmUp = 5): Promise<Figure> {
-  for (let i = 0; i < warmUp; i++) await work(count + i);
-  const samples: number[] = [];
-  const cpu: number[] = [];
+/**
+ * Times `work[k](i)` for i = 0..count-1 on each subject k, alternating subjects sample by sample so that a
+ * change of machine load while an operation is measured hits the baseline and the large store alike.
+ * A few unmeasured warm-up calls first (statement compilation, JIT).
+ */
+async function timeEach(
+  count: number,
+  work: Array<(i: number) => unknown>,
+  warmUp: number,
+): Promise<Figure[]> {
+  for (const run of work) for (let i = 0; i < warmUp; i++) await run(count + i);
+  const wall = work.map((): number[] => []);
+  const cpu = work.map((): number[] => []);
   for (let i = 0; i < count; i++) {
-    const cpuStarted = process.cpuUsage();
-    const started = performance.now();
-    await work(i);
-    samples.push(performance.now() - started);
-    const used = process.cpuUsage(cpuStarted);
-    cpu.push((used.user + used.system) / 1000);
+    for (const [k, run] of work.entries()) {
+      const cpuStarted = process.cpuUsage();
+      const started = performance.now();
+      await run(i);
+      wall[k].push(performance.now() - started);
+      const used = process.cpuUsage(cpuStarted);
+      cpu[k].push((used.user + used.system) / 1000);
+    }
   }
-  return {
-    p50: percentile(samples, 50),
-    p99: percentile(samples, 99),
-    cpuP99: percentile(cpu, 99),
+  return work.map((_, k) => ({
+    p50: percentile(wall[k], 50),
+    p99: percentile(wall[k], 99),
+    cpuP99: percentile(cpu[k], 99),
     samples: count,
-  };
+  }));
 }
 
 interface ListCase {
@@ -330,61 +342,78 @@ function closeSubject(subject: Subject): void {
 
 interface Operation {
   label: string;
-  run(subject: Subject, samples: number): Promise<Figure>;
+  /** Samples to take on a subject (bounded by what it holds, e.g. conversations left to delete). */
+  count(subject: Subject, samples: number): number;
+  warmUp: number;
+  work(subject: Subject): (i: number) => unknown;
 }
 
 function operations(): Operation[] {
   const list: Operation[] = LIST_CASES.map((listCase) => ({
     label: listCase.label,
-    run: ({ service }, samples) =>
-      time(samples, (i) =>
+    count: (_, samples) => samples,
+    warmUp: 5,
+    work:
+      ({ service }) =>
+      (i) =>
         service.list(caller(listCase.viewer ?? MEMBERS[i % MEMBERS.length]), AGENT, listCase.query(i)),
-      ),
   }));
   return [
     ...list,
     {
       label: "get one conversation",
-      run: ({ service, seeded: { owned } }, samples) =>
-        time(samples, (i) => {
+      count: (_, samples) => samples,
+      warmUp: 5,
+      work:
+        ({ service, seeded: { owned } }) =>
+        (i) => {
           const target = owned[(i * 7919) % owned.length];
           return service.get(caller(target.owner), AGENT, target.id);
-        }),
+        },
     },
     {
       label: `transcript, ${LONG_TURNS * 2} messages`,
-      run: ({ service, seeded: { long } }, samples) =>
-        time(Math.min(samples, 50), (i) => {
+      count: (_, samples) => Math.min(samples, 50),
+      warmUp: 2,
+      work:
+        ({ service, seeded: { long } }) =>
+        (i) => {
           const target = long[i % long.length];
           return service.transcript(caller(target.owner), AGENT, target.id);
-        }),
+        },
     },
     {
       label: `fork, ${LONG_TURNS * 2} messages`,
-      run: ({ service, seeded: { long }, forks }, samples) =>
-        time(
-          Math.min(samples, 50),
-          async (i) => {
-            const target = long[i % long.length];
-            const child = await service.fork(caller(target.owner), AGENT, target.id, {});
-            forks.push({ id: child.conversation_id, owner: target.owner });
-          },
-          2,
-        ),
+      count: (_, samples) => Math.min(samples, 50),
+      warmUp: 2,
+      work:
+        ({ service, seeded: { long }, forks }) =>
+        async (i) => {
+          const target = long[i % long.length];
+          const child = await service.fork(caller(target.owner), AGENT, target.id, {});
+          forks.push({ id: child.conversation_id, owner: target.owner });
+        },
     },
     {
       label: "delete, 1-3 turns",
-      run: ({ service, seeded: { owned } }, samples) =>
-        time(Math.min(samples, Math.floor(owned.length / 4)), (i) => {
+      count: ({ seeded: { owned } }, samples) => Math.min(samples, Math.floor(owned.length / 4)),
+      warmUp: 2,
+      work:
+        ({ service, seeded: { owned } }) =>
+        (i) => {
           // 104729 is prime: distinct i pick distinct conversations, so none is deleted twice.
           const target = owned[(i * 104729) % owned.length];
           return service.delete(caller(target.owner), AGENT, target.id);
-        }),
+        },
     },
     {
       label: `delete, ${LONG_TURNS * 2} messages (the forks)`,
-      run: ({ service, forks }) =>
-        time(forks.length, (i) => service.delete(caller(forks[i].owner), AGENT, forks[i].id), 0),
+      count: ({ forks }) => forks.length,
+      warmUp: 0,
+      work:
+        ({ service, forks }) =>
+        (i) =>
+          service.delete(caller(forks[i].owner), AGENT, forks[i].id),
     },
   ];
 }
@@ -455,10 +484,15 @@ async function main(): Promise<void> {
   const baseline = openSubject(baselineN, longCount);
   const large = openSubject(n, longCount);
   try {
-    // Each operation runs on the baseline and then on the large store, so both meet the same machine load.
+    const subjects = [baseline, large];
     for (const operation of operations()) {
-      for (const subject of [baseline, large])
-        subject.figures.set(operation.label, await operation.run(subject, samples));
+      const count = Math.min(...subjects.map((subject) => operation.count(subject, samples)));
+      const figures = await timeEach(
+        count,
+        subjects.map((subject) => operation.work(subject)),
+        operation.warmUp,
+      );
+      for (const [k, subject] of subjects.entries()) subject.figures.set(operation.label, figures[k]);
     }
     report(baseline, large);
   } finally {
