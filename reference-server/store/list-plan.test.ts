@@ -189,6 +189,37 @@ describe("list query plans", () => {
     }
   });
 
+  it("every combination reads no more than `limit` rows plus a look-ahead per arm", () => {
+    const records = mixedRecords(3000);
+    for (const record of records) store.insertConversation(record);
+    const db = new DatabaseSync(file, { readOnly: true });
+    let visited = 0;
+    db.function("visited", () => {
+      visited++;
+      return 1;
+    });
+    try {
+      const failures: string[] = [];
+      for (const parts of combinations()) {
+        const filter = filterOf(parts, "alice", 5);
+        const { sql, params } = listConversationsQuery(filter);
+        // A term no index can serve runs once per row each walk reaches, which is what is counted.
+        const counted = sql
+          .replace("audience = ?", "audience = ? AND visited()")
+          .replace("audience IS NULL", "audience IS NULL AND visited()");
+        expect(counted).not.toBe(sql);
+        visited = 0;
+        const rows = db.prepare(counted).all(...params).length;
+        const matching = expected(records, { ...filter, limit: records.length }).length;
+        if (rows !== Math.min(5, matching) || visited > rows + 2)
+          failures.push(`${describeParts(parts)}: ${rows} rows of ${matching} matching, ${visited} read`);
+      }
+      expect(failures).toEqual([]);
+    } finally {
+      db.close();
+    }
+  });
+
   it("the plan check rejects schema 1's list query, which has neither a scan nor a sort", () => {
     store.close();
     rmSync(file, { force: true });

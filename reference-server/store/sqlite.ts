@@ -127,8 +127,8 @@ const listedColumns = Object.values(conversationColumns).join(", ");
  * Visibility is two disjoint arms over the `audience` column (schema.ts, migration 2): the caller's
  * private conversations, and everything shared or channel-owned. Each arm is an equality walk of the
  * index for this set of filters, already in activity order; a compound ORDER BY makes SQLite merge the
- * two walks row by row (MERGE (UNION ALL)) and stop at the LIMIT, so at most `limit` + 1 index entries
- * are read whatever the store's size. Giving each arm its own ORDER BY ... LIMIT in a subquery instead
+ * two walks row by row (MERGE (UNION ALL)) and stop at the LIMIT, so about `limit` index entries (plus
+ * a look-ahead per arm) are read whatever the store's size. Giving each arm its own ORDER BY ... LIMIT in a subquery instead
  * makes SQLite sort each arm's rows again before merging (USE TEMP B-TREE FOR ORDER BY).
  */
 export function listConversationsQuery(filter: ListFilter): { sql: string; params: SQLInputValue[] } {
