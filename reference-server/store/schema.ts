@@ -6,11 +6,11 @@
 import type { DatabaseSync } from "node:sqlite";
 
 /**
- * The list filters that are equalities. A query may combine any of them, so every subset gets its own
- * index with exactly those columns before the activity order: an index missing one filter column would
- * walk past rows that fail it (channel=SLACK over the plain activity index read 47 ms at 100k).
+ * The list filters that may be absent from a conversation. A query may combine any of them, so every subset
+ * gets its own index with exactly those columns before the activity order: an index missing one filter
+ * column walks past rows that fail it (`channel=SLACK` over schema 1's activity index read 47 ms at 100k).
  */
-const LIST_FILTER_COLUMNS = ["channel", "channel_id", "notebook_path", "automation"] as const;
+const OPTIONAL_FILTER_COLUMNS = ["channel_id", "notebook_path", "automation"] as const;
 
 /**
  * Migration 2, built once from the subsets; its output is frozen by being a migration (a later change
@@ -21,10 +21,13 @@ const LIST_FILTER_COLUMNS = ["channel", "channel_id", "notebook_path", "automati
  *   `audience IS NULL`, two equality walks that SQLite merges in order (sqlite.ts), instead of an OR that
  *   no index can serve in activity order. It is a VIRTUAL generated column, so no write path maintains it
  *   and rows of an existing database have it the moment the column is added.
+ * - `channel` (never null, four values) leads every index, and a query without a channel filter merges
+ *   one walk per channel. Each turn moves its conversation in every list index that holds it (the
+ *   activity time is in the key), so a plain interactive conversation sits in one list index, as in
+ *   schema 1, rather than in a channel-less index and a channel one.
  * - The indexes are partial: hidden test runs are never listed, and a row without a channel id, notebook
- *   path or automation cannot match a filter on it, so each index holds only the rows it can return and a
- *   turn's write updates only the indexes of the filters its conversation has.
- * - The v1 list indexes go: every list query now has a better one.
+ *   path or automation cannot match a filter on it, so each index holds only the rows it can return.
+ * - The schema 1 list indexes go: every list query has a better one now.
  */
 function listIndexesMigration(): string {
   const statements = [
@@ -33,15 +36,12 @@ function listIndexesMigration(): string {
     "DROP INDEX conversations_by_channel;",
     "DROP INDEX conversations_by_automation;",
   ];
-  for (let mask = 0; mask < 1 << LIST_FILTER_COLUMNS.length; mask++) {
-    const columns = LIST_FILTER_COLUMNS.filter((_, bit) => mask & (1 << bit));
+  for (let mask = 0; mask < 1 << OPTIONAL_FILTER_COLUMNS.length; mask++) {
+    const columns = OPTIONAL_FILTER_COLUMNS.filter((_, bit) => mask & (1 << bit));
     const name = ["conversations_list", ...columns].join("_");
-    const where = [
-      "hidden = 0",
-      ...columns.filter((column) => column !== "channel").map((column) => `${column} IS NOT NULL`),
-    ];
+    const where = ["hidden = 0", ...columns.map((column) => `${column} IS NOT NULL`)];
     statements.push(
-      `CREATE INDEX ${name} ON conversations (workspace_id, agent, audience, ${columns.map((c) => `${c}, `).join("")}updated_at DESC, created_at DESC, id DESC) WHERE ${where.join(" AND ")};`,
+      `CREATE INDEX ${name} ON conversations (workspace_id, agent, channel, audience, ${columns.map((c) => `${c}, `).join("")}updated_at DESC, created_at DESC, id DESC) WHERE ${where.join(" AND ")};`,
     );
   }
   return statements.join("\n");

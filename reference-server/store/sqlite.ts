@@ -5,6 +5,7 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { migrate } from "./schema.ts";
 import {
+  CHANNELS,
   type Channel,
   type CompactionRecord,
   ConversationExistsError,
@@ -124,18 +125,18 @@ const listedColumns = Object.values(conversationColumns).join(", ");
 /**
  * The list query for a filter, exported so the query-plan test checks exactly what the store runs.
  *
- * Visibility is two disjoint arms over the `audience` column (schema.ts, migration 2): the caller's
- * private conversations, and everything shared or channel-owned. Each arm is an equality walk of the
- * index for this set of filters, already in activity order; a compound ORDER BY makes SQLite merge the
- * two walks row by row (MERGE (UNION ALL)) and stop at the LIMIT, so about `limit` index entries (plus
- * a look-ahead per arm) are read whatever the store's size. Giving each arm its own ORDER BY ... LIMIT in a subquery instead
+ * One arm per visibility rule group and channel (schema.ts, migration 2): the caller's private
+ * conversations (`audience = caller`) and the shared or channel-owned ones (`audience IS NULL`), for the
+ * filtered channel or else for each of the four. Each arm is an equality walk of the list index for this
+ * set of filters, already in activity order; a compound ORDER BY makes SQLite merge the walks row by row
+ * (MERGE (UNION ALL)) and stop at the LIMIT, so about `limit` index entries (plus a look-ahead per arm)
+ * are read whatever the store's size. Giving each arm its own ORDER BY ... LIMIT in a subquery instead
  * makes SQLite sort each arm's rows again before merging (USE TEMP B-TREE FOR ORDER BY).
  */
 export function listConversationsQuery(filter: ListFilter): { sql: string; params: SQLInputValue[] } {
-  const where = ["workspace_id = ?", "agent = ?", "hidden = 0"];
-  const whereParams: SQLInputValue[] = [filter.workspaceId, filter.agent];
+  const where = ["workspace_id = ?", "agent = ?", "hidden = 0", "channel = ?"];
+  const optional: SQLInputValue[] = [];
   const equalities = [
-    ["channel", filter.channel],
     ["channel_id", filter.channelId],
     ["notebook_path", filter.notebookPath],
     ["automation", filter.automation],
@@ -143,18 +144,24 @@ export function listConversationsQuery(filter: ListFilter): { sql: string; param
   for (const [column, value] of equalities) {
     if (value === undefined) continue;
     where.push(`${column} = ?`);
-    whereParams.push(value);
+    optional.push(value);
   }
   if (filter.since !== undefined) {
     where.push("updated_at >= ?");
-    whereParams.push(normaliseSince(filter.since));
+    optional.push(normaliseSince(filter.since));
   }
-  const arm = (audience: string) =>
-    `SELECT ${listedColumns} FROM conversations WHERE ${[...where, audience].join(" AND ")}`;
-  return {
-    sql: `${arm("audience = ?")} UNION ALL ${arm("audience IS NULL")} ${ACTIVITY_ORDER} LIMIT ?`,
-    params: [...whereParams, filter.viewerMemberId, ...whereParams, Math.max(0, Math.trunc(filter.limit))],
-  };
+  const arms: string[] = [];
+  const params: SQLInputValue[] = [];
+  for (const channel of filter.channel === undefined ? CHANNELS : [filter.channel]) {
+    for (const viewer of [filter.viewerMemberId, null]) {
+      const audience = viewer === null ? "audience IS NULL" : "audience = ?";
+      arms.push(`SELECT ${listedColumns} FROM conversations WHERE ${[...where, audience].join(" AND ")}`);
+      params.push(filter.workspaceId, filter.agent, channel, ...optional);
+      if (viewer !== null) params.push(viewer);
+    }
+  }
+  params.push(Math.max(0, Math.trunc(filter.limit)));
+  return { sql: `${arms.join(" UNION ALL ")} ${ACTIVITY_ORDER} LIMIT ?`, params };
 }
 
 export function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Store {
