@@ -248,21 +248,22 @@ export class TurnService {
     const agentEvents: AgentEvent[] = [];
     const readOnly = metadata.read_only !== false;
     const isolated = metadata.isolated === true;
-    const sandbox = new LazySandbox(() =>
-      this.#deps.sandbox.acquire({
-        conversationId: record.id,
-        agent: {
-          workspaceId: plan.agent.workspaceId,
-          name: plan.agent.name,
-          kind: plan.agent.kind,
-          secrets: plan.agent.secrets,
-          repoUrl: plan.agent.repoUrl,
-          filesDir: plan.agent.filesDir,
-        },
-        isolated,
-        readOnly,
-        attachments: metadata.attachments,
-      }),
+    const sandbox = new LazySandbox(
+      () =>
+        this.#deps.sandbox.acquire({
+          conversationId: record.id,
+          agent: {
+            workspaceId: plan.agent.workspaceId,
+            name: plan.agent.name,
+            kind: plan.agent.kind,
+            secrets: plan.agent.secrets,
+            repoUrl: plan.agent.repoUrl,
+            filesDir: plan.agent.filesDir,
+          },
+          isolated,
+          readOnly,
+          attachments: metadata.attachments,
+        }),
       // Ends a running tool with the turn (disconnect, time-out, delete), whatever the engine passes.
       signal,
     );

@@ -6,6 +6,7 @@ import { chmodSync } from "node:fs";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { migrate } from "./schema.ts";
 import {
+  CHANNELS,
   type Channel,
   type CompactionRecord,
   ConversationExistsError,
@@ -126,6 +127,51 @@ function isUniqueViolation(error: unknown): boolean {
   return errcode === 1555 || errcode === 2067;
 }
 
+const ACTIVITY_ORDER = "ORDER BY updated_at DESC, created_at DESC, id DESC";
+const listedColumns = Object.values(conversationColumns).join(", ");
+
+/**
+ * The list query for a filter, exported so the query-plan test checks exactly what the store runs.
+ *
+ * One arm per visibility rule group and channel (schema.ts, migration 2): the caller's private
+ * conversations (`audience = caller`) and the shared or channel-owned ones (`audience IS NULL`), for the
+ * filtered channel or else for each of the four. Each arm is an equality walk of the list index for this
+ * set of filters, already in activity order; a compound ORDER BY makes SQLite merge the walks row by row
+ * (MERGE (UNION ALL)) and stop at the LIMIT, so about `limit` index entries (plus a look-ahead per arm)
+ * are read whatever the store's size. Giving each arm its own ORDER BY ... LIMIT in a subquery instead
+ * makes SQLite sort each arm's rows again before merging (USE TEMP B-TREE FOR ORDER BY).
+ */
+export function listConversationsQuery(filter: ListFilter): { sql: string; params: SQLInputValue[] } {
+  const where = ["workspace_id = ?", "agent = ?", "hidden = 0", "channel = ?"];
+  const optional: SQLInputValue[] = [];
+  const equalities = [
+    ["channel_id", filter.channelId],
+    ["notebook_path", filter.notebookPath],
+    ["automation", filter.automation],
+  ] as const;
+  for (const [column, value] of equalities) {
+    if (value === undefined) continue;
+    where.push(`${column} = ?`);
+    optional.push(value);
+  }
+  if (filter.since !== undefined) {
+    where.push("updated_at >= ?");
+    optional.push(normaliseSince(filter.since));
+  }
+  const arms: string[] = [];
+  const params: SQLInputValue[] = [];
+  for (const channel of filter.channel === undefined ? CHANNELS : [filter.channel]) {
+    for (const viewer of [filter.viewerMemberId, null]) {
+      const audience = viewer === null ? "audience IS NULL" : "audience = ?";
+      arms.push(`SELECT ${listedColumns} FROM conversations WHERE ${[...where, audience].join(" AND ")}`);
+      params.push(filter.workspaceId, filter.agent, channel, ...optional);
+      if (viewer !== null) params.push(viewer);
+    }
+  }
+  params.push(Math.max(0, Math.trunc(filter.limit)));
+  return { sql: `${arms.join(" UNION ALL ")} ${ACTIVITY_ORDER} LIMIT ?`, params };
+}
+
 export function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Store {
   const db = new DatabaseSync(file);
   try {
@@ -217,36 +263,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     },
 
     listConversations(filter: ListFilter) {
-      const where = [
-        "workspace_id = ?",
-        "agent = ?",
-        "hidden = 0",
-        "(owner_member_id = ? OR shared = 1 OR owner_member_id IS NULL)",
-      ];
-      const params: SQLInputValue[] = [filter.workspaceId, filter.agent, filter.viewerMemberId];
-      if (filter.channel !== undefined) {
-        where.push("channel = ?");
-        params.push(filter.channel);
-      }
-      if (filter.channelId !== undefined) {
-        where.push("channel_id = ?");
-        params.push(filter.channelId);
-      }
-      if (filter.notebookPath !== undefined) {
-        where.push("notebook_path = ?");
-        params.push(filter.notebookPath);
-      }
-      if (filter.automation !== undefined) {
-        where.push("automation = ?");
-        params.push(filter.automation);
-      }
-      if (filter.since !== undefined) {
-        where.push("updated_at >= ?");
-        params.push(normaliseSince(filter.since));
-      }
-      const sql = `SELECT * FROM conversations WHERE ${where.join(" AND ")}
-        ORDER BY updated_at DESC, created_at DESC, id DESC LIMIT ?`;
-      params.push(Math.max(0, Math.trunc(filter.limit)));
+      const { sql, params } = listConversationsQuery(filter);
       return (statement(sql).all(...params) as unknown as ConversationRow[]).map(rowToConversation);
     },
 

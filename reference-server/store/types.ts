@@ -3,7 +3,8 @@
  * All methods are synchronous (node:sqlite is); the service keeps calls short.
  */
 
-export type Channel = "INTERACTIVE" | "NOTEBOOK" | "SLACK" | "EMAIL";
+export const CHANNELS = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"] as const;
+export type Channel = (typeof CHANNELS)[number];
 
 export interface ConversationRecord {
   /** Caller-chosen or generated; globally unique across agents and workspaces. */
