@@ -32,9 +32,15 @@ export function exceededMessage(usedBytes: number, limitBytes: number): string {
 
 export function createDiskQuota(dir: string, limitBytes: number): DiskQuota {
   let used: number | undefined;
-  const measure = async () => {
-    used = await du(dir);
-    return used;
+  // One du at a time: on a huge tree a measurement outlasts the poll interval, and callers share it.
+  let inFlight: Promise<number> | undefined;
+  const measure = () => {
+    inFlight ??= du(dir).then((bytes) => {
+      used = bytes;
+      inFlight = undefined;
+      return bytes;
+    });
+    return inFlight;
   };
   return {
     limitBytes,
