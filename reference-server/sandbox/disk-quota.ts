@@ -12,6 +12,8 @@ export interface DiskQuota {
   remaining(): Promise<number>;
   /** Measures again after something wrote; returns a message for the model when the quota is exceeded. */
   remeasure(): Promise<string | null>;
+  /** While a command runs: joins a measurement in progress instead of starting another. */
+  poll(): Promise<string | null>;
   /** Accounts for bytes the server itself is about to write; false when they do not fit. */
   fits(bytes: number): Promise<boolean>;
 }
@@ -49,6 +51,12 @@ export function createDiskQuota(dir: string, limitBytes: number): DiskQuota {
       return Math.max(0, limitBytes - now);
     },
     async remeasure() {
+      // A measurement started before the write ended may have missed it: wait for it, then measure anew.
+      if (inFlight) await inFlight;
+      const now = await measure();
+      return now > limitBytes ? exceededMessage(now, limitBytes) : null;
+    },
+    async poll() {
       const now = await measure();
       return now > limitBytes ? exceededMessage(now, limitBytes) : null;
     },

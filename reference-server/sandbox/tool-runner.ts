@@ -259,7 +259,7 @@ async function runCommandTool(
   // RLIMIT_FSIZE bounds each file; many files written at once are caught by measuring while it runs.
   const overQuota = new AbortController();
   const watch = setInterval(() => {
-    void options.disk.remeasure().then((exceeded) => {
+    void options.disk.poll().then((exceeded) => {
       if (exceeded !== null) overQuota.abort();
     });
   }, QUOTA_POLL_MS);
