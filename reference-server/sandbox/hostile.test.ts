@@ -114,14 +114,19 @@ describe.skipIf(!hasBwrap)("nothing of a turn outlives it", () => {
   });
 
   /** Starts a turn running `command` and disconnects once its tool is running. */
-  async function disconnectedTurn(id: string, command: string): Promise<void> {
+  async function disconnectedTurn(
+    id: string,
+    command: string,
+    agent = "demo-agent",
+    metadata: Record<string, unknown> = {},
+  ): Promise<void> {
     const controller = new AbortController();
-    const response = await fetch(`${s.url}/api/agents/demo-agent/v1/messages`, {
+    const response = await fetch(`${s.url}/api/agents/${agent}/v1/messages`, {
       method: "POST",
       headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
       body: JSON.stringify({
         messages: [{ role: "user", content: phrase.run(command) }],
-        metadata: { conversation_id: id, stream_tool_calls: true },
+        metadata: { conversation_id: id, stream_tool_calls: true, ...metadata },
       }),
       signal: controller.signal,
     });
@@ -148,6 +153,41 @@ describe.skipIf(!hasBwrap)("nothing of a turn outlives it", () => {
     expect(onlyToolResult(next).content).not.toContain("late-");
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(sandboxedSleeps()).toEqual([]);
+  });
+});
+
+describe.skipIf(!hasBwrap)("a turn cut short", () => {
+  it("pushes nothing of its own, even with read_only false; its files stay for the next turn", async () => {
+    const s = await startTestServer({ unsafeNoIsolation: false });
+    try {
+      const id = "cut-short-push";
+      const before = bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim();
+      const controller = new AbortController();
+      const response = await fetch(`${s.url}/api/agents/acme-widgets/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
+        body: JSON.stringify({
+          messages: [{ role: "user", content: phrase.run("echo half > half-done.txt; sleep 20") }],
+          metadata: { conversation_id: id, stream_tool_calls: true, read_only: false },
+        }),
+        signal: controller.signal,
+      });
+      const reader = response.body?.getReader();
+      let seen = "";
+      while (reader && !seen.includes("tool_use")) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        seen += Buffer.from(value).toString();
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      controller.abort();
+      const next = await s.turn("acme-widgets", phrase.run("cat half-done.txt"), { conversation_id: id });
+      expect(onlyToolResult(next).content).toBe("half\n");
+      expect(bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim()).toBe(before);
+    } finally {
+      await s.close();
+      await removeDir(s.dataDir);
+    }
   });
 });
 

@@ -312,10 +312,12 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     return turn;
   }
 
-  function once(fn: () => Promise<FinishReport>): () => Promise<FinishReport> {
+  function once(
+    fn: (outcome: "completed" | "failed") => Promise<FinishReport>,
+  ): (outcome?: "completed" | "failed") => Promise<FinishReport> {
     let result: Promise<FinishReport> | undefined;
-    return () => {
-      result ??= fn();
+    return (outcome = "completed") => {
+      result ??= fn(outcome);
       return result;
     };
   }
@@ -402,10 +404,12 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       cold,
       attachments,
       tools: toolsFor(workdir, request.agent, user, turn, quotaFor(key, workdir)),
-      finish: once(async () => {
+      finish: once(async (outcome) => {
         // Nothing of the turn may run while its changes are committed or published.
         await quiesce(key);
         try {
+          // A turn cut short (disconnect, time-out, failure) neither pushes nor publishes half its work.
+          if (outcome === "failed") return { pushedCommit: null, publishedOutputs: [] };
           if (repo) {
             const pushedCommit = request.readOnly
               ? null

@@ -61,8 +61,12 @@ export interface TurnSandbox {
   /** Accepted attachment paths relative to workdir, e.g. `.uploads/a (1).txt`. */
   readonly attachments: string[];
   readonly tools: ToolRunner;
-  /** Ends the turn: commit/push or publish as the agent kind says; keeps the sandbox warm. Idempotent. */
-  finish(): Promise<FinishReport>;
+  /**
+   * Ends the turn: every process of it is ended first; then a completed turn commits/pushes or publishes as
+   * the agent kind says, while a failed or cut-short one does neither (its files stay in the working
+   * directory). Keeps the sandbox warm. Idempotent: the first call decides.
+   */
+  finish(outcome?: "completed" | "failed"): Promise<FinishReport>;
 }
 
 export interface SandboxManagerOptions {

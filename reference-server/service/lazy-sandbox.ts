@@ -29,8 +29,8 @@ export class LazySandbox {
   };
 
   /** Ends the turn in the sandbox (commit/push, publish outputs); null when it was never prepared. */
-  async finish(): Promise<FinishReport | null> {
+  async finish(outcome: "completed" | "failed" = "completed"): Promise<FinishReport | null> {
     if (!this.#sandbox) return null;
-    return (await this.#sandbox).finish();
+    return (await this.#sandbox).finish(outcome);
   }
 }

@@ -321,7 +321,7 @@ export class TurnService {
     }
     try {
       // Always awaited before the lock is released: it ends whatever process of the turn still runs.
-      const finished = await sandbox.finish();
+      const finished = await sandbox.finish(failure === undefined ? "completed" : "failed");
       pushedCommit = finished?.pushedCommit ?? null;
     } catch (error) {
       failure ??= error instanceof Error ? error.message : String(error);
