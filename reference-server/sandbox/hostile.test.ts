@@ -10,6 +10,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { detectCgroups } from "./cgroups.ts";
+import { resolveExecutable } from "./isolation.ts";
+import { launchSpec } from "./launcher.ts";
+import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
+import { runProcess } from "./process-runner.ts";
 import {
   ADMIN_KEY,
   bareGit,
@@ -276,6 +280,38 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
     expect(leaks).toEqual([]);
     expect((await running).content.trim()).toBe(secret); // the command still gets it, from its environment
     await turn.finish();
+  });
+
+  it("a descriptor the server inherited (a root-only file) never reaches the sandbox", async () => {
+    const dir = await bed.dir("fd");
+    const secretFile = path.join(dir, "root-only");
+    await writeFile(secretFile, "ROOT-ONLY-SECRET", { mode: 0o600 });
+    const workdir = await bed.dir("fd-work");
+    const spec = launchSpec({
+      bwrapCommand: resolveExecutable("bwrap"),
+      setprivCommand: null,
+      prlimitCommand: null,
+      workdir,
+      command: "ls /proc/self/fd; cat <&100",
+      env: { PATH: "/usr/bin:/bin" },
+      user: null,
+      limits: DEFAULT_SANDBOX_LIMITS,
+      procsFiles: [],
+      fileSizeBytes: DEFAULT_SANDBOX_LIMITS.diskBytes,
+      memoryRlimit: false,
+    });
+    // The server's parent left fd 100 open on a root-only file, as `agent-api serve 100<file` would.
+    const result = await runProcess({
+      file: "/bin/bash",
+      args: ["-c", 'exec 100<"$0"; exec "$@"', secretFile, spec.file, ...spec.args],
+      fd3: spec.fd3,
+      cwd: "/",
+      env: {},
+      timeoutMs: 10_000,
+      outputCapBytes: 64 * 1024,
+    });
+    expect(result.output).not.toContain("ROOT-ONLY-SECRET");
+    expect(result.output.split("\n")).not.toContain("100");
   });
 
   it("a fork bomb stops at the process limit, is killed with the command, and the server goes on", async () => {

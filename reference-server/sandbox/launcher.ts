@@ -1,5 +1,5 @@
 /**
- * How one sandboxed command is started: a tiny `/bin/sh` launcher joins the command's cgroups, prlimit sets
+ * How one sandboxed command is started: a tiny `/bin/bash` launcher joins the command's cgroups, prlimit sets
  * its rlimits while it still may, setpriv drops to the sandbox user, and the process becomes bubblewrap. Joining
  * before anything else runs means not one process of the command starts outside its limits.
  *
@@ -38,12 +38,18 @@ export interface LaunchSpec {
   fd3: Buffer;
 }
 
-/** Joins each cgroup.procs file given first, then becomes the rest of its arguments. */
+/**
+ * Closes every inherited descriptor but 0-3 (a server started with an open file would otherwise hand it to
+ * every sandbox, root-only files included), joins each cgroup.procs file given first, then becomes the rest
+ * of its arguments. bash, not sh: dash cannot close descriptors above 9.
+ */
 const LAUNCHER_SCRIPT = [
   "set -e",
+  'for p in /proc/$$/fd/*; do fd=${p##*/}; if [ "$fd" -gt 3 ]; then eval "exec $fd>&-"; fi; done',
   "n=$1; shift",
   'while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n - 1)); done',
-  'exec "$@"',
+  // -c: an empty environment (bash would otherwise export PWD, SHLVL and _ into bwrap's own).
+  'exec -c "$@"',
 ].join("\n");
 
 /** prlimit arguments: set as root before the switch, inherited by the sandbox user, unraisable by it. */
@@ -77,7 +83,7 @@ export function launchSpec(input: LaunchInput): LaunchSpec {
         ]
       : bwrap;
   return {
-    file: "/bin/sh",
+    file: "/bin/bash",
     args: [
       "-c",
       LAUNCHER_SCRIPT,
