@@ -45,6 +45,7 @@ export interface LaunchSpec {
  */
 const LAUNCHER_SCRIPT = [
   "set -e",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template.
   'for p in /proc/$$/fd/*; do fd=${p##*/}; if [ "$fd" -gt 3 ]; then eval "exec $fd>&-"; fi; done',
   "n=$1; shift",
   'while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n - 1)); done',
