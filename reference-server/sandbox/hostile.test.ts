@@ -389,6 +389,37 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
   });
 });
 
+describe.skipIf(!hasBwrap)("a tree nested far past PATH_MAX", () => {
+  // perl (Debian's essential perl-base): a shell's cd gives up once its path string passes PATH_MAX.
+  const deep = `perl -e 'for (1..2100) { mkdir "aa" or die $!; chdir "aa" or die $! } print "done\\n"'`;
+
+  it("is forked, deleted, and cleared from tmp/ at the next start, instead of failing the server", async () => {
+    const root = await bed.dir("root");
+    const manager = await sandboxManager({ toolTimeoutMs: 60_000 });
+    const turn = await manager.acquire(turnRequest("deep", storageAgent()));
+    expect((await turn.tools.run("run_command", { command: deep })).content).toBe("done\n");
+    await turn.finish();
+    await manager.fork("deep", "deep-child");
+    await manager.remove("deep");
+    await manager.remove("deep-child");
+    expect(await readdir(path.join(turn.workdir, ".."))).toEqual([]);
+
+    // An isolated turn's throwaway tree, and one left in tmp/ by a server that died.
+    const other = await bed.manager(root, { unsafeNoIsolation: false, toolTimeoutMs: 60_000 });
+    const isolated = await other.acquire(turnRequest("deep-iso", storageAgent(), { isolated: true }));
+    expect((await isolated.tools.run("run_command", { command: deep })).content).toBe("done\n");
+    await isolated.finish();
+    await expect(stat(isolated.workdir)).rejects.toThrow();
+    const stale = path.join(root, "tmp", "isolated-stale");
+    await mkdir(stale);
+    execFileSync("/bin/sh", ["-c", deep], { cwd: stale });
+    expect(readdirSync(stale)).toEqual(["aa"]);
+    const restarted = await bed.manager(root, { unsafeNoIsolation: false });
+    expect(restarted.notices.filter((n) => n.includes("could not empty"))).toEqual([]);
+    expect(await readdir(path.join(root, "tmp"))).toEqual([]);
+  });
+});
+
 describe("attachment names", () => {
   it("lose bidi controls and other invisible format characters", async () => {
     const manager = await bed.manager(await bed.dir("root"));

@@ -8,19 +8,7 @@
  */
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import {
-  chmod,
-  chown,
-  cp,
-  lstat,
-  mkdir,
-  mkdtemp,
-  readFile,
-  realpath,
-  rename,
-  rm,
-  stat,
-} from "node:fs/promises";
+import { chmod, chown, mkdir, mkdtemp, readFile, realpath, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { writeAttachments } from "./attachments.ts";
 import { detectCgroups } from "./cgroups.ts";
@@ -50,6 +38,7 @@ import {
   restoreAgentFiles,
 } from "./storage.ts";
 import { createToolRunner, type IsolationMode } from "./tool-runner.ts";
+import { copyTree, removeTree } from "./tree-ops.ts";
 import type {
   FinishReport,
   SandboxAgent,
@@ -146,11 +135,6 @@ async function exists(p: string): Promise<boolean> {
   );
 }
 
-async function copyableEntry(source: string): Promise<boolean> {
-  const stats = await lstat(source).catch(() => null);
-  return stats !== null && (stats.isDirectory() || stats.isFile() || stats.isSymbolicLink());
-}
-
 export interface CreateSandboxManagerOptions extends SandboxManagerOptions {
   /** bubblewrap executable; default `bwrap` on PATH (tests name a missing one to get no isolation). */
   bwrapCommand?: string;
@@ -169,8 +153,11 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     store: path.join(root, "workspace-store"),
     tmp: path.join(root, "tmp"),
   };
-  // Throwaway directories of a previous run are garbage now.
-  await rm(dirs.tmp, { recursive: true, force: true });
+  // Throwaway directories of a previous run are garbage now; one that cannot go must not stop the server.
+  const leftovers = await removeTree(dirs.tmp).then(
+    () => null,
+    (error: Error) => `could not empty ${dirs.tmp} at start: ${error.message}`,
+  );
   for (const dir of Object.values(dirs)) await mkdir(dir, { recursive: true, mode: 0o700 });
   // Sandbox users reach their own directory by its full path (bubblewrap binds it as them); they may pass
   // through these, never list them. The clones and the store stay private to the server.
@@ -337,7 +324,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       tools: toolsFor(workdir, request.agent, user, turn, disk),
       finish: once(async () => {
         await quiesce(key);
-        await rm(workdir, { recursive: true, force: true });
+        await removeTree(workdir);
         return { pushedCommit: null, publishedOutputs: [] };
       }),
     };
@@ -440,14 +427,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       if (!(await exists(from))) continue;
       // Copy into a scratch name first so a half-copied child is never taken for a real one.
       const scratch = path.join(dirs.tmp, `fork-${randomUUID()}`);
-      await cp(from, scratch, {
-        recursive: true,
-        verbatimSymlinks: true,
-        errorOnExist: true,
-        // Directories, files and links only: a FIFO or socket a tool left would make cp throw.
-        filter: copyableEntry,
-      });
-      await rm(to, { recursive: true, force: true });
+      await copyTree(from, scratch);
+      await removeTree(to);
       await rename(scratch, to);
     }
   }
@@ -459,8 +440,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     if (entry?.timer) clearTimeout(entry.timer);
     warm.delete(key);
     quotas.delete(key);
-    await rm(conversationDir(conversationId), { recursive: true, force: true });
-    await rm(gitDirOf(conversationId), { recursive: true, force: true });
+    await removeTree(conversationDir(conversationId));
+    await removeTree(gitDirOf(conversationId));
   }
 
   return {
@@ -470,6 +451,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     remove,
     sandboxUser: identity.mode,
     notices: [
+      ...(leftovers ? [leftovers] : []),
       ...(userProblem ? [userProblem] : []),
       ...(isolation === "bwrap" && identity.warning ? [identity.warning] : []),
       ...(isolation === "bwrap" && cgroups.version === "none"
@@ -488,7 +470,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       for (const entry of warm.values()) if (entry.timer) clearTimeout(entry.timer);
       warm.clear();
       await cgroups.close();
-      await rm(dirs.tmp, { recursive: true, force: true });
+      await removeTree(dirs.tmp).catch(() => undefined);
     },
   };
 }

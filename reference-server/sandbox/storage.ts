@@ -14,6 +14,7 @@ import {
   SandboxPathError,
 } from "./safe-paths.ts";
 import type { HostUser } from "./sandbox-user.ts";
+import { removeTree } from "./tree-ops.ts";
 
 export const OUTPUTS_DIR = "outputs";
 
@@ -82,7 +83,7 @@ export async function restoreAgentFiles(
 /** `outputs/` is the turn's outbox: it starts empty each turn (earlier turns' files are in the store). */
 export async function resetOutputs(workdir: string, user: HostUser | null = null): Promise<void> {
   const outputs = path.join(workdir, OUTPUTS_DIR);
-  await rm(outputs, { recursive: true, force: true });
+  await removeTree(outputs);
   await mkdir(outputs, { mode: 0o755 });
   if (user) await lchown(outputs, user.uid, user.gid);
 }

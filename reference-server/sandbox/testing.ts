@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { type CreateSandboxManagerOptions, createSandboxManager } from "./index.ts";
 import { probeBwrap, resolveExecutable } from "./isolation.ts";
+import { removeTree } from "./tree-ops.ts";
 import type { SandboxAgent, SandboxManager, SandboxRequest } from "./types.ts";
 
 export async function makeTempDir(prefix: string): Promise<string> {
@@ -64,6 +65,7 @@ export class TestBed {
 
   async cleanup(): Promise<void> {
     for (const manager of this.managers.splice(0)) await manager.close();
-    for (const dir of this.dirs.splice(0)) await rm(dir, { recursive: true, force: true });
+    // GNU rm: a test may leave a tree nested far past PATH_MAX, which Node's rm cannot remove.
+    for (const dir of this.dirs.splice(0)) await removeTree(dir);
   }
 }

@@ -1,0 +1,62 @@
+/**
+ * Removing and copying whole trees a turn shaped. GNU rm walks relative to open directories (fts), so a tree
+ * nested thousands of levels deep (a path far past PATH_MAX) is removed, where Node's recursive rm fails with
+ * ENAMETOOLONG; neither tool follows a symlink or leaves the tree's file system.
+ */
+import { spawn } from "node:child_process";
+
+interface RunResult {
+  code: number | null;
+  /** The last few KiB of stderr (a deep tree can make a tool print megabytes of errors). */
+  stderrTail: string;
+  /** Whether every error line was about a path too long to reach. */
+  onlyTooLong: boolean;
+}
+
+function run(file: string, args: string[]): Promise<RunResult> {
+  return new Promise((resolve) => {
+    const child = spawn(file, args, { env: { LANG: "C" }, stdio: ["ignore", "ignore", "pipe"] });
+    let tail = "";
+    let partial = "";
+    let onlyTooLong = true;
+    child.stderr.setEncoding("utf8");
+    child.stderr.on("data", (chunk: string) => {
+      tail = (tail + chunk).slice(-4096);
+      const lines = (partial + chunk).split("\n");
+      partial = lines.pop() ?? "";
+      for (const line of lines) if (line !== "" && !line.endsWith("File name too long")) onlyTooLong = false;
+    });
+    child.on("error", (error) => resolve({ code: -1, stderrTail: error.message, onlyTooLong: false }));
+    child.on("close", (code) => {
+      if (partial !== "" && !partial.endsWith("File name too long")) onlyTooLong = false;
+      resolve({ code, stderrTail: tail.trim(), onlyTooLong });
+    });
+  });
+}
+
+/** `rm -rf`: gone however deep; a missing path is fine. */
+export async function removeTree(path: string): Promise<void> {
+  const result = await run("rm", ["-rf", "--one-file-system", "--", path]);
+  if (result.code !== 0) throw new Error(`rm failed: ${result.stderrTail}`);
+}
+
+/**
+ * `cp -a` of `from` to the new path `to`: links copied as links, hard links kept as links and holes as holes
+ * (a fork costs what the conversation really holds, not its apparent size); FIFOs and sockets are left out.
+ * Whatever lies deeper than PATH_MAX cannot be copied by any path-based tool: it is left out of the copy
+ * (only that: any other error fails the copy).
+ */
+export async function copyTree(from: string, to: string): Promise<void> {
+  const copied = await run("cp", [
+    "-a",
+    "--sparse=always",
+    "--one-file-system",
+    "--no-target-directory",
+    "--",
+    from,
+    to,
+  ]);
+  if (copied.code !== 0 && !copied.onlyTooLong) throw new Error(`cp failed: ${copied.stderrTail}`);
+  const cleaned = await run("find", [to, "(", "-type", "p", "-o", "-type", "s", ")", "-delete"]);
+  if (cleaned.code !== 0 && !cleaned.onlyTooLong) throw new Error(`find failed: ${cleaned.stderrTail}`);
+}
