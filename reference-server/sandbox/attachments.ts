@@ -13,6 +13,7 @@
 import { constants } from "node:fs";
 import { open, readdir } from "node:fs/promises";
 import { at, withBeneath } from "./beneath.ts";
+import type { DiskQuota } from "./disk-quota.ts";
 import type { HostUser } from "./sandbox-user.ts";
 
 export const UPLOADS_DIR = ".uploads";
@@ -128,6 +129,7 @@ export async function writeAttachments(
   workdir: string,
   raw: unknown,
   user: HostUser | null = null,
+  quota: Pick<DiskQuota, "fits"> | null = null,
 ): Promise<string[]> {
   const accepted = acceptAttachments(raw);
   if (accepted.length === 0) return [];
@@ -136,6 +138,8 @@ export async function writeAttachments(
     const taken = new Set(await readdir(`/proc/self/fd/${dir.fd}`));
     const written: string[] = [];
     for (const attachment of accepted) {
+      // Past the conversation's disk quota: dropped silently, like any attachment past the caps.
+      if (quota && !(await quota.fits(attachment.data.length))) continue;
       const name = deduplicateName(sanitizeAttachmentName(attachment.name), taken);
       taken.add(name);
       const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;

@@ -21,6 +21,12 @@ export interface CgroupLimits {
 }
 
 /** One group per command: join it, empty it, remove it. */
+/** Caps on the server's parent group: every sandbox's commands together. */
+export interface CgroupTotals {
+  pids: number;
+  memoryBytes: number;
+}
+
 export interface CommandCgroup {
   /** `cgroup.procs` files a launcher writes its own pid to before starting the command. */
   readonly procsFiles: string[];
@@ -113,7 +119,7 @@ async function removeGroupDir(dir: string): Promise<void> {
 let sequence = 0;
 const nextName = () => `cmd-${++sequence}-${Date.now().toString(36)}`;
 
-async function detectV1(serverTag: string): Promise<CgroupSupport | string> {
+async function detectV1(serverTag: string, totals: CgroupTotals): Promise<CgroupSupport | string> {
   const own = ownGroups();
   const parents = new Map<string, string>();
   for (const controller of CONTROLLERS) {
@@ -127,6 +133,14 @@ async function detectV1(serverTag: string): Promise<CgroupSupport | string> {
     }
     parents.set(controller, parent);
   }
+  // Limits of all sandboxes together; children are charged to the parent only with use_hierarchy (settable
+  // while the group has no children).
+  await tryWrite(path.join(parents.get("memory") as string, "memory.use_hierarchy"), "1");
+  await tryWrite(path.join(parents.get("pids") as string, "pids.max"), String(totals.pids));
+  await tryWrite(
+    path.join(parents.get("memory") as string, "memory.limit_in_bytes"),
+    String(totals.memoryBytes),
+  );
   const memoryParent = parents.get("memory") as string;
   const hasMemsw = existsSync(path.join(memoryParent, "memory.memsw.limit_in_bytes"));
   return {
@@ -171,7 +185,7 @@ async function detectV1(serverTag: string): Promise<CgroupSupport | string> {
   };
 }
 
-async function detectV2(serverTag: string): Promise<CgroupSupport | string> {
+async function detectV2(serverTag: string, totals: CgroupTotals): Promise<CgroupSupport | string> {
   const own = ownGroups().get("");
   const mount = existsSync(path.join(V1_ROOT, "cgroup.controllers"))
     ? V1_ROOT
@@ -196,6 +210,8 @@ async function detectV2(serverTag: string): Promise<CgroupSupport | string> {
     !(await tryWrite(path.join(parent, "cgroup.subtree_control"), CONTROLLERS.map((c) => `+${c}`).join(" ")))
   )
     return `cannot enable ${CONTROLLERS.join(", ")} in ${parent}`;
+  await tryWrite(path.join(parent, "pids.max"), String(totals.pids));
+  await tryWrite(path.join(parent, "memory.max"), String(totals.memoryBytes));
   return {
     version: "v2",
     reason: "",
@@ -278,7 +294,9 @@ async function usable(support: CgroupSupport): Promise<CgroupSupport | string> {
 }
 
 /** The cgroup support of this host for this server process; never throws. */
-export async function detectCgroups(): Promise<CgroupSupport> {
+export async function detectCgroups(
+  totals: CgroupTotals = { pids: 4096, memoryBytes: 8 * 1024 ** 3 },
+): Promise<CgroupSupport> {
   const serverTag = `agent-api-sandboxes-${process.pid}`;
   const none = (reason: string): CgroupSupport => ({
     version: "none",
@@ -288,10 +306,10 @@ export async function detectCgroups(): Promise<CgroupSupport> {
   });
   if (process.platform !== "linux") return none("cgroups exist only on Linux");
   await removeStaleParents().catch(() => undefined);
-  const v2Found = await detectV2(serverTag).catch((error: Error) => error.message);
+  const v2Found = await detectV2(serverTag, totals).catch((error: Error) => error.message);
   const v2 = typeof v2Found === "string" ? v2Found : await usable(v2Found);
   if (typeof v2 !== "string") return v2;
-  const v1Found = await detectV1(serverTag).catch((error: Error) => error.message);
+  const v1Found = await detectV1(serverTag, totals).catch((error: Error) => error.message);
   const v1 = typeof v1Found === "string" ? v1Found : await usable(v1Found);
   if (typeof v1 !== "string") return v1;
   return none(`${v2}; ${v1}`);

@@ -1,6 +1,7 @@
 /**
- * The disk quota of one working directory. Usage is measured by `du` (blocks actually allocated, links not
- * followed, one file system) while no process of the turn runs. A command may grow one file by at most
+ * The disk quota of one working directory: bytes and files. Usage is measured by `du` (blocks actually
+ * allocated and entries, links not followed, one file system), after every command and every 250 ms while
+ * one runs. A command may grow one file by at most
  * what is left (RLIMIT_FSIZE, set by the launcher); once usage is past the limit, no file may grow at all
  * (RLIMIT_FSIZE 0) until the turn removes files, and every tool call says so.
  */
@@ -18,13 +19,25 @@ export interface DiskQuota {
   fits(bytes: number): Promise<boolean>;
 }
 
-/** `du -s -x -B1 dir` as bytes; a directory du cannot read fully still yields what it counted. */
-function du(dir: string): Promise<number> {
+/** A du that runs longer than this (a tree of millions of entries) counts as over the quota. */
+const DU_TIMEOUT_MS = 20_000;
+
+/**
+ * `du -s -x` of dir in `unit` (`-B1` bytes, `--inodes` entries), at low priority; a directory du cannot read
+ * fully still yields what it counted; a du that times out yields Infinity.
+ */
+function du(dir: string, unit: "-B1" | "--inodes"): Promise<number> {
   return new Promise((resolve) => {
-    execFile("du", ["-s", "-x", "-B1", "--", dir], { env: { LANG: "C" } }, (_error, stdout) => {
-      const bytes = Number.parseInt(String(stdout).split("\t")[0] ?? "", 10);
-      resolve(Number.isFinite(bytes) ? bytes : 0);
-    });
+    execFile(
+      "nice",
+      ["-n", "10", "du", "-s", "-x", unit, "--", dir],
+      { env: { LANG: "C" }, timeout: DU_TIMEOUT_MS, killSignal: "SIGKILL" },
+      (error, stdout) => {
+        if (error?.killed) return resolve(Number.POSITIVE_INFINITY);
+        const value = Number.parseInt(String(stdout).split("\t")[0] ?? "", 10);
+        resolve(Number.isFinite(value) ? value : 0);
+      },
+    );
   });
 }
 
@@ -32,37 +45,52 @@ export function exceededMessage(usedBytes: number, limitBytes: number): string {
   return `[disk quota exceeded: the working directory holds ${usedBytes} bytes, the limit is ${limitBytes}; remove files to write again]`;
 }
 
-export function createDiskQuota(dir: string, limitBytes: number): DiskQuota {
+function filesMessage(files: number, limit: number): string {
+  return `[file quota exceeded: the working directory holds ${files} files and directories, the limit is ${limit}; remove some to write again]`;
+}
+
+export function createDiskQuota(
+  dir: string,
+  limitBytes: number,
+  limitFiles = Number.POSITIVE_INFINITY,
+): DiskQuota {
   let used: number | undefined;
+  let files = 0;
   // One du at a time: on a huge tree a measurement outlasts the poll interval, and callers share it.
   let inFlight: Promise<number> | undefined;
   const measure = () => {
-    inFlight ??= du(dir).then((bytes) => {
+    inFlight ??= Promise.all([du(dir, "-B1"), du(dir, "--inodes")]).then(([bytes, entries]) => {
       used = bytes;
+      files = entries;
       inFlight = undefined;
       return bytes;
     });
     return inFlight;
   };
+  const verdict = (now: number): string | null =>
+    now > limitBytes
+      ? exceededMessage(now, limitBytes)
+      : files > limitFiles
+        ? filesMessage(files, limitFiles)
+        : null;
   return {
     limitBytes,
     async remaining() {
       const now = used ?? (await measure());
-      return Math.max(0, limitBytes - now);
+      // Past the file quota nothing may grow either: the command starts with RLIMIT_FSIZE 0.
+      return files > limitFiles ? 0 : Math.max(0, limitBytes - now);
     },
     async remeasure() {
       // A measurement started before the write ended may have missed it: wait for it, then measure anew.
       if (inFlight) await inFlight;
-      const now = await measure();
-      return now > limitBytes ? exceededMessage(now, limitBytes) : null;
+      return verdict(await measure());
     },
     async poll() {
-      const now = await measure();
-      return now > limitBytes ? exceededMessage(now, limitBytes) : null;
+      return verdict(await measure());
     },
     async fits(bytes) {
       const now = used ?? (await measure());
-      if (now + bytes > limitBytes) return false;
+      if (now + bytes > limitBytes || files > limitFiles) return false;
       used = now + bytes;
       return true;
     },

@@ -389,6 +389,38 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
   });
 });
 
+describe.skipIf(!hasBwrap)("what costs the host without filling blocks", () => {
+  it("empty files count against a file quota: past it the command is stopped and nothing may grow", async () => {
+    const manager = await sandboxManager({ limits: { files: 500 } });
+    const turn = await manager.acquire(turnRequest("inodes", storageAgent()));
+    const flood = await turn.tools.run("run_command", {
+      command: "i=0; while [ $i -lt 20000 ]; do : > f$i; i=$((i + 1)); done",
+    });
+    expect(flood).toMatchObject({ isError: true, content: expect.stringContaining("file quota exceeded") });
+    const count = Number(execFileSync("sh", ["-c", `ls -f ${turn.workdir} | wc -l`], { encoding: "utf8" }));
+    expect(count).toBeLessThan(20_000);
+    const grow = await turn.tools.run("run_command", { command: "echo more >> f1" });
+    expect(grow.isError).toBe(true);
+    await turn.tools.run("run_command", { command: "rm -f f*" });
+    expect((await turn.tools.run("run_command", { command: "echo ok > ok.txt" })).isError).toBe(false);
+    await turn.finish();
+  });
+
+  it("attachments past the disk quota are dropped silently", async () => {
+    const manager = await sandboxManager({ limits: { diskBytes: 3 * 1024 * 1024 } });
+    const oneMiB = base64(Buffer.alloc(1024 * 1024, 1));
+    const attachments = [1, 2, 3, 4, 5].map((i) => ({
+      name: `a${i}.bin`,
+      mediaType: "application/octet-stream",
+      dataBase64: oneMiB,
+    }));
+    const turn = await manager.acquire(turnRequest("att-quota", storageAgent(), { attachments }));
+    expect(turn.attachments.length).toBeGreaterThan(0);
+    expect(turn.attachments.length).toBeLessThan(3);
+    await turn.finish();
+  });
+});
+
 describe.skipIf(!hasBwrap)("a tree nested far past PATH_MAX", () => {
   // perl (Debian's essential perl-base): a shell's cd gives up once its path string passes PATH_MAX.
   const deep = `perl -e 'for (1..2100) { mkdir "aa" or die $!; chdir "aa" or die $! } print "done\\n"'`;

@@ -178,7 +178,10 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   );
   const cgroups =
     isolation === "bwrap"
-      ? await detectCgroups()
+      ? await detectCgroups({
+          pids: options.limits?.totalPids ?? DEFAULT_SANDBOX_LIMITS.totalPids,
+          memoryBytes: options.limits?.totalMemoryBytes ?? DEFAULT_SANDBOX_LIMITS.totalMemoryBytes,
+        })
       : {
           version: "none" as const,
           reason: "no isolation",
@@ -240,7 +243,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   function quotaFor(key: string, workdir: string): DiskQuota {
     let quota = quotas.get(key);
     if (!quota) {
-      quota = createDiskQuota(workdir, limits.diskBytes);
+      quota = createDiskQuota(workdir, limits.diskBytes, limits.files);
       quotas.set(key, quota);
     }
     return quota;
@@ -315,8 +318,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     const turn = await beginTurn(key);
     const user = identity.userFor(conversationDirName(request.conversationId));
     if (user) await chown(workdir, user.uid, user.gid);
-    const attachments = await writeAttachments(workdir, request.attachments, user);
-    const disk = createDiskQuota(workdir, limits.diskBytes);
+    const disk = createDiskQuota(workdir, limits.diskBytes, limits.files);
+    const attachments = await writeAttachments(workdir, request.attachments, user, disk);
     return {
       workdir,
       cold: true,
@@ -381,7 +384,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     // What the server wrote as itself (a clone, a checkout, files of an older server) becomes the sandbox
     // user's; warm turns where git changed nothing skip the walk.
     if (user && (cold || gitWrote)) await chownTree(workdir, user);
-    const attachments = await writeAttachments(workdir, request.attachments, user);
+    const attachments = await writeAttachments(workdir, request.attachments, user, quotaFor(key, workdir));
     // What a writable turn changed is measured from here (attachments are excluded from the repository).
     const baseline = repo && !request.readOnly ? await snapshotWorkTree(repo) : undefined;
     keepWarm(key, entry);

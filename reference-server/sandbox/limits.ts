@@ -16,7 +16,14 @@ export interface SandboxLimits {
   /** Sizes of the command's private /tmp and /dev/shm (RAM-backed, so also inside memoryBytes). */
   tmpBytes: number;
   shmBytes: number;
+  /** All sandboxes of the server together (the parent cgroup): many conversations at once cannot exhaust the host. */
+  totalMemoryBytes: number;
+  totalPids: number;
+  /** Files and directories a conversation's working directory may hold (inodes cost the host even when empty). */
+  files: number;
 }
+
+import { totalmem } from "node:os";
 
 const MiB = 1024 * 1024;
 
@@ -27,6 +34,9 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   diskBytes: 1024 * MiB,
   tmpBytes: 64 * MiB,
   shmBytes: 64 * MiB,
+  totalMemoryBytes: Math.floor(totalmem() / 2),
+  totalPids: 4096,
+  files: 100_000,
 };
 
 /** `512M`, `2G`, `1048576`: the flags' size syntax (binary units). */
