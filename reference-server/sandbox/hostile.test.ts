@@ -406,6 +406,20 @@ describe.skipIf(!hasBwrap)("what costs the host without filling blocks", () => {
     await turn.finish();
   });
 
+  it("publishing outputs copies a hard-linked file once and at most the disk quota of apparent size", async () => {
+    const MiB = 1024 * 1024;
+    const manager = await sandboxManager({ limits: { diskBytes: 50 * MiB } });
+    const turn = await manager.acquire(turnRequest("amplify", storageAgent()));
+    await turn.tools.run("run_command", {
+      command:
+        "head -c 1048576 /dev/urandom > outputs/real; for i in 1 2 3 4 5; do ln outputs/real outputs/h$i; truncate -s 40M outputs/s$i; done",
+    });
+    const { publishedOutputs } = await turn.finish();
+    // real (or one of its links) once, and sparse files only while their apparent sizes fit in 50 MiB.
+    expect(publishedOutputs.filter((p) => p === "real" || p.startsWith("h"))).toHaveLength(1);
+    expect(publishedOutputs.filter((p) => p.startsWith("s")).length).toBeLessThanOrEqual(1);
+  });
+
   it("attachments past the disk quota are dropped silently", async () => {
     const manager = await sandboxManager({ limits: { diskBytes: 3 * 1024 * 1024 } });
     const oneMiB = base64(Buffer.alloc(1024 * 1024, 1));

@@ -409,6 +409,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
           const publishedOutputs = await publishOutputs(
             workdir,
             storeDir(request.agent.workspaceId, request.agent.name, request.conversationId),
+            limits.diskBytes,
           );
           return { pushedCommit: null, publishedOutputs };
         } finally {

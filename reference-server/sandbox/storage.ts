@@ -88,13 +88,23 @@ export async function resetOutputs(workdir: string, user: HostUser | null = null
   if (user) await lchown(outputs, user.uid, user.gid);
 }
 
-/** Copies the regular files under `<workdir>/outputs/` into `storeDir` (links are not followed). */
-export async function publishOutputs(workdir: string, storeDir: string): Promise<string[]> {
+/**
+ * Copies the regular files under `<workdir>/outputs/` into `storeDir` (links are not followed). At most
+ * `maxBytes` of apparent size are published per turn, and a file hard-linked several times is published
+ * once: sparse files and hard links cost little in the working directory but full size in a copy.
+ */
+export async function publishOutputs(
+  workdir: string,
+  storeDir: string,
+  maxBytes = Number.POSITIVE_INFINITY,
+): Promise<string[]> {
   const outputs = path.join(workdir, OUTPUTS_DIR);
   const stats = await lstat(outputs).catch(() => null);
   if (!stats?.isDirectory()) return [];
   const files = await listRegularFiles(outputs);
   const published: string[] = [];
+  const seen = new Set<number>();
+  let total = 0;
   for (const rel of files) {
     const parts = rel.split("/");
     await mkdir(storeDir, { recursive: true });
@@ -106,7 +116,12 @@ export async function publishOutputs(workdir: string, storeDir: string): Promise
         constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
       );
       try {
-        if (!(await source.stat()).isFile()) return false;
+        const stats = await source.stat();
+        if (!stats.isFile()) return false;
+        if (stats.nlink > 1 && seen.has(stats.ino)) return false;
+        if (total + stats.size > maxBytes) return false;
+        seen.add(stats.ino);
+        total += stats.size;
         const dest = await clearPathForServerWrite(storeDir, parts);
         await copyFile(`/proc/self/fd/${source.fd}`, dest);
         return true;
