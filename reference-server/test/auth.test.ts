@@ -23,6 +23,8 @@ let aliceConversation: string;
 beforeAll(async () => {
   t = await startTestServer();
   aliceConversation = (await runTurn(t.client(), "alice's conversation")).conversationId;
+  // Recorded a moment after the stream closes: a snapshot taken before that would change on its own.
+  await t.client().waitForSession(aliceConversation, { intervalMs: 20, timeoutMs: 5000 });
 });
 afterAll(async () => {
   await t?.close();
