@@ -116,6 +116,16 @@ async function removeGroupDir(dir: string): Promise<void> {
   }
 }
 
+/** Group removals still running (the kernel may keep a just-emptied group busy for a moment). */
+const pending = new Set<Promise<void>>();
+
+function track(removal: () => Promise<void>): Promise<void> {
+  const running = removal().catch(() => undefined);
+  pending.add(running);
+  void running.then(() => pending.delete(running));
+  return running;
+}
+
 let sequence = 0;
 const nextName = () => `cmd-${++sequence}-${Date.now().toString(36)}`;
 
@@ -173,13 +183,15 @@ async function detectV1(serverTag: string, totals: CgroupTotals): Promise<Cgroup
         procsFiles,
         // The pids hierarchy holds every process the command started, whichever it joined last.
         killAll: () => killMembers(procsFiles[0]),
-        async remove() {
-          await killMembers(procsFiles[0]);
-          for (const dir of dirs) await removeGroupDir(dir);
-        },
+        remove: () =>
+          track(async () => {
+            await killMembers(procsFiles[0]);
+            for (const dir of dirs) await removeGroupDir(dir);
+          }),
       };
     },
     async close() {
+      await Promise.all(pending);
       for (const parent of parents.values()) await removeGroupDir(parent);
     },
   };
@@ -239,13 +251,15 @@ async function detectV2(serverTag: string, totals: CgroupTotals): Promise<Cgroup
       return {
         procsFiles: [procs],
         killAll,
-        async remove() {
-          await killAll();
-          await removeGroupDir(dir);
-        },
+        remove: () =>
+          track(async () => {
+            await killAll();
+            await removeGroupDir(dir);
+          }),
       };
     },
     async close() {
+      await Promise.all(pending);
       await removeGroupDir(parent);
     },
   };

@@ -290,7 +290,6 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
     const spec = launchSpec({
       bwrapCommand: resolveExecutable("bwrap"),
       setprivCommand: null,
-      prlimitCommand: null,
       workdir,
       command: "ls /proc/self/fd; cat <&100",
       env: { PATH: "/usr/bin:/bin" },

@@ -170,7 +170,6 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   await rm(probeDir, { recursive: true, force: true });
   let isolation: IsolationMode = bwrapWorks ? "bwrap" : options.unsafeNoIsolation ? "none" : "unavailable";
   const setprivCommand = resolveExecutable("setpriv");
-  const prlimitCommand = resolveExecutable("prlimit");
   const isRoot = process.getuid?.() === 0;
   const identity: SandboxIdentity = resolveSandboxIdentity(
     options.sandboxUser ?? "auto",
@@ -202,7 +201,6 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       const spec = launchSpec({
         bwrapCommand,
         setprivCommand,
-        prlimitCommand: null,
         workdir: dir,
         command: "true",
         env: { PATH: "/usr/bin:/bin" },
@@ -282,7 +280,6 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       outputCapBytes: options.toolOutputCapBytes,
       bwrapCommand,
       setprivCommand: setprivCommand.includes("/") ? setprivCommand : null,
-      prlimitCommand: prlimitCommand.includes("/") ? prlimitCommand : null,
       user,
       limits,
       cgroups,

@@ -1,6 +1,6 @@
 /**
- * How one sandboxed command is started: a tiny `/bin/bash` launcher joins the command's cgroups, prlimit sets
- * its rlimits while it still may, setpriv drops to the sandbox user, and the process becomes bubblewrap. Joining
+ * How one sandboxed command is started: a tiny `/bin/bash` launcher joins the command's cgroups and sets its
+ * rlimits while it still may, setpriv drops to the sandbox user, and the process becomes bubblewrap. Joining
  * before anything else runs means not one process of the command starts outside its limits.
  *
  * The launcher starts with an empty environment; bubblewrap reads the sandbox's variables from fd 3.
@@ -16,8 +16,6 @@ export interface LaunchInput {
   bwrapCommand: string;
   /** setpriv, absolute; needed only when `user` is set. */
   setprivCommand: string | null;
-  /** prlimit, absolute; null when missing (no rlimits then). */
-  prlimitCommand: string | null;
   workdir: string;
   command: string;
   env: Record<string, string>;
@@ -39,35 +37,32 @@ export interface LaunchSpec {
 }
 
 /**
- * Closes every inherited descriptor but 0-3 (a server started with an open file would otherwise hand it to
- * every sandbox, root-only files included), joins each cgroup.procs file given first, then becomes the rest
- * of its arguments. bash, not sh: dash cannot close descriptors above 9.
+ * The launcher: closes every inherited descriptor but 0-3 (a server started with an open file would otherwise
+ * hand it to every sandbox, root-only files included), joins each cgroup.procs file given first, sets the
+ * rlimits while it still may (inherited by the sandbox user, who cannot raise them), then becomes the rest of
+ * its arguments. bash, not sh: dash cannot close descriptors above 9. Only numbers are written into it.
  */
-const LAUNCHER_SCRIPT = [
-  "set -e",
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template.
-  'for p in /proc/$$/fd/*; do fd=${p##*/}; if [ "$fd" -gt 3 ]; then eval "exec $fd>&-"; fi; done',
-  "n=$1; shift",
-  'while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n - 1)); done',
-  // -c: an empty environment (bash would otherwise export PWD, SHLVL and _ into bwrap's own).
-  'exec -c "$@"',
-].join("\n");
-
-/** prlimit arguments: set as root before the switch, inherited by the sandbox user, unraisable by it. */
-function rlimitArgs(input: LaunchInput): string[] {
-  if (!input.prlimitCommand) return [];
-  const args = [
-    input.prlimitCommand,
-    "--core=0",
+function launcherScript(input: LaunchInput): string {
+  const limits = [
+    "ulimit -c 0",
     // RLIMIT_NPROC counts the sandbox user's processes host-wide: with a uid per conversation, that is the
     // conversation's. It binds only non-root users, which is one reason the launcher switches users.
-    `--nproc=${input.limits.pids}`,
-    // One file may not outgrow what is left of the disk quota.
-    `--fsize=${Math.max(0, Math.floor(input.fileSizeBytes))}`,
+    `ulimit -u ${input.limits.pids}`,
+    // One file may not outgrow what is left of the disk quota (bash counts 1024-byte blocks).
+    `ulimit -f ${Math.max(0, Math.floor(input.fileSizeBytes / 1024))}`,
   ];
-  if (input.memoryRlimit) args.push(`--as=${input.limits.memoryBytes}`);
-  args.push("--");
-  return args;
+  if (input.memoryRlimit)
+    limits.push(`ulimit -v ${Math.max(1024, Math.floor(input.limits.memoryBytes / 1024))}`);
+  return [
+    "set -e",
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template.
+    'for p in /proc/$$/fd/*; do fd=${p##*/}; if [ "$fd" -gt 3 ]; then eval "exec $fd>&-"; fi; done',
+    "n=$1; shift",
+    'while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n - 1)); done',
+    ...limits,
+    // -c: an empty environment (bash would otherwise export PWD, SHLVL and _ into bwrap's own).
+    'exec -c "$@"',
+  ].join("\n");
 }
 
 export function launchSpec(input: LaunchInput): LaunchSpec {
@@ -87,11 +82,10 @@ export function launchSpec(input: LaunchInput): LaunchSpec {
     file: "/bin/bash",
     args: [
       "-c",
-      LAUNCHER_SCRIPT,
+      launcherScript(input),
       "sandbox-launcher",
       String(input.procsFiles.length),
       ...input.procsFiles,
-      ...rlimitArgs(input),
       ...dropped,
     ],
     fd3: envArgsPayload(input.env),

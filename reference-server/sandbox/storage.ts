@@ -83,7 +83,8 @@ export async function restoreAgentFiles(
 /** `outputs/` is the turn's outbox: it starts empty each turn (earlier turns' files are in the store). */
 export async function resetOutputs(workdir: string, user: HostUser | null = null): Promise<void> {
   const outputs = path.join(workdir, OUTPUTS_DIR);
-  await removeTree(outputs);
+  // Node's rm costs no process; GNU rm only for what it cannot do (a tree nested past PATH_MAX).
+  await rm(outputs, { recursive: true, force: true }).catch(() => removeTree(outputs));
   await mkdir(outputs, { mode: 0o755 });
   if (user) await lchown(outputs, user.uid, user.gid);
 }

@@ -42,7 +42,6 @@ export interface ToolRunnerOptions {
   /** The bubblewrap executable (isolation "bwrap"). */
   bwrapCommand: string;
   setprivCommand: string | null;
-  prlimitCommand: string | null;
   /** The host user commands run as, and who owns what the file tools create; null = the server's. */
   user: HostUser | null;
   limits: SandboxLimits;
@@ -270,7 +269,6 @@ async function runCommandTool(
       const spec = launchSpec({
         bwrapCommand: options.bwrapCommand,
         setprivCommand: options.setprivCommand,
-        prlimitCommand: options.prlimitCommand,
         workdir: options.workdir,
         command,
         env,
@@ -290,7 +288,9 @@ async function runCommandTool(
         reap: cgroup?.killAll,
       });
     } finally {
-      await cgroup?.remove();
+      // Its members are gone already (runProcess reaps them before it returns); the empty group's directory
+      // goes in the background, off the turn's path.
+      void cgroup?.remove();
     }
   } else {
     result = await runProcess({ ...common, file: "/bin/sh", args: ["-c", command], env });
