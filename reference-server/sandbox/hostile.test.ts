@@ -117,39 +117,11 @@ describe.skipIf(!hasBwrap)("nothing of a turn outlives it", () => {
     await removeDir(s.dataDir);
   });
 
-  /** Starts a turn running `command` and disconnects once its tool is running. */
-  async function disconnectedTurn(
-    id: string,
-    command: string,
-    agent = "demo-agent",
-    metadata: Record<string, unknown> = {},
-  ): Promise<void> {
-    const controller = new AbortController();
-    const response = await fetch(`${s.url}/api/agents/${agent}/v1/messages`, {
-      method: "POST",
-      headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
-      body: JSON.stringify({
-        messages: [{ role: "user", content: phrase.run(command) }],
-        metadata: { conversation_id: id, stream_tool_calls: true, ...metadata },
-      }),
-      signal: controller.signal,
-    });
-    const reader = response.body?.getReader();
-    // The tool_use block arrives before its command runs.
-    let seen = "";
-    while (reader && !seen.includes("tool_use")) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      seen += Buffer.from(value).toString();
-    }
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    controller.abort();
-  }
-
   it("a client disconnect kills the running command: six disconnected sleeps never run side by side", async () => {
     const id = "lock-bypass";
     await s.turn("demo-agent", phrase.run("echo ready"), { conversation_id: id });
-    for (let i = 0; i < 6; i++) await disconnectedTurn(id, `sleep 20; echo late-${i} > late-${i}.txt`);
+    for (let i = 0; i < 6; i++)
+      await disconnectedTurn(s.url, "demo-agent", id, `sleep 20; echo late-${i} > late-${i}.txt`);
     const started = performance.now();
     const next = await s.turn("demo-agent", phrase.run("ls"), { conversation_id: id });
     // The lock was not held for 6 x 20 s: each disconnect ended its command.
@@ -166,25 +138,9 @@ describe.skipIf(!hasBwrap)("a turn cut short", () => {
     try {
       const id = "cut-short-push";
       const before = bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim();
-      const controller = new AbortController();
-      const response = await fetch(`${s.url}/api/agents/acme-widgets/v1/messages`, {
-        method: "POST",
-        headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
-        body: JSON.stringify({
-          messages: [{ role: "user", content: phrase.run("echo half > half-done.txt; sleep 20") }],
-          metadata: { conversation_id: id, stream_tool_calls: true, read_only: false },
-        }),
-        signal: controller.signal,
+      await disconnectedTurn(s.url, "acme-widgets", id, "echo half > half-done.txt; sleep 20", {
+        read_only: false,
       });
-      const reader = response.body?.getReader();
-      let seen = "";
-      while (reader && !seen.includes("tool_use")) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        seen += Buffer.from(value).toString();
-      }
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      controller.abort();
       const next = await s.turn("acme-widgets", phrase.run("cat half-done.txt"), { conversation_id: id });
       expect(onlyToolResult(next).content).toBe("half\n");
       expect(bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim()).toBe(before);
@@ -194,6 +150,36 @@ describe.skipIf(!hasBwrap)("a turn cut short", () => {
     }
   });
 });
+
+/** Starts a turn running `command` and disconnects once its tool is running. */
+async function disconnectedTurn(
+  url: string,
+  agent: string,
+  id: string,
+  command: string,
+  metadata: Record<string, unknown> = {},
+): Promise<void> {
+  const controller = new AbortController();
+  const response = await fetch(`${url}/api/agents/${agent}/v1/messages`, {
+    method: "POST",
+    headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
+    body: JSON.stringify({
+      messages: [{ role: "user", content: phrase.run(command) }],
+      metadata: { conversation_id: id, stream_tool_calls: true, ...metadata },
+    }),
+    signal: controller.signal,
+  });
+  const reader = response.body?.getReader();
+  // The tool_use block arrives before its command runs; a moment later the command is running.
+  let seen = "";
+  while (reader && !seen.includes("tool_use")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    seen += Buffer.from(value).toString();
+  }
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  controller.abort();
+}
 
 /** `sleep 20` processes anywhere on the host (a disconnected turn's command, had it survived). */
 function sandboxedSleeps(): number[] {
