@@ -12,7 +12,11 @@ import { createHash } from "node:crypto";
 
 /** Far above any uid adduser, systemd or subordinate-id ranges (/etc/subuid) hand out. */
 export const SANDBOX_UID_BASE = 2_000_000_000;
-export const SANDBOX_UID_SPAN = 1 << 20;
+/**
+ * As wide as stays below 2^31 (some tools read uids as signed): two conversations share a uid with even odds
+ * only among ~13,000 conversations, and sharing matters only after an escape from bubblewrap.
+ */
+export const SANDBOX_UID_SPAN = 1 << 27;
 
 export type SandboxUserSetting = "auto" | "server" | { uid: number; gid: number };
 
