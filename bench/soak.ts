@@ -1,0 +1,292 @@
+/**
+ * Long conversations and long uptimes (issue 13): is a turn's cost flat in the conversation's length, and
+ * is the server's memory flat once it is warm?
+ *
+ * 1. Phases: N concurrent clients send short turns round-robin over M conversations for T seconds, several
+ *    phases in a row on one server, so conversations grow from phase to phase. Per phase: turns, server CPU
+ *    per turn, and the server's heap after a full GC and RSS at the phase's end.
+ * 2. Probe: one fresh conversation, turns sent one after another; the server CPU per turn is measured over
+ *    a window of turns starting at 1, 100, 300 and 700 prior turns (the history each of them resumes).
+ *
+ * The server runs in a child process (`--expose-gc`, an IPC channel for its own CPU and memory figures),
+ * so the load generator never shares its event loop. Sessions are recorded at once (session delay 0): every
+ * turn resumes the whole history, which is what grows. The compaction budget is raised so 700 turns fit in
+ * one history (compaction would reset it, which is the point of compaction, not of this bench).
+ *
+ * Run: npm run bench:soak [-- --clients 200 --conversations 1000 --seconds 60 --phases 3 --probe 700]
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { once } from "node:events";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { Agent, request } from "undici";
+
+const SELF = fileURLToPath(import.meta.url);
+const API_KEY = "demo-admin-key";
+const AGENT = "demo-agent";
+const PROMPT = "Say hello to the soak test in one short sentence.";
+const CHECKPOINTS = [1, 100, 300, 700];
+
+interface ServerStats {
+  /** process.cpuUsage() user + system, µs since the server process started. */
+  cpuMicros: number;
+  heapUsed: number;
+  rss: number;
+}
+
+type StatsRequest = { type: "stats"; gc: boolean; id: number };
+
+// ---------------------------------------------------------------------------------------------------------
+// Server role (child process)
+
+async function serve(dataDir: string, budget: number): Promise<void> {
+  const { startServer } = await import("../reference-server/index.ts");
+  const server = await startServer({
+    dataDir,
+    port: 0,
+    host: "127.0.0.1",
+    demo: true,
+    sessionDelayMs: 0,
+    compactionBudgetTokens: budget,
+    logLevel: "silent",
+  });
+  const gc = (globalThis as { gc?: () => void }).gc;
+  process.on("message", (message: StatsRequest) => {
+    if (message.gc && gc) {
+      gc();
+      gc();
+    }
+    const cpu = process.cpuUsage();
+    const memory = process.memoryUsage();
+    process.send?.({
+      id: message.id,
+      stats: { cpuMicros: cpu.user + cpu.system, heapUsed: memory.heapUsed, rss: memory.rss },
+    });
+  });
+  process.on("disconnect", () => void server.close().then(() => process.exit(0)));
+  process.send?.({ ready: server.url });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Load generator (main process)
+
+class ServerChild {
+  #next = 0;
+  readonly url: string;
+  readonly child: ChildProcess;
+  constructor(url: string, child: ChildProcess) {
+    this.url = url;
+    this.child = child;
+  }
+
+  stats(gc: boolean): Promise<ServerStats> {
+    const id = this.#next++;
+    return new Promise((resolve) => {
+      const onMessage = (message: { id?: number; stats?: ServerStats }) => {
+        if (message.id !== id || !message.stats) return;
+        this.child.off("message", onMessage);
+        resolve(message.stats);
+      };
+      this.child.on("message", onMessage);
+      this.child.send({ type: "stats", gc, id } satisfies StatsRequest);
+    });
+  }
+}
+
+async function startServerChild(dataDir: string, budget: number): Promise<ServerChild> {
+  const child = fork(SELF, ["--serve", dataDir, "--budget", String(budget)], {
+    execArgv: ["--expose-gc"],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once("message", (message: { ready?: string }) => {
+      if (message.ready) resolve(message.ready);
+    });
+    child.once("exit", (code) => reject(new Error(`server exited with ${code} before it was ready`)));
+  });
+  return new ServerChild(url, child);
+}
+
+/** One turn; returns the text of its answer (the stream must end with message_stop). */
+async function turn(dispatcher: Agent, baseUrl: string, conversationId: string, prompt = PROMPT) {
+  const response = await request(`${baseUrl}/api/agents/${AGENT}/v1/messages`, {
+    method: "POST",
+    dispatcher,
+    headers: { "x-api-key": API_KEY, "content-type": "application/json" },
+    body: JSON.stringify({
+      model: "demo-large",
+      max_tokens: 256,
+      stream: true,
+      messages: [{ role: "user", content: prompt }],
+      metadata: { conversation_id: conversationId },
+    }),
+  });
+  if (response.statusCode !== 200)
+    throw new Error(`HTTP ${response.statusCode}: ${await response.body.text()}`);
+  const text = await response.body.text();
+  if (!text.endsWith('event: message_stop\ndata: {"type":"message_stop"}\n\n'))
+    throw new Error(`the turn did not complete: ${text.slice(-300)}`);
+  return text;
+}
+
+interface PhaseResult {
+  turns: number;
+  errors: number;
+  cpuMsPerTurn: number;
+  heapMB: number;
+  rssMB: number;
+}
+
+async function phase(
+  server: ServerChild,
+  dispatcher: Agent,
+  conversations: string[],
+  clients: number,
+  seconds: number,
+  cursor: { next: number },
+): Promise<PhaseResult> {
+  const before = await server.stats(false);
+  let turns = 0;
+  let errors = 0;
+  const until = performance.now() + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (performance.now() < until) {
+        const id = conversations[cursor.next++ % conversations.length];
+        try {
+          await turn(dispatcher, server.url, id);
+          turns++;
+        } catch (error) {
+          errors++;
+          if (errors <= 3) console.error(error instanceof Error ? error.message : error);
+        }
+      }
+    }),
+  );
+  const cpu = (await server.stats(false)).cpuMicros - before.cpuMicros;
+  const after = await server.stats(true);
+  return {
+    turns,
+    errors,
+    cpuMsPerTurn: cpu / 1000 / Math.max(1, turns),
+    heapMB: after.heapUsed / 2 ** 20,
+    rssMB: after.rss / 2 ** 20,
+  };
+}
+
+/** Server CPU per turn over `window` sequential turns, starting at each checkpoint's number of prior turns. */
+async function probe(
+  server: ServerChild,
+  dispatcher: Agent,
+  checkpoints: number[],
+  window: number,
+): Promise<Array<{ prior: number; cpuMsPerTurn: number }>> {
+  const id = `soak-probe-${randomBytes(4).toString("hex")}`;
+  const word = `soak${randomBytes(3).toString("hex")}`;
+  await turn(dispatcher, server.url, id, `Remember this code word: ${word}. Reply with just OK.`);
+  let prior = 1;
+  const results: Array<{ prior: number; cpuMsPerTurn: number }> = [];
+  for (const checkpoint of checkpoints) {
+    while (prior < checkpoint) {
+      await turn(dispatcher, server.url, id);
+      prior++;
+    }
+    const before = await server.stats(false);
+    for (let i = 0; i < window; i++) await turn(dispatcher, server.url, id);
+    const cpu = (await server.stats(false)).cpuMicros - before.cpuMicros;
+    results.push({ prior: checkpoint, cpuMsPerTurn: cpu / 1000 / window });
+    prior += window;
+  }
+  // The history really was resumed all along: the first turn's word is still remembered.
+  const recall = await turn(
+    dispatcher,
+    server.url,
+    id,
+    "What code word did I ask you to remember? Reply with just the word.",
+  );
+  if (!recall.includes(word)) throw new Error(`the probe conversation forgot ${word}: its history was lost`);
+  return results;
+}
+
+function fmt(value: number, digits = 2): string {
+  return value.toFixed(digits);
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      serve: { type: "string" },
+      budget: { type: "string", default: "1000000" },
+      clients: { type: "string", default: "50" },
+      conversations: { type: "string", default: "200" },
+      seconds: { type: "string", default: "10" },
+      phases: { type: "string", default: "3" },
+      probe: { type: "string", default: CHECKPOINTS.join(",") },
+      window: { type: "string", default: "30" },
+    },
+  });
+  const budget = Number(values.budget);
+  if (values.serve) return serve(values.serve, budget);
+
+  const clients = Number(values.clients);
+  const conversationCount = Number(values.conversations);
+  const seconds = Number(values.seconds);
+  const phases = Number(values.phases);
+  const checkpoints = String(values.probe)
+    .split(",")
+    .filter((s) => s.trim() !== "")
+    .map(Number);
+  const window = Number(values.window);
+
+  const dataDir = await mkdtemp(path.join(tmpdir(), "bench-soak-"));
+  const server = await startServerChild(dataDir, budget);
+  const dispatcher = new Agent({ connections: clients + 1, keepAliveTimeout: 30_000 });
+  try {
+    const start = await server.stats(true);
+    console.log(
+      `bench:soak: ${clients} clients over ${conversationCount} conversations, ${phases} phases of ${seconds} s; ` +
+        `server heap ${fmt(start.heapUsed / 2 ** 20, 1)} MB, RSS ${fmt(start.rss / 2 ** 20, 1)} MB at start`,
+    );
+    const runId = randomBytes(4).toString("hex");
+    const conversations = Array.from({ length: conversationCount }, (_, i) => `soak-${runId}-${i}`);
+    const cursor = { next: 0 };
+    const results: PhaseResult[] = [];
+    for (let p = 1; p <= phases; p++) {
+      const result = await phase(server, dispatcher, conversations, clients, seconds, cursor);
+      results.push(result);
+      console.log(
+        `phase ${p}: ${result.turns} turns (${result.errors} errors), ~${fmt(cursor.next / conversationCount, 0)} turns per conversation, ` +
+          `server CPU ${fmt(result.cpuMsPerTurn)} ms/turn, heap after GC ${fmt(result.heapMB, 1)} MB, RSS ${fmt(result.rssMB, 1)} MB`,
+      );
+    }
+    if (results.length >= 3) {
+      const [first, second] = results;
+      const last = results[results.length - 1];
+      console.log(
+        `turns last/first phase: ${fmt(last.turns / first.turns)} (target within 10%); ` +
+          `heap last/second: ${fmt(last.heapMB / second.heapMB)}, RSS last/second: ${fmt(last.rssMB / second.rssMB)} (target ±10%)`,
+      );
+    }
+    if (checkpoints.length > 0) {
+      const probed = await probe(server, dispatcher, checkpoints, window);
+      const base = probed[0].cpuMsPerTurn;
+      console.log(
+        `probe (one conversation, ${window} turns per point): ${probed
+          .map((r) => `${r.prior} prior turns ${fmt(r.cpuMsPerTurn)} ms (${fmt(r.cpuMsPerTurn / base)}×)`)
+          .join(", ")}; target at the last point ≤ 1.3×`,
+      );
+    }
+  } finally {
+    await dispatcher.close();
+    const exited = once(server.child, "exit");
+    server.child.disconnect();
+    await exited;
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();
