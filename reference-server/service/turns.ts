@@ -391,12 +391,14 @@ export class TurnService {
     // is updated in place); a resumed turn without output clears the pointer so the next turn starts clean.
     // A turn that failed or was cut short moves nothing: it is stored with its error, the session kept.
     const producedOutput = agentEvents.some(isOutput);
-    const resumed = resumedSessionId !== null && store.getSession(resumedSessionId) !== undefined;
+    // Whether the session is still there; its history was read at the turn's start and is not read again.
+    const resumed = resumedSessionId !== null && store.hasSession(resumedSessionId);
     let session: TurnWrite["session"];
     let toRecord: SessionRecord | undefined;
     if (completed && producedOutput && outcome !== undefined) {
       const context: StoredSession = { messages: outcome.history, tokens: outcome.historyTokens };
-      if (resumed) session = { upsert: { id: resumedSessionId as string, context } };
+      if (resumed)
+        session = { append: { id: resumedSessionId as string, history: context, kept: outcome.keptHistory } };
       else
         toRecord = {
           id: newSessionId(),

@@ -12,9 +12,12 @@ import {
   ConversationExistsError,
   type ConversationRecord,
   type EventRecord,
+  isSessionHistory,
   type ListFilter,
   type MessageRecord,
   type PendingTurn,
+  type SessionAppend,
+  type SessionHistory,
   type SessionRecord,
   type Store,
   type TurnWrite,
@@ -213,15 +216,54 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
   }
 
   function insertSession(record: SessionRecord): void {
+    const history = isSessionHistory(record.context) ? record.context : undefined;
     statement(
-      "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+      "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at, history_tokens) VALUES (?, ?, ?, ?, ?, ?)",
     ).run(
       record.id,
       record.conversationId,
-      JSON.stringify(record.context ?? null),
+      history ? "null" : JSON.stringify(record.context ?? null),
       record.createdAt,
       record.updatedAt,
+      history ? history.tokens : null,
     );
+    if (history) insertSessionMessages(record.id, history.messages, 0);
+  }
+
+  function insertSessionMessages(sessionId: string, messages: unknown[], from: number): void {
+    const insert = statement("INSERT INTO session_messages (session_id, seq, message) VALUES (?, ?, ?)");
+    for (let seq = from; seq < messages.length; seq++)
+      insert.run(sessionId, seq, JSON.stringify(messages[seq]));
+  }
+
+  /**
+   * A turn's session write. Rows before `kept` are the messages the turn read and left alone: only the
+   * rest is written, so a turn costs the same at turn 700 as at turn 1. A session whose history is still
+   * an earlier version's `context` value is written whole, once.
+   */
+  function appendSession(sessionId: string, append: SessionAppend, at: string): void {
+    const row = statement("SELECT history_tokens FROM sessions WHERE id = ?").get(sessionId) as
+      | { history_tokens: number | null }
+      | undefined;
+    if (!row) throw new Error(`commitTurn: no session ${sessionId}`);
+    const { messages, tokens } = append.history;
+    const from = row.history_tokens === null ? 0 : Math.max(0, Math.min(append.kept, messages.length));
+    statement("DELETE FROM session_messages WHERE session_id = ? AND seq >= ?").run(sessionId, from);
+    insertSessionMessages(sessionId, messages, from);
+    statement("UPDATE sessions SET context = 'null', history_tokens = ?, updated_at = ? WHERE id = ?").run(
+      tokens,
+      at,
+      sessionId,
+    );
+  }
+
+  function readSessionHistory(sessionId: string, tokens: number): SessionHistory {
+    const rows = statement("SELECT message FROM session_messages WHERE session_id = ? ORDER BY seq").all(
+      sessionId,
+    ) as Array<{ message: string }>;
+    // One parse of the joined rows: a JSON.parse per row costs a third more at 700 turns.
+    const messages = JSON.parse(`[${rows.map((r) => r.message).join(",")}]`) as unknown[];
+    return { messages, tokens };
   }
 
   const allFields = Object.keys(conversationColumns) as ConversationField[];
@@ -257,6 +299,9 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     deleteConversation(id) {
       return transaction(() => {
         // Messages, events and compactions go by ON DELETE CASCADE; sessions carry no foreign key.
+        statement(
+          "DELETE FROM session_messages WHERE session_id IN (SELECT id FROM sessions WHERE conversation_id = ?)",
+        ).run(id);
         statement("DELETE FROM sessions WHERE conversation_id = ?").run(id);
         return statement("DELETE FROM conversations WHERE id = ?").run(id).changes > 0;
       });
@@ -349,17 +394,8 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
             "INSERT INTO compactions (conversation_id, turn_index, summary, created_at) VALUES (?, ?, ?, ?)",
           ).run(write.conversationId, write.turnIndex, write.compaction.summary, write.at);
         }
-        if (write.session && "upsert" in write.session) {
-          statement(
-            `INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET context = excluded.context, updated_at = excluded.updated_at`,
-          ).run(
-            write.session.upsert.id,
-            write.conversationId,
-            JSON.stringify(write.session.upsert.context ?? null),
-            write.at,
-            write.at,
-          );
+        if (write.session && "append" in write.session) {
+          appendSession(write.session.append.id, write.session.append, write.at);
         } else if (write.session && "clearPointer" in write.session) {
           statement("UPDATE conversations SET agent_session_id = NULL WHERE id = ?").run(
             write.conversationId,
@@ -446,24 +482,34 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
 
     getSession(id) {
       const row = statement(
-        "SELECT id, conversation_id, context, created_at, updated_at FROM sessions WHERE id = ?",
+        "SELECT id, conversation_id, context, created_at, updated_at, history_tokens FROM sessions WHERE id = ?",
       ).get(id) as Record<string, SQLInputValue> | undefined;
       if (!row) return undefined;
       return {
         id: row.id as string,
         conversationId: row.conversation_id as string,
-        context: JSON.parse(row.context as string),
+        context:
+          row.history_tokens === null
+            ? JSON.parse(row.context as string)
+            : readSessionHistory(id, row.history_tokens as number),
         createdAt: row.created_at as string,
         updatedAt: row.updated_at as string,
       };
     },
 
+    hasSession(id) {
+      return statement("SELECT 1 FROM sessions WHERE id = ?").get(id) !== undefined;
+    },
+
     updateSessionContext(id, context, at) {
-      statement("UPDATE sessions SET context = ?, updated_at = ? WHERE id = ?").run(
-        JSON.stringify(context ?? null),
-        at,
-        id,
-      );
+      transaction(() => {
+        statement("DELETE FROM session_messages WHERE session_id = ?").run(id);
+        const history = isSessionHistory(context) ? context : undefined;
+        const updated = statement(
+          "UPDATE sessions SET context = ?, history_tokens = ?, updated_at = ? WHERE id = ?",
+        ).run(history ? "null" : JSON.stringify(context ?? null), history ? history.tokens : null, at, id);
+        if (history && updated.changes > 0) insertSessionMessages(id, history.messages, 0);
+      });
     },
 
     recordSession(record) {
