@@ -13,7 +13,11 @@
  * turn resumes the whole history, which is what grows. The compaction budget is raised so 700 turns fit in
  * one history (compaction would reset it, which is the point of compaction, not of this bench).
  *
- * Run: npm run bench:soak [-- --clients 200 --conversations 1000 --seconds 60 --phases 3 --probe 700]
+ * Run: npm run bench:soak [-- --clients 200 --conversations 1000 --seconds 60 --phases 3 --probe 1,100,300,700
+ *   --window 30 --profile DIR]
+ *   --probe   the checkpoints (prior turns) of the one-conversation probe; empty to skip it
+ *   --window  turns measured at each checkpoint
+ *   --profile DIR  writes a V8 CPU profile of the server process into DIR (.cpuprofile)
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -97,9 +101,10 @@ class ServerChild {
   }
 }
 
-async function startServerChild(dataDir: string, budget: number): Promise<ServerChild> {
+async function startServerChild(dataDir: string, budget: number, profile?: string): Promise<ServerChild> {
+  const profileFlags = profile ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(profile)}`] : [];
   const child = fork(SELF, ["--serve", dataDir, "--budget", String(budget)], {
-    execArgv: ["--expose-gc"],
+    execArgv: ["--expose-gc", ...profileFlags],
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   const url = await new Promise<string>((resolve, reject) => {
@@ -227,6 +232,7 @@ async function main(): Promise<void> {
       phases: { type: "string", default: "3" },
       probe: { type: "string", default: CHECKPOINTS.join(",") },
       window: { type: "string", default: "30" },
+      profile: { type: "string" },
     },
   });
   const budget = Number(values.budget);
@@ -243,7 +249,7 @@ async function main(): Promise<void> {
   const window = Number(values.window);
 
   const dataDir = await mkdtemp(path.join(tmpdir(), "bench-soak-"));
-  const server = await startServerChild(dataDir, budget);
+  const server = await startServerChild(dataDir, budget, values.profile);
   const dispatcher = new Agent({ connections: clients + 1, keepAliveTimeout: 30_000 });
   try {
     const start = await server.stats(true);
