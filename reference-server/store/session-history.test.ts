@@ -251,4 +251,60 @@ describe("session history", () => {
     expect(counts().inserts).toBe(6);
     expect(history(store, "s-old")).toEqual({ messages: last, tokens: 28 });
   });
+
+  it("a turn whose write fails leaves the history as it was, in memory as on disk", () => {
+    store = openSqliteStore(file);
+    store.insertConversation(conversation("c1"));
+    const start = [user("q0"), assistant("a0")];
+    store.recordSession({
+      id: "s1",
+      conversationId: "c1",
+      context: { messages: start, tokens: 1 },
+      createdAt: "t",
+      updatedAt: "t",
+    });
+    expect(history(store, "s1")).toEqual({ messages: start, tokens: 1 });
+    // The second new message cannot be serialised: the first one was already inserted when it throws.
+    const broken = [...start, user("q1"), { role: "assistant", content: [{ type: "text", text: 1n }] }];
+    expect(() =>
+      store.commitTurn(
+        turnWrite("c1", 1, { append: { id: "s1", history: { messages: broken, tokens: 2 }, kept: 2 } }),
+      ),
+    ).toThrow();
+    expect(history(store, "s1")).toEqual({ messages: start, tokens: 1 });
+    const good = [...start, user("q1"), assistant("a1")];
+    store.commitTurn(
+      turnWrite("c1", 1, { append: { id: "s1", history: { messages: good, tokens: 2 }, kept: 2 } }),
+    );
+    expect(history(store, "s1")).toEqual({ messages: good, tokens: 2 });
+    const other = openSqliteStore(file);
+    try {
+      expect(history(other, "s1")).toEqual({ messages: good, tokens: 2 });
+    } finally {
+      other.close();
+    }
+  });
+
+  it("with the cache off, the same histories are read from the rows", () => {
+    store = openSqliteStore(file, { historyCacheChars: 0 });
+    store.insertConversation(conversation("c1"));
+    const messages: unknown[] = [user("q0"), assistant("a0")];
+    store.recordSession({
+      id: "s1",
+      conversationId: "c1",
+      context: { messages: [...messages], tokens: 1 },
+      createdAt: "t",
+      updatedAt: "t",
+    });
+    for (let turn = 1; turn <= 5; turn++) {
+      const kept = messages.length;
+      messages.push(user(`q${turn}`), assistant(`a${turn}`));
+      store.commitTurn(
+        turnWrite("c1", turn, {
+          append: { id: "s1", history: { messages: [...messages], tokens: turn }, kept },
+        }),
+      );
+      expect(history(store, "s1")).toEqual({ messages, tokens: turn });
+    }
+  });
 });

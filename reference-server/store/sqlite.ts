@@ -32,6 +32,65 @@ export interface SqliteStoreOptions {
   synchronous?: "NORMAL" | "FULL";
   /** How long a writer waits for another connection's lock before SQLITE_BUSY. */
   busyTimeoutMs?: number;
+  /**
+   * Session histories kept parsed in memory, up to this many characters of JSON in all (least recently used
+   * first out; default 16 MB). 0 turns the cache off.
+   */
+  historyCacheChars?: number;
+}
+
+/**
+ * Parsed session histories, so a turn does not read and parse its whole history again: the turn before
+ * left it here. Correct because this connection is the only writer (one process per data directory) and
+ * every write to a session's rows goes through the store, which updates or drops the entry only once its
+ * transaction committed. Bounded by size, so memory stays flat however many conversations there are.
+ * Callers get the cached array itself and must not change it (the engine copies before appending).
+ */
+class HistoryCache {
+  readonly #limit: number;
+  readonly #entries = new Map<string, { history: SessionHistory; chars: number }>();
+  #chars = 0;
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  get(id: string): SessionHistory | undefined {
+    const entry = this.#entries.get(id);
+    if (!entry) return undefined;
+    // Most recently used last: Map keeps insertion order.
+    this.#entries.delete(id);
+    this.#entries.set(id, entry);
+    return entry.history;
+  }
+
+  chars(id: string): number | undefined {
+    return this.#entries.get(id)?.chars;
+  }
+
+  set(id: string, history: SessionHistory, chars: number): void {
+    this.delete(id);
+    if (chars > this.#limit) return;
+    this.#entries.set(id, { history, chars });
+    this.#chars += chars;
+    for (const [oldest, entry] of this.#entries) {
+      if (this.#chars <= this.#limit) break;
+      this.#entries.delete(oldest);
+      this.#chars -= entry.chars;
+    }
+  }
+
+  delete(id: string): void {
+    const entry = this.#entries.get(id);
+    if (!entry) return;
+    this.#entries.delete(id);
+    this.#chars -= entry.chars;
+  }
+
+  clear(): void {
+    this.#entries.clear();
+    this.#chars = 0;
+  }
 }
 
 /** Row shapes as SQLite returns them (booleans are 0/1). */
@@ -215,6 +274,8 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     }
   }
 
+  const historyCache = new HistoryCache(options.historyCacheChars ?? 16 * 2 ** 20);
+
   function insertSession(record: SessionRecord): void {
     const history = isSessionHistory(record.context) ? record.context : undefined;
     statement(
@@ -227,13 +288,20 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       record.updatedAt,
       history ? history.tokens : null,
     );
+    // A new session is read back from its rows at its first resume (an insert fails on a taken id).
     if (history) insertSessionMessages(record.id, history.messages, 0);
   }
 
-  function insertSessionMessages(sessionId: string, messages: unknown[], from: number): void {
+  /** Inserts messages[from..]; returns the characters of JSON written (the cache's measure). */
+  function insertSessionMessages(sessionId: string, messages: unknown[], from: number): number {
     const insert = statement("INSERT INTO session_messages (session_id, seq, message) VALUES (?, ?, ?)");
-    for (let seq = from; seq < messages.length; seq++)
-      insert.run(sessionId, seq, JSON.stringify(messages[seq]));
+    let chars = 0;
+    for (let seq = from; seq < messages.length; seq++) {
+      const json = JSON.stringify(messages[seq]);
+      chars += json.length + 1;
+      insert.run(sessionId, seq, json);
+    }
+    return chars;
   }
 
   /**
@@ -241,7 +309,13 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
    * rest is written, so a turn costs the same at turn 700 as at turn 1. A session whose history is still
    * an earlier version's `context` value is written whole, once.
    */
-  function appendSession(sessionId: string, append: SessionAppend, at: string): void {
+  /** Returns what to cache once the transaction commits (undefined: drop the entry). */
+  function appendSession(
+    sessionId: string,
+    append: SessionAppend,
+    at: string,
+    previous: { history: SessionHistory | undefined; chars: number | undefined } | undefined,
+  ): { history: SessionHistory; chars: number } | undefined {
     const row = statement("SELECT history_tokens FROM sessions WHERE id = ?").get(sessionId) as
       | { history_tokens: number | null }
       | undefined;
@@ -249,21 +323,34 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     const { messages, tokens } = append.history;
     const from = row.history_tokens === null ? 0 : Math.max(0, Math.min(append.kept, messages.length));
     statement("DELETE FROM session_messages WHERE session_id = ? AND seq >= ?").run(sessionId, from);
-    insertSessionMessages(sessionId, messages, from);
+    const added = insertSessionMessages(sessionId, messages, from);
     statement("UPDATE sessions SET context = 'null', history_tokens = ?, updated_at = ? WHERE id = ?").run(
       tokens,
       at,
       sessionId,
     );
+    if (from === 0) return { history: { messages, tokens }, chars: added };
+    // An append to the history the cache holds (not to a trailing message the turn replaced).
+    const cached = previous?.history;
+    const chars = previous?.chars;
+    if (cached && chars !== undefined && cached.messages.length === from)
+      return { history: { messages, tokens }, chars: chars + added };
+    return undefined;
   }
 
   function readSessionHistory(sessionId: string, tokens: number): SessionHistory {
-    const rows = statement("SELECT message FROM session_messages WHERE session_id = ? ORDER BY seq").all(
-      sessionId,
-    ) as Array<{ message: string }>;
-    // One parse of the joined rows: a JSON.parse per row costs a third more at 700 turns.
-    const messages = JSON.parse(`[${rows.map((r) => r.message).join(",")}]`) as unknown[];
-    return { messages, tokens };
+    const cached = historyCache.get(sessionId);
+    if (cached) return cached;
+    // One string from SQLite and one parse: a row object and a parse per message cost about half again.
+    const joined =
+      (
+        statement(
+          "SELECT group_concat(message, ',' ORDER BY seq) AS joined FROM session_messages WHERE session_id = ?",
+        ).get(sessionId) as { joined: string | null }
+      ).joined ?? "";
+    const history = { messages: JSON.parse(`[${joined}]`) as unknown[], tokens };
+    historyCache.set(sessionId, history, joined.length + 1);
+    return history;
   }
 
   const allFields = Object.keys(conversationColumns) as ConversationField[];
@@ -299,6 +386,10 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     deleteConversation(id) {
       return transaction(() => {
         // Messages, events and compactions go by ON DELETE CASCADE; sessions carry no foreign key.
+        for (const row of statement("SELECT id FROM sessions WHERE conversation_id = ?").all(id) as Array<{
+          id: string;
+        }>)
+          historyCache.delete(row.id);
         statement(
           "DELETE FROM session_messages WHERE session_id IN (SELECT id FROM sessions WHERE conversation_id = ?)",
         ).run(id);
@@ -348,6 +439,14 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     },
 
     commitTurn(write: TurnWrite) {
+      const sessionId = write.session && "append" in write.session ? write.session.append.id : undefined;
+      const previous =
+        sessionId === undefined
+          ? undefined
+          : { history: historyCache.get(sessionId), chars: historyCache.chars(sessionId) };
+      // Dropped first: a transaction that fails must not leave the cache ahead of the rows.
+      if (sessionId !== undefined) historyCache.delete(sessionId);
+      let cacheEntry: { history: SessionHistory; chars: number } | undefined;
       transaction(() => {
         const bumped = statement("UPDATE conversations SET updated_at = ?, turn_count = ? WHERE id = ?").run(
           write.at,
@@ -395,13 +494,15 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
           ).run(write.conversationId, write.turnIndex, write.compaction.summary, write.at);
         }
         if (write.session && "append" in write.session) {
-          appendSession(write.session.append.id, write.session.append, write.at);
+          cacheEntry = appendSession(write.session.append.id, write.session.append, write.at, previous);
         } else if (write.session && "clearPointer" in write.session) {
           statement("UPDATE conversations SET agent_session_id = NULL WHERE id = ?").run(
             write.conversationId,
           );
         }
       });
+      if (sessionId !== undefined && cacheEntry)
+        historyCache.set(sessionId, cacheEntry.history, cacheEntry.chars);
     },
 
     beginTurn(pending: PendingTurn) {
@@ -502,6 +603,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     },
 
     updateSessionContext(id, context, at) {
+      historyCache.delete(id);
       transaction(() => {
         statement("DELETE FROM session_messages WHERE session_id = ?").run(id);
         const history = isSessionHistory(context) ? context : undefined;
@@ -524,6 +626,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     },
 
     close() {
+      historyCache.clear();
       statements.clear();
       if (db.isOpen) db.close();
     },
