@@ -18,6 +18,10 @@
  *   --probe   the checkpoints (prior turns) of the one-conversation probe; empty to skip it
  *   --window  turns measured at each checkpoint
  *   --profile DIR  writes a V8 CPU profile of the server process into DIR (.cpuprofile)
+ *   --upstream     the scripted model runs in a process of its own, reached over HTTP (`--engine anthropic`
+ *                  against `agent-api model`), so the server's CPU is the server's alone, as with a real
+ *                  upstream; by default it runs in-process and its work (parsing the request, answering)
+ *                  counts as the server's
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -47,13 +51,15 @@ type StatsRequest = { type: "stats"; gc: boolean; id: number };
 // ---------------------------------------------------------------------------------------------------------
 // Server role (child process)
 
-async function serve(dataDir: string, budget: number): Promise<void> {
+async function serve(dataDir: string, budget: number, upstream: boolean): Promise<void> {
   const { startServer } = await import("../reference-server/index.ts");
   const server = await startServer({
     dataDir,
     port: 0,
     host: "127.0.0.1",
     demo: true,
+    // ANTHROPIC_BASE_URL is the scripted model in its own process (set by the parent).
+    engine: upstream ? "anthropic" : "scripted",
     sessionDelayMs: 0,
     compactionBudgetTokens: budget,
     logLevel: "silent",
@@ -101,12 +107,43 @@ class ServerChild {
   }
 }
 
-async function startServerChild(dataDir: string, budget: number, profile?: string): Promise<ServerChild> {
-  const profileFlags = profile ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(profile)}`] : [];
-  const child = fork(SELF, ["--serve", dataDir, "--budget", String(budget)], {
-    execArgv: ["--expose-gc", ...profileFlags],
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
+/** The scripted model served over HTTP in its own process (`--upstream`): its work is not the server's. */
+async function serveModel(): Promise<void> {
+  const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
+  const model = await serveScriptedModel({});
+  process.on("disconnect", () => void model.close().then(() => process.exit(0)));
+  process.send?.({ ready: model.url });
+}
+
+async function startModelChild(): Promise<{ url: string; child: ChildProcess }> {
+  const child = fork(SELF, ["--serve-model"], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once("message", (message: { ready?: string }) => {
+      if (message.ready) resolve(message.ready);
+    });
+    child.once("exit", (code) => reject(new Error(`model exited with ${code} before it was ready`)));
   });
+  return { url, child };
+}
+
+async function startServerChild(
+  dataDir: string,
+  budget: number,
+  profile: string | undefined,
+  upstreamUrl: string | undefined,
+): Promise<ServerChild> {
+  const profileFlags = profile ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(profile)}`] : [];
+  const child = fork(
+    SELF,
+    ["--serve", dataDir, "--budget", String(budget), ...(upstreamUrl ? ["--upstream"] : [])],
+    {
+      execArgv: ["--expose-gc", ...profileFlags],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+      env: upstreamUrl
+        ? { ...process.env, ANTHROPIC_BASE_URL: upstreamUrl, ANTHROPIC_API_KEY: "scripted" }
+        : process.env,
+    },
+  );
   const url = await new Promise<string>((resolve, reject) => {
     child.once("message", (message: { ready?: string }) => {
       if (message.ready) resolve(message.ready);
@@ -233,10 +270,13 @@ async function main(): Promise<void> {
       probe: { type: "string", default: CHECKPOINTS.join(",") },
       window: { type: "string", default: "30" },
       profile: { type: "string" },
+      upstream: { type: "boolean", default: false },
+      "serve-model": { type: "boolean", default: false },
     },
   });
   const budget = Number(values.budget);
-  if (values.serve) return serve(values.serve, budget);
+  if (values["serve-model"]) return serveModel();
+  if (values.serve) return serve(values.serve, budget, values.upstream === true);
 
   const clients = Number(values.clients);
   const conversationCount = Number(values.conversations);
@@ -249,12 +289,13 @@ async function main(): Promise<void> {
   const window = Number(values.window);
 
   const dataDir = await mkdtemp(path.join(tmpdir(), "bench-soak-"));
-  const server = await startServerChild(dataDir, budget, values.profile);
+  const model = values.upstream ? await startModelChild() : undefined;
+  const server = await startServerChild(dataDir, budget, values.profile, model?.url);
   const dispatcher = new Agent({ connections: clients + 1, keepAliveTimeout: 30_000 });
   try {
     const start = await server.stats(true);
     console.log(
-      `bench:soak: ${clients} clients over ${conversationCount} conversations, ${phases} phases of ${seconds} s; ` +
+      `bench:soak (model ${values.upstream ? "over HTTP, own process" : "in-process"}): ${clients} clients over ${conversationCount} conversations, ${phases} phases of ${seconds} s; ` +
         `server heap ${fmt(start.heapUsed / 2 ** 20, 1)} MB, RSS ${fmt(start.rss / 2 ** 20, 1)} MB at start`,
     );
     const runId = randomBytes(4).toString("hex");
@@ -291,6 +332,11 @@ async function main(): Promise<void> {
     const exited = once(server.child, "exit");
     server.child.disconnect();
     await exited;
+    if (model) {
+      const modelExited = once(model.child, "exit");
+      model.child.disconnect();
+      await modelExited;
+    }
     await rm(dataDir, { recursive: true, force: true });
   }
 }
