@@ -10,13 +10,17 @@
  *
  * The server runs in a child process (`--expose-gc`, an IPC channel for its own CPU and memory figures),
  * so the load generator never shares its event loop. Sessions are recorded at once (session delay 0): every
- * turn resumes the whole history, which is what grows. The compaction budget is raised so 700 turns fit in
- * one history (compaction would reset it, which is the point of compaction, not of this bench).
+ * turn resumes the whole history, which is what grows. The phases run on the server's default compaction
+ * budget (`--phase-budget` to change it); the probe gets a server of its own whose budget lets 700 turns stay
+ * one history (compaction would reset it, which is the point of compaction, not of this probe). Both
+ * servers are warmed up first on conversations of their own (`--warmup` seconds), so no figure includes
+ * the compiler's first work.
  *
  * Run: npm run bench:soak [-- --clients 200 --conversations 1000 --seconds 60 --phases 3 --probe 1,100,300,700
  *   --window 30 --profile DIR]
  *   --probe   the checkpoints (prior turns) of the one-conversation probe; empty to skip it
  *   --window  turns measured at each checkpoint
+ *   --budget N        the probe server's compaction budget (tokens); --phase-budget N the phases' server's
  *   --profile DIR  writes a V8 CPU profile of the server process into DIR (.cpuprofile)
  *   --upstream     the scripted model runs in a process of its own, reached over HTTP (`--engine anthropic`
  *                  against `agent-api model`), so the server's CPU is the server's alone, as with a real
@@ -38,6 +42,8 @@ const API_KEY = "demo-admin-key";
 const AGENT = "demo-agent";
 const PROMPT = "Say hello to the soak test in one short sentence.";
 const CHECKPOINTS = [1, 100, 300, 700];
+/** Compaction budget (tokens) of the probe's server: 700 short turns stay one history below it. */
+const PROBE_BUDGET = 1_000_000;
 
 interface ServerStats {
   /** process.cpuUsage() user + system, µs since the server process started. */
@@ -51,7 +57,7 @@ type StatsRequest = { type: "stats"; gc: boolean; id: number };
 // ---------------------------------------------------------------------------------------------------------
 // Server role (child process)
 
-async function serve(dataDir: string, budget: number, upstream: boolean): Promise<void> {
+async function serve(dataDir: string, budget: number | undefined, upstream: boolean): Promise<void> {
   const { startServer } = await import("../reference-server/index.ts");
   const server = await startServer({
     dataDir,
@@ -61,7 +67,7 @@ async function serve(dataDir: string, budget: number, upstream: boolean): Promis
     // ANTHROPIC_BASE_URL is the scripted model in its own process (set by the parent).
     engine: upstream ? "anthropic" : "scripted",
     sessionDelayMs: 0,
-    compactionBudgetTokens: budget,
+    ...(budget === undefined ? {} : { compactionBudgetTokens: budget }),
     logLevel: "silent",
   });
   const gc = (globalThis as { gc?: () => void }).gc;
@@ -128,14 +134,19 @@ async function startModelChild(): Promise<{ url: string; child: ChildProcess }> 
 
 async function startServerChild(
   dataDir: string,
-  budget: number,
+  budget: number | undefined,
   profile: string | undefined,
   upstreamUrl: string | undefined,
 ): Promise<ServerChild> {
   const profileFlags = profile ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(profile)}`] : [];
   const child = fork(
     SELF,
-    ["--serve", dataDir, "--budget", String(budget), ...(upstreamUrl ? ["--upstream"] : [])],
+    [
+      "--serve",
+      dataDir,
+      ...(budget === undefined ? [] : ["--budget", String(budget)]),
+      ...(upstreamUrl ? ["--upstream"] : []),
+    ],
     {
       execArgv: ["--expose-gc", ...profileFlags],
       stdio: ["ignore", "inherit", "inherit", "ipc"],
@@ -262,21 +273,24 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       serve: { type: "string" },
-      budget: { type: "string", default: "1000000" },
+      budget: { type: "string" },
       clients: { type: "string", default: "50" },
       conversations: { type: "string", default: "200" },
       seconds: { type: "string", default: "10" },
       phases: { type: "string", default: "3" },
       probe: { type: "string", default: CHECKPOINTS.join(",") },
       window: { type: "string", default: "30" },
+      warmup: { type: "string", default: "5" },
+      "phase-budget": { type: "string" },
       profile: { type: "string" },
       upstream: { type: "boolean", default: false },
       "serve-model": { type: "boolean", default: false },
     },
   });
-  const budget = Number(values.budget);
+  const budget = values.budget === undefined ? undefined : Number(values.budget);
   if (values["serve-model"]) return serveModel();
   if (values.serve) return serve(values.serve, budget, values.upstream === true);
+  const probeBudget = budget ?? PROBE_BUDGET;
 
   const clients = Number(values.clients);
   const conversationCount = Number(values.conversations);
@@ -288,57 +302,85 @@ async function main(): Promise<void> {
     .map(Number);
   const window = Number(values.window);
 
+  const warmup = Number(values.warmup);
   const dataDir = await mkdtemp(path.join(tmpdir(), "bench-soak-"));
   const model = values.upstream ? await startModelChild() : undefined;
-  const server = await startServerChild(dataDir, budget, values.profile, model?.url);
   const dispatcher = new Agent({ connections: clients + 1, keepAliveTimeout: 30_000 });
+  const runId = randomBytes(4).toString("hex");
+  /** Turns over conversations of their own, not counted: the server's code is compiled and hot before. */
+  const warmUp = async (server: ServerChild) => {
+    const spare = Array.from({ length: clients }, (_, i) => `soak-warm-${runId}-${i}`);
+    if (warmup > 0) await phase(server, dispatcher, spare, clients, warmup, { next: 0 });
+  };
   try {
-    const start = await server.stats(true);
     console.log(
-      `bench:soak (model ${values.upstream ? "over HTTP, own process" : "in-process"}): ${clients} clients over ${conversationCount} conversations, ${phases} phases of ${seconds} s; ` +
-        `server heap ${fmt(start.heapUsed / 2 ** 20, 1)} MB, RSS ${fmt(start.rss / 2 ** 20, 1)} MB at start`,
+      `bench:soak (model ${values.upstream ? "over HTTP, own process" : "in-process"}): ${clients} clients over ${conversationCount} conversations, ${phases} phases of ${seconds} s after ${warmup} s of warm-up; compaction budget ${values["phase-budget"] ?? "the server's default"}`,
     );
-    const runId = randomBytes(4).toString("hex");
-    const conversations = Array.from({ length: conversationCount }, (_, i) => `soak-${runId}-${i}`);
-    const cursor = { next: 0 };
-    const results: PhaseResult[] = [];
-    for (let p = 1; p <= phases; p++) {
-      const result = await phase(server, dispatcher, conversations, clients, seconds, cursor);
-      results.push(result);
-      console.log(
-        `phase ${p}: ${result.turns} turns (${result.errors} errors), ~${fmt(cursor.next / conversationCount, 0)} turns per conversation, ` +
-          `server CPU ${fmt(result.cpuMsPerTurn)} ms/turn, heap after GC ${fmt(result.heapMB, 1)} MB, RSS ${fmt(result.rssMB, 1)} MB`,
+    if (phases > 0) {
+      const server = await startServerChild(
+        path.join(dataDir, "phases"),
+        values["phase-budget"] === undefined ? undefined : Number(values["phase-budget"]),
+        values.profile,
+        model?.url,
       );
-    }
-    if (results.length >= 3) {
-      const [first, second] = results;
-      const last = results[results.length - 1];
-      console.log(
-        `turns last/first phase: ${fmt(last.turns / first.turns)} (target within 10%); ` +
-          `heap last/second: ${fmt(last.heapMB / second.heapMB)}, RSS last/second: ${fmt(last.rssMB / second.rssMB)} (target ±10%)`,
-      );
+      try {
+        await warmUp(server);
+        const conversations = Array.from({ length: conversationCount }, (_, i) => `soak-${runId}-${i}`);
+        const cursor = { next: 0 };
+        const results: PhaseResult[] = [];
+        for (let p = 1; p <= phases; p++) {
+          const result = await phase(server, dispatcher, conversations, clients, seconds, cursor);
+          results.push(result);
+          console.log(
+            `phase ${p}: ${result.turns} turns (${result.errors} errors), ~${fmt(cursor.next / conversationCount, 0)} turns per conversation, ` +
+              `server CPU ${fmt(result.cpuMsPerTurn)} ms/turn, heap after GC ${fmt(result.heapMB, 1)} MB, RSS ${fmt(result.rssMB, 1)} MB`,
+          );
+        }
+        if (results.length >= 3) {
+          const [first, second] = results;
+          const last = results[results.length - 1];
+          console.log(
+            `turns last/first phase: ${fmt(last.turns / first.turns)} (target within 10%); ` +
+              `heap last/second: ${fmt(last.heapMB / second.heapMB)}, RSS last/second: ${fmt(last.rssMB / second.rssMB)} (target ±10%)`,
+          );
+        }
+      } finally {
+        await stopChild(server.child);
+      }
     }
     if (checkpoints.length > 0) {
-      const probed = await probe(server, dispatcher, checkpoints, window);
-      const base = probed[0].cpuMsPerTurn;
-      console.log(
-        `probe (one conversation, ${window} turns per point): ${probed
-          .map((r) => `${r.prior} prior turns ${fmt(r.cpuMsPerTurn)} ms (${fmt(r.cpuMsPerTurn / base)}×)`)
-          .join(", ")}; target at the last point ≤ 1.3×`,
+      // A server of its own whose budget lets 700 turns stay one uncompacted history.
+      const server = await startServerChild(
+        path.join(dataDir, "probe"),
+        probeBudget,
+        values.profile,
+        model?.url,
       );
+      try {
+        await warmUp(server);
+        const probed = await probe(server, dispatcher, checkpoints, window);
+        const base = probed[0].cpuMsPerTurn;
+        console.log(
+          `probe (one conversation, ${window} turns per point, compaction budget ${probeBudget}): ${probed
+            .map((r) => `${r.prior} prior turns ${fmt(r.cpuMsPerTurn)} ms (${fmt(r.cpuMsPerTurn / base)}×)`)
+            .join(", ")}; target at the last point ≤ 1.3×`,
+        );
+      } finally {
+        await stopChild(server.child);
+      }
     }
   } finally {
     await dispatcher.close();
-    const exited = once(server.child, "exit");
-    server.child.disconnect();
-    await exited;
-    if (model) {
-      const modelExited = once(model.child, "exit");
-      model.child.disconnect();
-      await modelExited;
-    }
+    if (model) await stopChild(model.child);
     await rm(dataDir, { recursive: true, force: true });
   }
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = once(child, "exit");
+  child.disconnect();
+  await exited;
 }
 
 await main();
