@@ -23,8 +23,11 @@ export function wordsInSummary(summary: string): string[] {
  * The code word remembered last, read from the newest message back: a turn that recalls stops at the
  * newest message that remembered one instead of reading the whole conversation.
  */
-export function lastRememberedWord(history: Anthropic.Messages.MessageParam[]): string | undefined {
-  for (let i = history.length - 1; i >= 0; i--) {
+export function lastRememberedWord(
+  history: Anthropic.Messages.MessageParam[],
+  end: number = history.length,
+): string | undefined {
+  for (let i = Math.min(end, history.length) - 1; i >= 0; i--) {
     const message = history[i];
     if (message.role !== "user") continue;
     const texts =

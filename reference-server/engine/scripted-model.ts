@@ -143,11 +143,10 @@ export function scriptedAnswer(
 
   // Only a recall reads the history, and only back to the newest word remembered (the summaries this
   // prompt carries are newer than anything before it).
-  const memory = new Memory(() =>
-    lastRememberedWord([
-      ...messages.slice(0, Math.max(0, promptAt)),
-      ...summaries.map((text): MessageParam => ({ role: "user", content: text })),
-    ]),
+  const memory = new Memory(
+    () =>
+      lastRememberedWord(summaries.map((text): MessageParam => ({ role: "user", content: text }))) ??
+      lastRememberedWord(messages, Math.max(0, promptAt)),
   );
   const replies: string[] = [];
   let toolIndex = 0;
