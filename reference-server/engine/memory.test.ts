@@ -81,3 +81,18 @@ describe("the scripted model's memory", () => {
     ).toContain("now");
   });
 });
+
+describe("the scripted model's usage", () => {
+  it("is the same whether it measures the history itself or is given the body's size", () => {
+    const params = {
+      model: "m",
+      max_tokens: 100,
+      stream: true,
+      system: "Be brief. ✓ ünïcode",
+      messages: [...history(40), user("Say hello — in one “short” sentence.")],
+    };
+    const measured = scriptedAnswer(params).message.usage;
+    const given = scriptedAnswer(params, {}, JSON.stringify(params).length).message.usage;
+    expect(given).toEqual(measured);
+  });
+});

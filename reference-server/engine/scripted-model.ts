@@ -385,10 +385,13 @@ function message(
   } else {
     // An imitation of a prompt cache, deterministic: a request that already holds an answer of the model
     // reads everything before its newest message from the cache; a first request writes its system prompt.
-    const all =
+    // The messages' JSON is the body's minus everything else (the same serialiser wrote both), so the
+    // history's size comes without serialising it again.
+    const messagesTokens =
       requestChars !== undefined
-        ? Math.ceil(requestChars / 4)
-        : tokensOf(request.system) + tokensOf(request.tools) + tokensOf(request.messages);
+        ? Math.ceil((requestChars - (JSON.stringify({ ...request, messages: [] }).length - 2)) / 4)
+        : tokensOf(request.messages);
+    const all = tokensOf(request.system) + tokensOf(request.tools) + messagesTokens;
     const resumed = request.messages.some((m: MessageParam) => m.role === "assistant");
     const cached = resumed ? all - tokensOf(request.messages.at(-1)) : 0;
     const written = resumed ? 0 : tokensOf(request.system);
