@@ -23,6 +23,8 @@ let aliceConversation: string;
 beforeAll(async () => {
   t = await startTestServer();
   aliceConversation = (await runTurn(t.client(), "alice's conversation")).conversationId;
+  // Its session is recorded a moment after the turn: landing during a test, it would read as a change.
+  await t.client().waitForSession(aliceConversation, { intervalMs: 20, timeoutMs: 5000 });
 });
 afterAll(async () => {
   await t?.close();
