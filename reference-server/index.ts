@@ -13,7 +13,7 @@ import type { ServerConfig } from "./config/types.ts";
 import { createEngine } from "./engine/index.ts";
 import { buildApp } from "./http/app.ts";
 import { createSandboxManager, type SandboxLimits, type SandboxUserSetting } from "./sandbox/index.ts";
-import { createService } from "./service/index.ts";
+import { createService, type ServiceLive } from "./service/index.ts";
 import { openSqliteStore } from "./store/sqlite.ts";
 
 export interface ServerOptions {
@@ -63,6 +63,8 @@ export interface RunningServer {
   cgroups: "v1" | "v2" | "none";
   sandboxNotices: string[];
   config: ServerConfig;
+  /** Per-turn and per-conversation state held right now (tests and benches check it drains to 0). */
+  live(): ServiceLive;
   close(): Promise<void>;
 }
 
@@ -173,6 +175,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     cgroups: sandbox.cgroups,
     sandboxNotices: sandbox.notices,
     config,
+    live: () => service.live(),
     close: closeAll,
   };
 }

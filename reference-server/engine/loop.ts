@@ -71,6 +71,7 @@ async function* runLoop(
     streamCall(client, { ...base, ...params }, input.signal, settings, usage, forward);
 
   let history = input.history;
+  let kept = history.length;
   // Compaction: past the budget, the model summarises the history, which the summary then replaces.
   if (history.length > 0 && input.historyTokens > input.compactionBudgetTokens) {
     const request = appendUser(history, [{ type: "text", text: COMPACTION_REQUEST }]);
@@ -82,6 +83,7 @@ async function* runLoop(
     const text = summary || "The earlier conversation was compacted; no summary came back.";
     yield { kind: "compaction", summary: text };
     history = [{ role: "user", content: [{ type: "text", text: `${SUMMARY_MARKER}\n${text}` }] }];
+    kept = 0;
   }
 
   const promptBlocks: ContentBlockParam[] = [
@@ -90,6 +92,8 @@ async function* runLoop(
   if (input.attachments.length > 0)
     promptBlocks.push({ type: "text", text: `${ATTACHMENTS_NOTE} ${input.attachments.join(", ")}` });
   const messages = appendUser(history, promptBlocks);
+  // A prompt joined to a trailing user message changed that message.
+  if (history.at(-1)?.role === "user") kept = Math.min(kept, history.length - 1);
   const system = systemPrompt(input);
   const tools = input.tools ? TOOL_DEFINITIONS : undefined;
   let stopReason = "end_turn";
@@ -125,7 +129,7 @@ async function* runLoop(
     messages.push({ role: "user", content: results });
     if (input.signal.aborted) break;
   }
-  return { history: messages, historyTokens: lastCallTokens, usage, stopReason };
+  return { history: messages, keptHistory: kept, historyTokens: lastCallTokens, usage, stopReason };
 }
 
 interface CallResult {

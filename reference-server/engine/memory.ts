@@ -19,6 +19,30 @@ export function wordsInSummary(summary: string): string[] {
     .filter((w) => w.length > 0);
 }
 
+/**
+ * The code word remembered last, read from the newest message back: a turn that recalls stops at the
+ * newest message that remembered one instead of reading the whole conversation.
+ */
+export function lastRememberedWord(
+  history: Anthropic.Messages.MessageParam[],
+  end: number = history.length,
+): string | undefined {
+  for (let i = Math.min(end, history.length) - 1; i >= 0; i--) {
+    const message = history[i];
+    if (message.role !== "user") continue;
+    const texts =
+      typeof message.content === "string"
+        ? [message.content]
+        : message.content.flatMap((b) => (b.type === "text" ? [b.text] : []));
+    for (let j = texts.length - 1; j >= 0; j--) {
+      const text = texts[j];
+      const found = text.startsWith(SUMMARY_MARKER) ? wordsInSummary(text) : rememberedWordsIn(text);
+      if (found.length > 0) return found[found.length - 1];
+    }
+  }
+  return undefined;
+}
+
 /** Every code word the history remembers, oldest first; a word remembered twice appears where it was last. */
 export function rememberedCodeWords(history: Anthropic.Messages.MessageParam[]): string[] {
   const words: string[] = [];

@@ -52,11 +52,13 @@ function unquoteCommand(raw: string): string {
 
 const VALUE_GROUPS = 6;
 
+const REMEMBER_RULE: PhraseRule = {
+  pattern: new RegExp(`remember this code word${GAP}${WORD}`, "gi"),
+  toDirective: (m) => ({ kind: "remember", word: m[1] }),
+};
+
 const RULES: PhraseRule[] = [
-  {
-    pattern: new RegExp(`remember this code word${GAP}${WORD}`, "gi"),
-    toDirective: (m) => ({ kind: "remember", word: m[1] }),
-  },
+  REMEMBER_RULE,
   { pattern: /what code word did i ask you to remember/gi, toDirective: () => ({ kind: "recall" }) },
   { pattern: /produce no output at all for this turn/gi, toDirective: () => ({ kind: "no_output" }) },
   { pattern: /think step by step before answering/gi, toDirective: () => ({ kind: "think" }) },
@@ -141,7 +143,15 @@ export function requiredTokens(texts: Array<string | undefined>): string[] {
   return tokens;
 }
 
-/** Code words a user message asked to remember, in order. */
+/**
+ * Code words a user message asked to remember, in order. Only the `remember` rule can yield one, so only
+ * it runs: every other rule over every earlier message was most of a long conversation's turn.
+ */
 export function rememberedWordsIn(text: string): string[] {
-  return parseDirectives(text).flatMap((d) => (d.kind === "remember" ? [d.word] : []));
+  const words: string[] = [];
+  for (const match of text.matchAll(REMEMBER_RULE.pattern)) {
+    const directive = REMEMBER_RULE.toDirective(match);
+    if (directive.kind === "remember") words.push(directive.word);
+  }
+  return words;
 }

@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import type Anthropic from "@anthropic-ai/sdk";
 import type { ToolName } from "../sandbox/types.ts";
-import { rememberedCodeWords } from "./memory.ts";
+import { lastRememberedWord, rememberedCodeWords } from "./memory.ts";
 import { type Directive, parseDirectives, requiredTokens } from "./phrases.ts";
 import { ATTACHMENTS_NOTE, COMPACTION_REQUEST, ENVIRONMENT_HEADING, SUMMARY_MARKER } from "./prompt-parts.ts";
 import { signThinking } from "./signature.ts";
@@ -62,7 +62,15 @@ function usesTool(d: Directive): d is ToolDirective {
   );
 }
 
-export function scriptedAnswer(request: Params, options: ScriptedModelOptions = {}): ScriptedAnswer {
+/**
+ * `requestChars`: the size of the request's JSON body when the caller has it (the transport does), so the
+ * imitated usage need not serialise the whole history again.
+ */
+export function scriptedAnswer(
+  request: Params,
+  options: ScriptedModelOptions = {},
+  requestChars?: number,
+): ScriptedAnswer {
   const messages = request.messages;
   const system = systemBlocks(request.system);
   const promptAt = findPromptIndex(messages);
@@ -75,7 +83,7 @@ export function scriptedAnswer(request: Params, options: ScriptedModelOptions = 
   const attachmentNote = promptBlocks.find((t) => t.startsWith(ATTACHMENTS_NOTE));
   const directives = parseDirectives(prompt);
   const reply = (content: ContentBlock[], stop = "end_turn"): ScriptedMessage =>
-    message(request, content, stop, directives);
+    message(request, content, stop, directives, requestChars);
 
   if (prompt.startsWith(COMPACTION_REQUEST))
     return { message: reply([text(summarize(messages.slice(0, promptAt)))]) };
@@ -122,7 +130,8 @@ export function scriptedAnswer(request: Params, options: ScriptedModelOptions = 
   // One tool call per model call, in the order the prompt asks: the next one not yet made.
   const next = nextToolCall(toolDirectives, toolUses.length, offered);
   if (next) {
-    const id = `toolu_${digest([messages, toolUses.length, next.name, next.input]).slice(0, 24)}`;
+    // Unique in the conversation without hashing all of it: its length and this turn's messages differ.
+    const id = `toolu_${digest([messages.length, prompt, turnSoFar, next.name, next.input]).slice(0, 24)}`;
     return {
       message: reply(
         [...lead, { type: "tool_use", id, name: next.name, input: next.input } as ContentBlock],
@@ -132,10 +141,13 @@ export function scriptedAnswer(request: Params, options: ScriptedModelOptions = 
     };
   }
 
-  const memory = rememberedCodeWords([
-    ...messages.slice(0, Math.max(0, promptAt)),
-    ...summaries.map((text): MessageParam => ({ role: "user", content: text })),
-  ]);
+  // Only a recall reads the history, and only back to the newest word remembered (the summaries this
+  // prompt carries are newer than anything before it).
+  const memory = new Memory(
+    () =>
+      lastRememberedWord(summaries.map((text): MessageParam => ({ role: "user", content: text }))) ??
+      lastRememberedWord(messages, Math.max(0, promptAt)),
+  );
   const replies: string[] = [];
   let toolIndex = 0;
   for (const directive of directives) {
@@ -215,18 +227,15 @@ function answerDirective(
   directive: Directive,
   request: Params,
   system: string[],
-  memory: string[],
+  memory: Memory,
   attachmentNote: string | undefined,
 ): string | null {
   switch (directive.kind) {
-    case "remember": {
-      const earlier = memory.indexOf(directive.word);
-      if (earlier >= 0) memory.splice(earlier, 1);
-      memory.push(directive.word);
+    case "remember":
+      memory.remember(directive.word);
       return "OK";
-    }
     case "recall":
-      return memory.at(-1) ?? "I don't know";
+      return memory.last() ?? "I don't know";
     case "list_attachments": {
       // This turn's files are the ones its user message names (older ones may still be in .uploads/).
       const names = attachmentNote?.slice(ATTACHMENTS_NOTE.length).trim();
@@ -241,6 +250,25 @@ function answerDirective(
     }
     default:
       return null;
+  }
+}
+
+/** The newest remembered word: one this prompt remembered, else the history's, read only when asked. */
+class Memory {
+  readonly #fromHistory: () => string | undefined;
+  #last: { word: string | undefined } | undefined;
+
+  constructor(fromHistory: () => string | undefined) {
+    this.#fromHistory = fromHistory;
+  }
+
+  remember(word: string): void {
+    this.#last = { word };
+  }
+
+  last(): string | undefined {
+    this.#last ??= { word: this.#fromHistory() };
+    return this.#last.word;
   }
 }
 
@@ -343,6 +371,7 @@ function message(
   content: ContentBlock[],
   stop: string,
   directives: Directive[],
+  requestChars: number | undefined,
 ): ScriptedMessage {
   const reported = directives.find((d) => d.kind === "usage");
   let usage: ScriptedMessage["usage"];
@@ -356,8 +385,13 @@ function message(
   } else {
     // An imitation of a prompt cache, deterministic: a request that already holds an answer of the model
     // reads everything before its newest message from the cache; a first request writes its system prompt.
-    const prefix = tokensOf(request.system) + tokensOf(request.tools);
-    const all = prefix + tokensOf(request.messages);
+    // The messages' JSON is the body's minus everything else (the same serialiser wrote both), so the
+    // history's size comes without serialising it again.
+    const messagesTokens =
+      requestChars !== undefined
+        ? Math.ceil((requestChars - (JSON.stringify({ ...request, messages: [] }).length - 2)) / 4)
+        : tokensOf(request.messages);
+    const all = tokensOf(request.system) + tokensOf(request.tools) + messagesTokens;
     const resumed = request.messages.some((m: MessageParam) => m.role === "assistant");
     const cached = resumed ? all - tokensOf(request.messages.at(-1)) : 0;
     const written = resumed ? 0 : tokensOf(request.system);
@@ -369,7 +403,8 @@ function message(
     };
   }
   return {
-    id: `msg_${digest([request.model, request.system ?? null, request.messages]).slice(0, 24)}`,
+    // Deterministic per request; the newest message and the history's length tell requests apart.
+    id: `msg_${digest([request.model, request.system ?? null, request.messages.length, request.messages.at(-1) ?? null]).slice(0, 24)}`,
     model: request.model,
     content,
     stop_reason: stop,

@@ -49,7 +49,7 @@ export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): S
     } catch {
       return errorResponse(400, "invalid_request_error", "The body must be a Messages request");
     }
-    const answer = scriptedAnswer(params, options);
+    const answer = scriptedAnswer(params, options, raw.length);
     await sleep(options.latencyMs ?? 0, request.signal);
     if (answer.transient) {
       const key = createHash("sha256").update(raw).digest("hex");

@@ -66,6 +66,11 @@ export interface TurnInput {
 export interface TurnOutcome {
   /** The session history after this turn (input history + this turn's messages, or the compacted form). */
   history: MessageParam[];
+  /**
+   * How many leading messages of `history` are the input history's, untouched: a store appends only the
+   * rest. 0 after a compaction; one less than the input when the prompt joined a trailing user message.
+   */
+  keptHistory: number;
   historyTokens: number;
   usage: TurnUsage;
   /** The last model call's stop reason, passed through (or `max_iterations` at the loop's limit). */

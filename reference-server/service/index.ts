@@ -12,7 +12,16 @@ export interface Service {
   turns: TurnService;
   flows: FlowService;
   models(caller: Caller, agent: string): ReturnType<typeof listModels>;
+  /** What is held per running turn or per conversation; every figure returns to 0 once turns are over. */
+  live(): ServiceLive;
   close(): void;
+}
+
+export interface ServiceLive {
+  runningTurns: number;
+  turnTimers: number;
+  conversationLocks: number;
+  pendingRecordings: number;
 }
 
 export function createService(
@@ -30,6 +39,15 @@ export function createService(
     turns,
     flows: new FlowService(deps, turns, isFlowKey),
     models: (caller, agent) => listModels(findAgent(deps.config, caller, agent)),
+    live: () => {
+      const turnsLive = turns.live();
+      return {
+        runningTurns: turnsLive.running,
+        turnTimers: turnsLive.turnTimers,
+        conversationLocks: locks.size,
+        pendingRecordings: sessions.pending,
+      };
+    },
     close: () => sessions.close(),
   };
 }

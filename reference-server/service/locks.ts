@@ -5,6 +5,11 @@
 export class KeyedMutex {
   readonly #tails = new Map<string, Promise<void>>();
 
+  /** Conversations with a holder or a waiter (0 when no turn runs). */
+  get size(): number {
+    return this.#tails.size;
+  }
+
   /** Resolves with a release function once every earlier holder of `key` has released it. */
   async acquire(key: string): Promise<() => void> {
     const previous = this.#tails.get(key) ?? Promise.resolve();

@@ -42,6 +42,11 @@ export class SessionRecorder {
     this.#pending.set(session.conversationId, timer);
   }
 
+  /** Recordings waiting for their delay. */
+  get pending(): number {
+    return this.#pending.size;
+  }
+
   /** Forgets a pending recording (a newer turn started, the conversation was deleted). */
   cancel(conversationId: string): void {
     const timer = this.#pending.get(conversationId);

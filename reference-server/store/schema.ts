@@ -137,6 +137,18 @@ const migrations: ReadonlyArray<string> = [
     started_at       TEXT NOT NULL
   ) STRICT;
   `,
+  // 5: a session's Messages history one row per message, so a turn appends its own messages instead of
+  // rewriting the whole history (issue 13). `history_tokens` NULL: the history is still the `context` value
+  // an earlier version wrote (or a fork's text entries); the session's next turn moves it into rows.
+  `
+  ALTER TABLE sessions ADD COLUMN history_tokens INTEGER;
+  CREATE TABLE session_messages (
+    session_id TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    message    TEXT NOT NULL CHECK (json_valid(message)),
+    PRIMARY KEY (session_id, seq)
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

@@ -12,9 +12,12 @@ import {
   ConversationExistsError,
   type ConversationRecord,
   type EventRecord,
+  isSessionHistory,
   type ListFilter,
   type MessageRecord,
   type PendingTurn,
+  type SessionAppend,
+  type SessionHistory,
   type SessionRecord,
   type Store,
   type TurnWrite,
@@ -29,6 +32,65 @@ export interface SqliteStoreOptions {
   synchronous?: "NORMAL" | "FULL";
   /** How long a writer waits for another connection's lock before SQLITE_BUSY. */
   busyTimeoutMs?: number;
+  /**
+   * Session histories kept parsed in memory, up to this many characters of JSON in all (least recently used
+   * first out; default 16 MB). 0 turns the cache off.
+   */
+  historyCacheChars?: number;
+}
+
+/**
+ * Parsed session histories, so a turn does not read and parse its whole history again: the turn before
+ * left it here. Correct because this connection is the only writer (one process per data directory) and
+ * every write to a session's rows goes through the store, which updates or drops the entry only once its
+ * transaction committed. Bounded by size, so memory stays flat however many conversations there are.
+ * Callers get the cached array itself and must not change it (the engine copies before appending).
+ */
+class HistoryCache {
+  readonly #limit: number;
+  readonly #entries = new Map<string, { history: SessionHistory; chars: number }>();
+  #chars = 0;
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  get(id: string): SessionHistory | undefined {
+    const entry = this.#entries.get(id);
+    if (!entry) return undefined;
+    // Most recently used last: Map keeps insertion order.
+    this.#entries.delete(id);
+    this.#entries.set(id, entry);
+    return entry.history;
+  }
+
+  chars(id: string): number | undefined {
+    return this.#entries.get(id)?.chars;
+  }
+
+  set(id: string, history: SessionHistory, chars: number): void {
+    this.delete(id);
+    if (chars > this.#limit) return;
+    this.#entries.set(id, { history, chars });
+    this.#chars += chars;
+    for (const [oldest, entry] of this.#entries) {
+      if (this.#chars <= this.#limit) break;
+      this.#entries.delete(oldest);
+      this.#chars -= entry.chars;
+    }
+  }
+
+  delete(id: string): void {
+    const entry = this.#entries.get(id);
+    if (!entry) return;
+    this.#entries.delete(id);
+    this.#chars -= entry.chars;
+  }
+
+  clear(): void {
+    this.#entries.clear();
+    this.#chars = 0;
+  }
 }
 
 /** Row shapes as SQLite returns them (booleans are 0/1). */
@@ -212,16 +274,83 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     }
   }
 
+  const historyCache = new HistoryCache(options.historyCacheChars ?? 16 * 2 ** 20);
+
   function insertSession(record: SessionRecord): void {
+    const history = isSessionHistory(record.context) ? record.context : undefined;
     statement(
-      "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+      "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at, history_tokens) VALUES (?, ?, ?, ?, ?, ?)",
     ).run(
       record.id,
       record.conversationId,
-      JSON.stringify(record.context ?? null),
+      history ? "null" : JSON.stringify(record.context ?? null),
       record.createdAt,
       record.updatedAt,
+      history ? history.tokens : null,
     );
+    // A new session is read back from its rows at its first resume (an insert fails on a taken id).
+    if (history) insertSessionMessages(record.id, history.messages, 0);
+  }
+
+  /** Inserts messages[from..]; returns the characters of JSON written (the cache's measure). */
+  function insertSessionMessages(sessionId: string, messages: unknown[], from: number): number {
+    const insert = statement("INSERT INTO session_messages (session_id, seq, message) VALUES (?, ?, ?)");
+    let chars = 0;
+    for (let seq = from; seq < messages.length; seq++) {
+      const json = JSON.stringify(messages[seq]);
+      chars += json.length + 1;
+      insert.run(sessionId, seq, json);
+    }
+    return chars;
+  }
+
+  /**
+   * A turn's session write. Rows before `kept` are the messages the turn read and left alone: only the
+   * rest is written, so a turn costs the same at turn 700 as at turn 1. A session whose history is still
+   * an earlier version's `context` value is written whole, once.
+   */
+  /** Returns what to cache once the transaction commits (undefined: drop the entry). */
+  function appendSession(
+    sessionId: string,
+    append: SessionAppend,
+    at: string,
+    previous: { history: SessionHistory | undefined; chars: number | undefined } | undefined,
+  ): { history: SessionHistory; chars: number } | undefined {
+    const row = statement("SELECT history_tokens FROM sessions WHERE id = ?").get(sessionId) as
+      | { history_tokens: number | null }
+      | undefined;
+    if (!row) throw new Error(`commitTurn: no session ${sessionId}`);
+    const { messages, tokens } = append.history;
+    const from = row.history_tokens === null ? 0 : Math.max(0, Math.min(append.kept, messages.length));
+    statement("DELETE FROM session_messages WHERE session_id = ? AND seq >= ?").run(sessionId, from);
+    const added = insertSessionMessages(sessionId, messages, from);
+    statement("UPDATE sessions SET context = 'null', history_tokens = ?, updated_at = ? WHERE id = ?").run(
+      tokens,
+      at,
+      sessionId,
+    );
+    if (from === 0) return { history: { messages, tokens }, chars: added };
+    // An append to the history the cache holds (not to a trailing message the turn replaced).
+    const cached = previous?.history;
+    const chars = previous?.chars;
+    if (cached && chars !== undefined && cached.messages.length === from)
+      return { history: { messages, tokens }, chars: chars + added };
+    return undefined;
+  }
+
+  function readSessionHistory(sessionId: string, tokens: number): SessionHistory {
+    const cached = historyCache.get(sessionId);
+    if (cached) return cached;
+    // One string from SQLite and one parse: a row object and a parse per message cost about half again.
+    const joined =
+      (
+        statement(
+          "SELECT group_concat(message, ',' ORDER BY seq) AS joined FROM session_messages WHERE session_id = ?",
+        ).get(sessionId) as { joined: string | null }
+      ).joined ?? "";
+    const history = { messages: JSON.parse(`[${joined}]`) as unknown[], tokens };
+    historyCache.set(sessionId, history, joined.length + 1);
+    return history;
   }
 
   const allFields = Object.keys(conversationColumns) as ConversationField[];
@@ -257,6 +386,13 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     deleteConversation(id) {
       return transaction(() => {
         // Messages, events and compactions go by ON DELETE CASCADE; sessions carry no foreign key.
+        for (const row of statement("SELECT id FROM sessions WHERE conversation_id = ?").all(id) as Array<{
+          id: string;
+        }>)
+          historyCache.delete(row.id);
+        statement(
+          "DELETE FROM session_messages WHERE session_id IN (SELECT id FROM sessions WHERE conversation_id = ?)",
+        ).run(id);
         statement("DELETE FROM sessions WHERE conversation_id = ?").run(id);
         return statement("DELETE FROM conversations WHERE id = ?").run(id).changes > 0;
       });
@@ -303,6 +439,14 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     },
 
     commitTurn(write: TurnWrite) {
+      const sessionId = write.session && "append" in write.session ? write.session.append.id : undefined;
+      const previous =
+        sessionId === undefined
+          ? undefined
+          : { history: historyCache.get(sessionId), chars: historyCache.chars(sessionId) };
+      // Dropped first: a transaction that fails must not leave the cache ahead of the rows.
+      if (sessionId !== undefined) historyCache.delete(sessionId);
+      let cacheEntry: { history: SessionHistory; chars: number } | undefined;
       transaction(() => {
         const bumped = statement("UPDATE conversations SET updated_at = ?, turn_count = ? WHERE id = ?").run(
           write.at,
@@ -349,23 +493,16 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
             "INSERT INTO compactions (conversation_id, turn_index, summary, created_at) VALUES (?, ?, ?, ?)",
           ).run(write.conversationId, write.turnIndex, write.compaction.summary, write.at);
         }
-        if (write.session && "upsert" in write.session) {
-          statement(
-            `INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET context = excluded.context, updated_at = excluded.updated_at`,
-          ).run(
-            write.session.upsert.id,
-            write.conversationId,
-            JSON.stringify(write.session.upsert.context ?? null),
-            write.at,
-            write.at,
-          );
+        if (write.session && "append" in write.session) {
+          cacheEntry = appendSession(write.session.append.id, write.session.append, write.at, previous);
         } else if (write.session && "clearPointer" in write.session) {
           statement("UPDATE conversations SET agent_session_id = NULL WHERE id = ?").run(
             write.conversationId,
           );
         }
       });
+      if (sessionId !== undefined && cacheEntry)
+        historyCache.set(sessionId, cacheEntry.history, cacheEntry.chars);
     },
 
     beginTurn(pending: PendingTurn) {
@@ -446,24 +583,35 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
 
     getSession(id) {
       const row = statement(
-        "SELECT id, conversation_id, context, created_at, updated_at FROM sessions WHERE id = ?",
+        "SELECT id, conversation_id, context, created_at, updated_at, history_tokens FROM sessions WHERE id = ?",
       ).get(id) as Record<string, SQLInputValue> | undefined;
       if (!row) return undefined;
       return {
         id: row.id as string,
         conversationId: row.conversation_id as string,
-        context: JSON.parse(row.context as string),
+        context:
+          row.history_tokens === null
+            ? JSON.parse(row.context as string)
+            : readSessionHistory(id, row.history_tokens as number),
         createdAt: row.created_at as string,
         updatedAt: row.updated_at as string,
       };
     },
 
+    hasSession(id) {
+      return statement("SELECT 1 FROM sessions WHERE id = ?").get(id) !== undefined;
+    },
+
     updateSessionContext(id, context, at) {
-      statement("UPDATE sessions SET context = ?, updated_at = ? WHERE id = ?").run(
-        JSON.stringify(context ?? null),
-        at,
-        id,
-      );
+      historyCache.delete(id);
+      transaction(() => {
+        statement("DELETE FROM session_messages WHERE session_id = ?").run(id);
+        const history = isSessionHistory(context) ? context : undefined;
+        const updated = statement(
+          "UPDATE sessions SET context = ?, history_tokens = ?, updated_at = ? WHERE id = ?",
+        ).run(history ? "null" : JSON.stringify(context ?? null), history ? history.tokens : null, at, id);
+        if (history && updated.changes > 0) insertSessionMessages(id, history.messages, 0);
+      });
     },
 
     recordSession(record) {
@@ -478,6 +626,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     },
 
     close() {
+      historyCache.clear();
       statements.clear();
       if (db.isOpen) db.close();
     },

@@ -63,10 +63,31 @@ export interface EventRecord {
   createdAt: string;
 }
 
+/**
+ * A session's Messages history as the store keeps it: one row per message, so a turn writes only the
+ * messages it added. A SessionRecord whose context has this shape is stored that way.
+ */
+export interface SessionHistory {
+  messages: unknown[];
+  tokens: number;
+}
+
+export function isSessionHistory(value: unknown): value is SessionHistory {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    Array.isArray((value as SessionHistory).messages) &&
+    typeof (value as SessionHistory).tokens === "number"
+  );
+}
+
 export interface SessionRecord {
   id: string;
   conversationId: string;
-  /** JSON-serialisable session context (engine SessionEntry[]). */
+  /**
+   * JSON-serialisable session context: a SessionHistory (read back as one), or any other value (the
+   * text entries a fork writes), kept as it is.
+   */
   context: unknown;
   createdAt: string;
   updatedAt: string;
@@ -103,11 +124,23 @@ export interface TurnWrite {
   /** New updatedAt; turnCount becomes turnIndex + 1. */
   at: string;
   /**
-   * The turn's session bookkeeping, in the same transaction: `upsert` writes the session context after a
-   * turn with output; `clearPointer` sets the conversation's agent_session_id to null (a resumed turn with
-   * no output).
+   * The turn's session bookkeeping, in the same transaction: `append` stores the resumed session's history
+   * after a turn with output; `clearPointer` sets the conversation's agent_session_id to null (a resumed
+   * turn with no output).
    */
-  session?: { upsert: { id: string; context: unknown } } | { clearPointer: true };
+  session?: { append: SessionAppend } | { clearPointer: true };
+}
+
+/**
+ * A session's history after a turn: the first `kept` messages are those read at the turn's start,
+ * unchanged, so only `history.messages.slice(kept)` is written (and any stored row past `kept` replaced).
+ * `kept` 0 (a compaction) rewrites the history; a session still in an earlier version's form is written
+ * whole once.
+ */
+export interface SessionAppend {
+  id: string;
+  history: SessionHistory;
+  kept: number;
 }
 
 /** A turn acknowledged to its caller and not yet committed: its user message, kept durably meanwhile. */
@@ -145,6 +178,8 @@ export interface Store {
   getLastCompaction(conversationId: string): CompactionRecord | undefined;
   createSession(record: SessionRecord): void;
   getSession(id: string): SessionRecord | undefined;
+  /** Whether the session exists, without reading its history. */
+  hasSession(id: string): boolean;
   updateSessionContext(id: string, context: unknown, at: string): void;
   /**
    * Writes a session and points its conversation at it, in one transaction; nothing when the conversation

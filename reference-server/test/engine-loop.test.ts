@@ -77,20 +77,21 @@ function messageDelta(events: TurnEvent[]) {
   return delta;
 }
 
-/** The stored session of a conversation: its Messages history, read from SQLite. */
+/** The stored session of a conversation: its Messages history, read from SQLite (one row per message). */
 function storedHistory(
   server: TestServer,
   conversationId: string,
 ): Array<{ role: string; content: unknown }> {
   const db = new DatabaseSync(server.dbFile, { readOnly: true });
   try {
-    const row = db
+    const rows = db
       .prepare(
-        "SELECT s.context AS context FROM sessions s JOIN conversations c ON c.agent_session_id = s.id WHERE c.id = ?",
+        `SELECT m.message AS message FROM session_messages m
+         JOIN conversations c ON c.agent_session_id = m.session_id WHERE c.id = ? ORDER BY m.seq`,
       )
-      .get(conversationId) as { context: string } | undefined;
-    if (!row) throw new Error(`no session recorded for ${conversationId}`);
-    return (JSON.parse(row.context) as { messages: Array<{ role: string; content: unknown }> }).messages;
+      .all(conversationId) as Array<{ message: string }>;
+    if (rows.length === 0) throw new Error(`no session recorded for ${conversationId}`);
+    return rows.map((row) => JSON.parse(row.message) as { role: string; content: unknown });
   } finally {
     db.close();
   }
