@@ -5,6 +5,7 @@
  */
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import type { components } from "../generated/api-types.ts";
+import { type StreamEventName, streamEventNames } from "../generated/protocol.ts";
 import { StreamErrorEventError, StreamProtocolError } from "./errors.ts";
 
 type Schemas = components["schemas"];
@@ -12,17 +13,9 @@ export type StreamEvent = Schemas["StreamEvent"];
 /** The events a turn stream yields: every StreamEvent but `error`, which is thrown instead. */
 export type TurnEvent = Exclude<StreamEvent, Schemas["ErrorEvent"]>;
 
-/** SSE event names of the API's turn grammar; frames with other names (e.g. `ping`) are skipped. */
-export const streamEventNames = [
-  "message_start",
-  "content_block_start",
-  "content_block_delta",
-  "content_block_stop",
-  "message_delta",
-  "message_stop",
-  "error",
-] as const;
+export { type StreamEventName, streamEventNames };
 
+/** Frames with other names (e.g. `ping`) are not part of the turn and are skipped. */
 const knownNames = new Set<string>(streamEventNames);
 
 /** Parses an SSE body into StreamEvents; throws on an `error` event or a stream cut before `message_stop`. */

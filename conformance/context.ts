@@ -5,24 +5,14 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Dispatcher } from "undici";
+import type { OperationId } from "../generated/protocol.ts";
 import { type HttpRequest, type HttpResponse, httpRequest, REQUEST_TIMEOUT_MS } from "./http.ts";
 import { CheckFailure, CheckSkip, skip } from "./outcomes.ts";
 import type { SpecValidator } from "./spec-validator.ts";
 import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
 import type { Exchange, FailureDetail, SuiteInputs } from "./types.ts";
 
-export type OperationId =
-  | "sendMessage"
-  | "sendRoutedMessage"
-  | "listModels"
-  | "listConversations"
-  | "getConversation"
-  | "getTranscript"
-  | "getLastCompaction"
-  | "setConversationSharing"
-  | "forkConversation"
-  | "deleteConversation"
-  | "invokeFlow";
+export type { OperationId };
 
 /** Shared by every context of one run. */
 export interface RunState {

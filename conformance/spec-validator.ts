@@ -8,6 +8,7 @@
 import { readFile } from "node:fs/promises";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
+import { streamEventSchemas } from "../generated/protocol.ts";
 import type { FailureDetail } from "./types.ts";
 
 // ajv-formats is CommonJS; under Node's ESM loader its default export is the function itself or wraps it.
@@ -16,16 +17,8 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
 
 export const DEFAULT_SPEC_URL = new URL("../generated/openapi.json", import.meta.url);
 
-/** Schema name per SSE event name; the discriminated StreamEvent union gives unreadable oneOf errors. */
-const EVENT_SCHEMAS: Record<string, string> = {
-  message_start: "MessageStartEvent",
-  content_block_start: "ContentBlockStartEvent",
-  content_block_delta: "ContentBlockDeltaEvent",
-  content_block_stop: "ContentBlockStopEvent",
-  message_delta: "MessageDeltaEvent",
-  message_stop: "MessageStopEvent",
-  error: "ErrorEvent",
-};
+// Each event is judged by its own schema: the discriminated StreamEvent union gives unreadable oneOf errors.
+const eventSchemas: Record<string, string | undefined> = streamEventSchemas;
 
 type Json = Record<string, unknown>;
 
@@ -126,7 +119,7 @@ export class SpecValidator {
 
   /** Violations of one SSE event's data against its event schema. */
   validateEvent(name: string, data: unknown): FailureDetail[] {
-    const schema = EVENT_SCHEMAS[name] ?? "StreamEvent";
+    const schema = eventSchemas[name] ?? "StreamEvent";
     return this.#validate(`/components/schemas/${schema}`, data).map((d) => ({
       ...d,
       message: `event ${name}: ${d.message}`,

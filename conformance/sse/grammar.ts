@@ -4,6 +4,13 @@
  * without its terminating blank line, a `[DONE]` sentinel — are seen instead of smoothed over.
  * Usable on its own: `checkTurnStream(bytes, { streamToolCalls })` returns the violations and what was read.
  */
+import {
+  contentBlockTypes,
+  deltaTypes,
+  streamErrorType,
+  streamEventNames,
+  streamUsageFields,
+} from "../../generated/protocol.ts";
 
 /** Stable codes; each is judged by the conformance check of the same id. */
 export type GrammarCode =
@@ -59,8 +66,6 @@ export interface StreamEventSeen {
   frame: string;
 }
 
-export type BlockType = "text" | "thinking" | "tool_use" | "tool_result";
-
 /** A content block as read from the stream. */
 export interface BlockSeen {
   index: number;
@@ -90,24 +95,9 @@ export interface TurnGrammarOptions {
   streamToolCalls: boolean;
 }
 
-const EVENT_NAMES = new Set([
-  "message_start",
-  "content_block_start",
-  "content_block_delta",
-  "content_block_stop",
-  "message_delta",
-  "message_stop",
-  "error",
-]);
-const BLOCK_TYPES = new Set<string>(["text", "thinking", "tool_use", "tool_result"]);
-const DELTA_TYPES = new Set(["text_delta", "thinking_delta", "signature_delta", "input_json_delta"]);
-const USAGE_FIELDS = [
-  "input_tokens",
-  "output_tokens",
-  "cache_read_input_tokens",
-  "cache_creation_input_tokens",
-  "total_cost_usd",
-];
+const EVENT_NAMES = new Set<string>(streamEventNames);
+const BLOCK_TYPES = new Set<string>(contentBlockTypes);
+const DELTA_TYPES = new Set<string>(deltaTypes);
 /** The delta sequence each block type must carry between its start and stop (tool_result: see below). */
 const EXPECTED_DELTAS: Record<string, string[]> = {
   text: ["text_delta"],
@@ -144,7 +134,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-type State = "before_start" | "between_blocks" | "in_block" | "after_message_delta" | "ended";
+/** Where the turn is; an open block is tracked by `openBlock`, so "inside a block" needs no state of its own. */
+type State = "before_start" | "started" | "after_message_delta" | "ended";
 
 /** Checks one turn's bytes against the grammar of the seed's Events section. */
 export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammarOptions): TurnStreamReading {
@@ -213,7 +204,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
 
     if (state === "before_start" && event !== "message_start" && event !== "error") {
       violate("SSE-FIRST-MESSAGE-START", `the first event is "${event}", not message_start`, frame);
-      state = "between_blocks";
+      state = "started";
     }
 
     switch (event) {
@@ -224,7 +215,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         }
         const message = json.message;
         if (isRecord(message) && typeof message.model === "string") reading.model = message.model;
-        state = "between_blocks";
+        state = "started";
         break;
       }
       case "content_block_start": {
@@ -265,7 +256,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         };
         reading.blocks.push(openBlock);
         nextIndex = (typeof index === "number" && Number.isInteger(index) ? index : nextIndex) + 1;
-        state = "in_block";
+        state = "started";
         break;
       }
       case "content_block_delta": {
@@ -302,7 +293,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         checkBlockDeltas(openBlock, frame, violate);
         openBlock.stopped = true;
         openBlock = null;
-        state = "between_blocks";
+        state = "started";
         break;
       }
       case "message_delta": {
@@ -325,7 +316,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         }
         const usage = isRecord(json.usage) ? json.usage : undefined;
         reading.usage = usage;
-        const missing = USAGE_FIELDS.filter((f) => typeof usage?.[f] !== "number");
+        const missing = streamUsageFields.filter((f) => typeof usage?.[f] !== "number");
         if (missing.length > 0) {
           violate("SSE-USAGE-FIVE-FIELDS", `message_delta.usage lacks numeric ${missing.join(", ")}`, frame);
         }
@@ -345,10 +336,10 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
       }
       case "error": {
         const error = isRecord(json.error) ? json.error : {};
-        if (error.type !== "api_error" || typeof error.message !== "string") {
+        if (error.type !== streamErrorType || typeof error.message !== "string") {
           violate(
             "SSE-ERROR-SHAPE",
-            'an error event must carry {error: {type: "api_error", message}}',
+            `an error event must carry {error: {type: "${streamErrorType}", message}}`,
             frame,
           );
         }

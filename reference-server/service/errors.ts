@@ -2,17 +2,10 @@
  * Errors the service raises before a stream opens. The http layer maps them to a status and JSON body;
  * once a stream is open the same failures become an SSE `error` event instead.
  */
+import type { ErrorType } from "../../generated/protocol.ts";
 
-/** The messages API's error type names, so that clients built for it recognise every error. */
-export type ErrorType =
-  | "invalid_request_error"
-  | "authentication_error"
-  | "permission_error"
-  | "not_found_error"
-  | "request_too_large"
-  | "rate_limit_error"
-  | "api_error"
-  | "overloaded_error";
+/** The messages API's error type names (the spec's `ErrorType`), so that clients built for it recognise every error. */
+export type { ErrorType };
 
 export class ApiError extends Error {
   readonly status: number;
