@@ -1,12 +1,13 @@
 /**
- * Reads a turn's server-sent events into typed StreamEvents. Framing is eventsource-parser's; this module
- * adds the API's rules: the `event:` name selects the event, the stream ends at `message_stop`, and an
- * `error` event ends it with a thrown StreamErrorEventError after the events before it were yielded.
+ * Reads a turn's server-sent events into typed StreamEvents. Framing is the kit's one SSE reader (./sse.ts,
+ * over eventsource-parser); this module adds the API's rules: the `event:` name selects the event, the
+ * stream ends at `message_stop`, and an `error` event ends it with a thrown StreamErrorEventError after the
+ * events before it were yielded.
  */
-import { EventSourceParserStream } from "eventsource-parser/stream";
 import type { components } from "../generated/api-types.ts";
 import { type StreamEventName, streamEventNames } from "../generated/protocol.ts";
 import { StreamErrorEventError, StreamProtocolError } from "./errors.ts";
+import { readSseFrames } from "./sse.ts";
 
 type Schemas = components["schemas"];
 export type StreamEvent = Schemas["StreamEvent"];
@@ -22,24 +23,16 @@ const knownNames = new Set<string>(streamEventNames);
 export async function* readTurnEvents(
   body: ReadableStream<Uint8Array>,
 ): AsyncGenerator<TurnEvent, void, void> {
-  const frames = body
-    .pipeThrough(new TextDecoderStream())
-    .pipeThrough(new EventSourceParserStream({ onError: "terminate" }));
-  const reader = frames.getReader();
-  try {
-    while (true) {
-      const { done, value: frame } = await reader.read();
-      if (done) break;
-      // Like the official messages client: frames without a known `event:` name are not part of the turn.
-      if (!frame.event || !knownNames.has(frame.event)) continue;
-      const event = parseData(frame.event, frame.data);
-      if (frame.event === "error") throw new StreamErrorEventError(event as Schemas["ErrorEvent"]);
-      yield event as TurnEvent;
-      if (frame.event === "message_stop") return;
-    }
-  } finally {
-    // Releases the connection when the consumer stops early or an error is thrown.
-    await reader.cancel().catch(() => {});
+  // Leaving this loop early (a return, a throw, the consumer's break) closes the frame reader, which
+  // releases the connection.
+  for await (const frame of readSseFrames(body)) {
+    // Like the official messages client: frames without a known `event:` name (or without data) are not
+    // part of the turn.
+    if (!frame.event || !knownNames.has(frame.event) || frame.data === undefined) continue;
+    const event = parseData(frame.event, frame.data);
+    if (frame.event === "error") throw new StreamErrorEventError(event as Schemas["ErrorEvent"]);
+    yield event as TurnEvent;
+    if (frame.event === "message_stop") return;
   }
   throw new StreamProtocolError("turn stream ended before message_stop");
 }

@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import type { Dispatcher } from "undici";
 import type { OperationId } from "../generated/protocol.ts";
 import { type HttpRequest, type HttpResponse, httpRequest, REQUEST_TIMEOUT_MS } from "./http.ts";
+import { isRecord } from "./json.ts";
 import { CheckFailure, CheckSkip, skip } from "./outcomes.ts";
 import type { SpecValidator } from "./spec-validator.ts";
 import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
@@ -130,9 +131,7 @@ export interface ConversationRecord {
 
 const POLL_INTERVAL_MS = 250;
 
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
+export { isRecord };
 
 export function createRunState(
   inputs: SuiteInputs,

@@ -9,6 +9,7 @@ import { readFile } from "node:fs/promises";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import { streamEventSchemas } from "../generated/protocol.ts";
+import { isRecord } from "./json.ts";
 import type { FailureDetail } from "./types.ts";
 
 // ajv-formats is CommonJS; under Node's ESM loader its default export is the function itself or wraps it.
@@ -21,10 +22,6 @@ export const DEFAULT_SPEC_URL = new URL("../generated/openapi.json", import.meta
 const eventSchemas: Record<string, string | undefined> = streamEventSchemas;
 
 type Json = Record<string, unknown>;
-
-function isRecord(value: unknown): value is Json {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function pointerEscape(segment: string): string {
   return segment.replaceAll("~", "~0").replaceAll("/", "~1");

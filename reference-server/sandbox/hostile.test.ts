@@ -17,8 +17,8 @@ import {
   onlyToolResult,
   phrase,
   removeDir,
-  startTestServer,
-  type TestServer,
+  type SandboxServer,
+  startSandboxServer,
   toolResults,
 } from "./server-testing.ts";
 import { bwrapWorksHere, storageAgent, TestBed, turnRequest } from "./testing.ts";
@@ -47,10 +47,10 @@ async function sandboxManager(overrides: Parameters<TestBed["manager"]>[1] = {})
 }
 
 describe.skipIf(!hasBwrap)("the server's own git never runs what a turn wrote", () => {
-  let s: TestServer;
+  let s: SandboxServer;
   let markerDir: string;
   beforeAll(async () => {
-    s = await startTestServer({ unsafeNoIsolation: false });
+    s = await startSandboxServer({ unsafeNoIsolation: false });
     markerDir = await mkdtemp(path.join(tmpdir(), "hostile-marker-"));
   });
   afterAll(async () => {
@@ -104,9 +104,9 @@ describe.skipIf(!hasBwrap)("the server's own git never runs what a turn wrote", 
 });
 
 describe.skipIf(!hasBwrap)("nothing of a turn outlives it", () => {
-  let s: TestServer;
+  let s: SandboxServer;
   beforeAll(async () => {
-    s = await startTestServer({ unsafeNoIsolation: false });
+    s = await startSandboxServer({ unsafeNoIsolation: false });
   });
   afterAll(async () => {
     await s.close();
