@@ -5,6 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Dispatcher } from "undici";
+import type { components } from "../generated/api-types.ts";
 import type { OperationId } from "../generated/protocol.ts";
 import { type HttpRequest, type HttpResponse, httpRequest, REQUEST_TIMEOUT_MS } from "./http.ts";
 import { isRecord } from "./json.ts";
@@ -115,19 +116,8 @@ export interface Turn {
   response: ApiResponse;
 }
 
-export interface ConversationRecord {
-  id: string;
-  title: string;
-  channel: string;
-  shared: boolean;
-  is_owner: boolean;
-  agent_session_id: string | null;
-  parent_conversation_id: string | null;
-  forked_at_turn_index: number | null;
-  created_at: string;
-  updated_at: string;
-  turn_count: number;
-}
+/** A conversation as the spec describes it (checks read one only after its body was validated). */
+export type ConversationRecord = components["schemas"]["Conversation"];
 
 const POLL_INTERVAL_MS = 250;
 

@@ -11,36 +11,11 @@ export function envNameOf(flag: string): string {
 }
 
 /** `--member-key` → `memberKey`. */
-export function camelOf(flag: string): string {
+function camelOf(flag: string): string {
   return flag.replace(/^--/, "").replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
-export const INPUT_FLAG_NAMES = [
-  "--base-url",
-  "--agent",
-  "--key",
-  "--member-key",
-  "--viewer-key",
-  "--revoked-key",
-  "--foreign-agent",
-  "--automation",
-  "--storage-agent",
-  "--repo-agent",
-  "--repo-url",
-  "--flow-url",
-  "--flow-id",
-  "--flow-key",
-  "--flow-input",
-  "--routing-prefix",
-  "--channel-id",
-  "--notebook-path",
-  "--session-wait-ms",
-] as const;
-
 export const DEFAULT_SESSION_WAIT_MS = 15_000;
-
-/** Flags that shape the run rather than describe the deployment (each also read from AGENT_API_*). */
-export const RUN_FLAG_NAMES = ["--concurrency", "--timeout-ms"] as const;
 
 /** Checks run at once, unless `--concurrency` says otherwise. */
 export const DEFAULT_CONCURRENCY = 8;
