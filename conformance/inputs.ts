@@ -3,7 +3,32 @@
  * `AGENT_API_SOME_FLAG`, so the env file the reference server's `--demo --env-file` writes works as is.
  */
 import { REQUEST_TIMEOUT_MS } from "./http.ts";
-import type { SuiteInputs } from "./types.ts";
+import { DEFAULT_CONCURRENCY } from "./runner.ts";
+import type { InputName, SuiteInputs } from "./types.ts";
+
+export { DEFAULT_CONCURRENCY };
+
+/** The flag that provides each optional input (skip reasons name it). */
+export const INPUT_FLAGS: Record<InputName, string> = {
+  memberKey: "--member-key",
+  viewerKey: "--viewer-key",
+  revokedKey: "--revoked-key",
+  foreignAgent: "--foreign-agent",
+  automation: "--automation",
+  storageAgent: "--storage-agent",
+  repoAgent: "--repo-agent",
+  repoUrl: "--repo-url",
+  flowUrl: "--flow-url",
+  flowId: "--flow-id",
+  flowKey: "--flow-key",
+  flowInput: "--flow-input",
+  routingPrefix: "--routing-prefix",
+  channelId: "--channel-id",
+  notebookPath: "--notebook-path",
+};
+
+/** A skip reason's name for a missing input, for a run started from flags. */
+export const inputFlag = (name: InputName): string => INPUT_FLAGS[name];
 
 /** `--member-key` → `AGENT_API_MEMBER_KEY`; `--key` → `AGENT_API_KEY`. */
 export function envNameOf(flag: string): string {
@@ -17,8 +42,6 @@ function camelOf(flag: string): string {
 
 export const DEFAULT_SESSION_WAIT_MS = 15_000;
 
-/** Checks run at once, unless `--concurrency` says otherwise. */
-export const DEFAULT_CONCURRENCY = 8;
 /** Bound of one request (a whole turn), unless `--timeout-ms` says otherwise. */
 export const DEFAULT_TIMEOUT_MS = REQUEST_TIMEOUT_MS;
 
