@@ -159,8 +159,15 @@ export async function main(args: string[]): Promise<number> {
   let environment: Record<string, string | undefined> = env;
   if (!flagOrEnv(opts, "--base-url", env)) {
     process.stdout.write("No --base-url given: starting the reference server's demo in-process…\n");
-    const { startDemoServer } = await import("../demo.ts");
     try {
+      // A computed path, so that the conformance package (which has no server) does not compile the demo in.
+      const demoModule = new URL(
+        `../demo${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`,
+        import.meta.url,
+      );
+      const { startDemoServer } = (await import(demoModule.href)) as {
+        startDemoServer(): Promise<{ envVars: Record<string, string>; close(): Promise<void> }>;
+      };
       demo = await startDemoServer();
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
