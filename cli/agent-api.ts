@@ -38,15 +38,29 @@ if (!command) {
   process.stderr.write(`agent-api: unknown command "${name}"\n\n${usage()}`);
   process.exit(2);
 }
+/** Where an installed conformance package finds the commands it does not carry. */
+const fromPackages: Record<string, string> = {
+  serve: "@agent-api/reference-server/commands/serve",
+  model: "@agent-api/reference-server/commands/model",
+};
+
+const missing = (error: unknown) => (error as { code?: string }).code === "ERR_MODULE_NOT_FOUND";
+
 let mod: Command;
 try {
   mod = await command.load();
 } catch (error) {
-  // An installed conformance package carries `check` only; the other commands come with the repository.
-  if ((error as { code?: string }).code !== "ERR_MODULE_NOT_FOUND") throw error;
-  process.stderr.write(
-    `agent-api: "${name}" is not part of this installation (only check is); see the README\n`,
-  );
-  process.exit(2);
+  if (!missing(error)) throw error;
+  // An installed conformance package carries `check` only; `serve` and `model` come with the server package.
+  const specifier = fromPackages[name];
+  try {
+    if (!specifier) throw error;
+    mod = (await import(specifier)) as Command;
+  } catch (inner) {
+    if (!missing(inner)) throw inner;
+    const hint = specifier ? ": install @agent-api/reference-server beside it" : " (run it from a checkout)";
+    process.stderr.write(`agent-api: "${name}" is not part of this installation${hint}\n`);
+    process.exit(2);
+  }
 }
 process.exitCode = await mod.main(rest);

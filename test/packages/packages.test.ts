@@ -5,8 +5,8 @@
  * outside node_modules, so this fails when a package ships .ts, reaches a devDependency, or imports a file
  * outside what it packs.
  */
-import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -25,7 +25,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "agent-api-pack-"));
   server = await startTestServer();
   const tarballs: string[] = [];
-  for (const folder of ["client", "conformance"]) {
+  for (const folder of ["client", "conformance", "reference-server"]) {
     const packed = await run("npm", ["pack", "--json", "--pack-destination", dir], {
       cwd: join(root, folder),
       env,
@@ -82,8 +82,47 @@ it("runs `npx agent-api check` against a deployment", async () => {
   expect(stdout).not.toMatch(/^FAIL/m);
 }, 120_000);
 
-it("says which commands an installed package lacks", async () => {
-  const failed = await run("npx", ["agent-api", "serve"], { cwd: dir, env }).catch((error) => error);
+it("runs `npx agent-api serve` from the server package, and check judges it", async () => {
+  const envFile = join(dir, "agent-api.env");
+  // Detached: its own process group, so the npx wrapper and the server it starts stop together.
+  const child = spawn(
+    "npx",
+    ["agent-api", "serve", "--port", "0", "--data", join(dir, "data"), "--write-env-file", envFile],
+    { cwd: dir, env, detached: true, stdio: "ignore" },
+  );
+  try {
+    const vars = await waitForEnvFile(envFile, 60_000);
+    const { stdout } = await run("npx", ["agent-api", "check", "--only", "AUTH-401-*,SSE-*", "--no-color"], {
+      cwd: dir,
+      env: { ...env, ...vars },
+    });
+    expect(stdout).toMatch(/all MUST checks that ran passed/);
+  } finally {
+    if (child.pid) process.kill(-child.pid, "SIGTERM");
+  }
+}, 120_000);
+
+it("says which commands an installation lacks", async () => {
+  const failed = await run("npx", ["agent-api", "mock"], { cwd: dir, env }).catch((error) => error);
   expect(failed.code).toBe(2);
-  expect(failed.stderr).toContain("only check is");
+  expect(failed.stderr).toContain("run it from a checkout");
 });
+
+/** The `AGENT_API_*` variables `serve --write-env-file` writes once the server listens. */
+async function waitForEnvFile(file: string, ms: number): Promise<Record<string, string>> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const text = await readFile(file, "utf8").catch(() => "");
+    if (text.includes("AGENT_API_BASE_URL")) {
+      return Object.fromEntries(
+        text
+          .split("\n")
+          .map((line) => /^(?:export )?([A-Z_]+)=['"]?(.*?)['"]?$/.exec(line.trim()))
+          .filter((m): m is RegExpExecArray => m !== null)
+          .map((m) => [m[1], m[2]]),
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${file} was not written within ${ms} ms`);
+}
