@@ -25,7 +25,7 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "agent-api-pack-"));
   server = await startTestServer();
   const tarballs: string[] = [];
-  for (const folder of ["client", "conformance", "reference-server"]) {
+  for (const folder of ["client", "conformance", "reference-server", "spec"]) {
     const packed = await run("npm", ["pack", "--json", "--pack-destination", dir], {
       cwd: join(root, folder),
       env,
@@ -68,6 +68,19 @@ console.log(JSON.stringify({ id: turn.conversationId, text, names: streamEventNa
   expect(result.id).toEqual(expect.any(String));
   expect(result.text.length).toBeGreaterThan(0);
   expect(result.names).toBe(7);
+});
+
+it("ships the bundled spec (exactly what the kit validates with), as YAML too, and the docs page", async () => {
+  const script = `for (const f of ["openapi.json", "openapi.yaml", "index.html"]) console.log(import.meta.resolve("@agent-api/spec/" + f));`;
+  await writeFile(join(dir, "spec.js"), script);
+  const { stdout } = await run(join(root, "node_modules", ".bin", "node"), ["spec.js"], { cwd: dir, env });
+  const [json, yaml, html] = stdout
+    .trim()
+    .split("\n")
+    .map((url) => new URL(url));
+  expect(await readFile(json, "utf8")).toBe(await readFile(join(root, "generated", "openapi.json"), "utf8"));
+  expect(await readFile(yaml, "utf8")).toMatch(/^openapi: 3\./m);
+  expect(await readFile(html, "utf8")).toContain("<html");
 });
 
 it("runs `npx agent-api check` against a deployment", async () => {
