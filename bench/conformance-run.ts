@@ -7,8 +7,8 @@
  * Run: node_modules/.bin/node bench/conformance-run.ts [--slow-model-ms 1000]
  */
 import { parseArgs } from "node:util";
+import { startDemoServer } from "../cli/demo.ts";
 import { catalogue } from "../conformance/catalogue.ts";
-import { startDemoServer } from "../conformance/demo.ts";
 import { resolveInputs } from "../conformance/inputs.ts";
 import { summarize } from "../conformance/reports/console.ts";
 import { runSuite } from "../conformance/runner.ts";

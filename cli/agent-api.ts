@@ -3,22 +3,24 @@
  * `agent-api <command> [flags]`: dispatches to cli/commands/<command>.ts, whose `main(args)` parses its
  * own flags and resolves to the process exit code. Commands load lazily so `check` does not pay for the server.
  */
-const commands: Record<
-  string,
-  { summary: string; load: () => Promise<{ main(args: string[]): Promise<number> }> }
-> = {
-  serve: { summary: "run the reference server", load: () => import("./commands/serve.ts") },
-  check: {
-    summary: "run the conformance suite against a deployment",
-    load: () => import("./commands/check.ts"),
-  },
-  model: {
-    summary: "serve the scripted model as a Messages API upstream",
-    load: () => import("./commands/model.ts"),
-  },
-  mock: { summary: "Prism mock server from the spec", load: () => import("./commands/mock.ts") },
-  docs: { summary: "build the HTML documentation", load: () => import("./commands/docs.ts") },
-  lint: { summary: "lint the OpenAPI spec with Redocly", load: () => import("./commands/lint.ts") },
+type Command = { main(args: string[]): Promise<number> };
+
+/**
+ * Each command is loaded by a computed path, so a compiler following imports from here does not pull every
+ * command in: the conformance package compiles only `check`, and the others load where their package is
+ * installed (in the repository: all of them). Running from .ts (the repository) or .js (a package) alike.
+ */
+const extension = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
+const load = (name: string) => (): Promise<Command> =>
+  import(new URL(`./commands/${name}${extension}`, import.meta.url).href) as Promise<Command>;
+
+const commands: Record<string, { summary: string; load: () => Promise<Command> }> = {
+  serve: { summary: "run the reference server", load: load("serve") },
+  check: { summary: "run the conformance suite against a deployment", load: load("check") },
+  model: { summary: "serve the scripted model as a Messages API upstream", load: load("model") },
+  mock: { summary: "Prism mock server from the spec", load: load("mock") },
+  docs: { summary: "build the HTML documentation", load: load("docs") },
+  lint: { summary: "lint the OpenAPI spec with Redocly", load: load("lint") },
 };
 
 function usage(): string {
@@ -36,5 +38,29 @@ if (!command) {
   process.stderr.write(`agent-api: unknown command "${name}"\n\n${usage()}`);
   process.exit(2);
 }
-const mod = await command.load();
+/** Where an installed conformance package finds the commands it does not carry. */
+const fromPackages: Record<string, string> = {
+  serve: "@agent-api/reference-server/commands/serve",
+  model: "@agent-api/reference-server/commands/model",
+};
+
+const missing = (error: unknown) => (error as { code?: string }).code === "ERR_MODULE_NOT_FOUND";
+
+let mod: Command;
+try {
+  mod = await command.load();
+} catch (error) {
+  if (!missing(error)) throw error;
+  // An installed conformance package carries `check` only; `serve` and `model` come with the server package.
+  const specifier = fromPackages[name];
+  try {
+    if (!specifier) throw error;
+    mod = (await import(specifier)) as Command;
+  } catch (inner) {
+    if (!missing(inner)) throw inner;
+    const hint = specifier ? ": install @agent-api/reference-server beside it" : " (run it from a checkout)";
+    process.stderr.write(`agent-api: "${name}" is not part of this installation${hint}\n`);
+    process.exit(2);
+  }
+}
 process.exitCode = await mod.main(rest);

@@ -1,6 +1,7 @@
 /** The SSE reader on literal byte streams: framing edge cases that a mock server will not produce. */
 import { describe, expect, it } from "vitest";
 import { StreamErrorEventError, StreamProtocolError } from "./errors.ts";
+import { encodeSseEvent as frame } from "./sse.ts";
 import { collectText, readTurnEvents, type TurnEvent } from "./turn-stream.ts";
 
 /** A body delivering `chunks` as separate reads, as a network would. */
@@ -14,7 +15,6 @@ function body(...chunks: string[]): ReadableStream<Uint8Array> {
   });
 }
 
-const frame = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
 const start = frame("message_start", {
   type: "message_start",
   message: { id: "m", model: "x", usage: { input_tokens: 1, output_tokens: 0 } },

@@ -1,52 +1,38 @@
 /**
- * Reads a turn's server-sent events into typed StreamEvents. Framing is eventsource-parser's; this module
- * adds the API's rules: the `event:` name selects the event, the stream ends at `message_stop`, and an
- * `error` event ends it with a thrown StreamErrorEventError after the events before it were yielded.
+ * Reads a turn's server-sent events into typed StreamEvents. Framing is the kit's one SSE reader (./sse.ts,
+ * over eventsource-parser); this module adds the API's rules: the `event:` name selects the event, the
+ * stream ends at `message_stop`, and an `error` event ends it with a thrown StreamErrorEventError after the
+ * events before it were yielded.
  */
-import { EventSourceParserStream } from "eventsource-parser/stream";
 import type { components } from "../generated/api-types.ts";
+import { type StreamEventName, streamEventNames } from "../generated/protocol.ts";
 import { StreamErrorEventError, StreamProtocolError } from "./errors.ts";
+import { readSseFrames } from "./sse.ts";
 
 type Schemas = components["schemas"];
 export type StreamEvent = Schemas["StreamEvent"];
 /** The events a turn stream yields: every StreamEvent but `error`, which is thrown instead. */
 export type TurnEvent = Exclude<StreamEvent, Schemas["ErrorEvent"]>;
 
-/** SSE event names of the API's turn grammar; frames with other names (e.g. `ping`) are skipped. */
-export const streamEventNames = [
-  "message_start",
-  "content_block_start",
-  "content_block_delta",
-  "content_block_stop",
-  "message_delta",
-  "message_stop",
-  "error",
-] as const;
+export { type StreamEventName, streamEventNames };
 
+/** Frames with other names (e.g. `ping`) are not part of the turn and are skipped. */
 const knownNames = new Set<string>(streamEventNames);
 
 /** Parses an SSE body into StreamEvents; throws on an `error` event or a stream cut before `message_stop`. */
 export async function* readTurnEvents(
   body: ReadableStream<Uint8Array>,
 ): AsyncGenerator<TurnEvent, void, void> {
-  const frames = body
-    .pipeThrough(new TextDecoderStream())
-    .pipeThrough(new EventSourceParserStream({ onError: "terminate" }));
-  const reader = frames.getReader();
-  try {
-    while (true) {
-      const { done, value: frame } = await reader.read();
-      if (done) break;
-      // Like the official messages client: frames without a known `event:` name are not part of the turn.
-      if (!frame.event || !knownNames.has(frame.event)) continue;
-      const event = parseData(frame.event, frame.data);
-      if (frame.event === "error") throw new StreamErrorEventError(event as Schemas["ErrorEvent"]);
-      yield event as TurnEvent;
-      if (frame.event === "message_stop") return;
-    }
-  } finally {
-    // Releases the connection when the consumer stops early or an error is thrown.
-    await reader.cancel().catch(() => {});
+  // Leaving this loop early (a return, a throw, the consumer's break) closes the frame reader, which
+  // releases the connection.
+  for await (const frame of readSseFrames(body)) {
+    // Like the official messages client: frames without a known `event:` name (or without data) are not
+    // part of the turn.
+    if (!frame.event || !knownNames.has(frame.event) || frame.data === undefined) continue;
+    const event = parseData(frame.event, frame.data);
+    if (frame.event === "error") throw new StreamErrorEventError(event as Schemas["ErrorEvent"]);
+    yield event as TurnEvent;
+    if (frame.event === "message_stop") return;
   }
   throw new StreamProtocolError("turn stream ended before message_stop");
 }

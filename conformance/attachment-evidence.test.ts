@@ -3,6 +3,7 @@
  * in several ways counts once, and a read tool's tool_result preferred over the reply text.
  */
 import { describe, expect, it } from "vitest";
+import { encodeSseEvent } from "../client/sse.ts";
 import { distinctMentions, ensureAttachmentRead, normaliseName, toolCalls } from "./checks/send.ts";
 import type { CheckContext, Turn } from "./context.ts";
 import { CheckFailure } from "./outcomes.ts";
@@ -59,7 +60,7 @@ function turnOf(blocks: Array<Record<string, unknown>>): Turn {
   });
   events.push(["message_delta", { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: {} }]);
   events.push(["message_stop", { type: "message_stop" }]);
-  const text = events.map(([name, data]) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`).join("");
+  const text = events.map(([name, data]) => encodeSseEvent(name, data)).join("");
   const reading = checkTurnStream(text, { streamToolCalls: true });
   return {
     status: 200,

@@ -5,24 +5,16 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Dispatcher } from "undici";
+import type { components } from "../generated/api-types.ts";
+import type { OperationId } from "../generated/protocol.ts";
 import { type HttpRequest, type HttpResponse, httpRequest, REQUEST_TIMEOUT_MS } from "./http.ts";
+import { isRecord } from "./json.ts";
 import { CheckFailure, CheckSkip, skip } from "./outcomes.ts";
 import type { SpecValidator } from "./spec-validator.ts";
 import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
 import type { Exchange, FailureDetail, SuiteInputs } from "./types.ts";
 
-export type OperationId =
-  | "sendMessage"
-  | "sendRoutedMessage"
-  | "listModels"
-  | "listConversations"
-  | "getConversation"
-  | "getTranscript"
-  | "getLastCompaction"
-  | "setConversationSharing"
-  | "forkConversation"
-  | "deleteConversation"
-  | "invokeFlow";
+export type { OperationId };
 
 /** Shared by every context of one run. */
 export interface RunState {
@@ -124,25 +116,12 @@ export interface Turn {
   response: ApiResponse;
 }
 
-export interface ConversationRecord {
-  id: string;
-  title: string;
-  channel: string;
-  shared: boolean;
-  is_owner: boolean;
-  agent_session_id: string | null;
-  parent_conversation_id: string | null;
-  forked_at_turn_index: number | null;
-  created_at: string;
-  updated_at: string;
-  turn_count: number;
-}
+/** A conversation as the spec describes it (checks read one only after its body was validated). */
+export type ConversationRecord = components["schemas"]["Conversation"];
 
 const POLL_INTERVAL_MS = 250;
 
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
+export { isRecord };
 
 export function createRunState(
   inputs: SuiteInputs,

@@ -3,7 +3,32 @@
  * `AGENT_API_SOME_FLAG`, so the env file the reference server's `--demo --env-file` writes works as is.
  */
 import { REQUEST_TIMEOUT_MS } from "./http.ts";
-import type { SuiteInputs } from "./types.ts";
+import { DEFAULT_CONCURRENCY } from "./runner.ts";
+import type { InputName, SuiteInputs } from "./types.ts";
+
+export { DEFAULT_CONCURRENCY };
+
+/** The flag that provides each optional input (skip reasons name it). */
+export const INPUT_FLAGS: Record<InputName, string> = {
+  memberKey: "--member-key",
+  viewerKey: "--viewer-key",
+  revokedKey: "--revoked-key",
+  foreignAgent: "--foreign-agent",
+  automation: "--automation",
+  storageAgent: "--storage-agent",
+  repoAgent: "--repo-agent",
+  repoUrl: "--repo-url",
+  flowUrl: "--flow-url",
+  flowId: "--flow-id",
+  flowKey: "--flow-key",
+  flowInput: "--flow-input",
+  routingPrefix: "--routing-prefix",
+  channelId: "--channel-id",
+  notebookPath: "--notebook-path",
+};
+
+/** A skip reason's name for a missing input, for a run started from flags. */
+export const inputFlag = (name: InputName): string => INPUT_FLAGS[name];
 
 /** `--member-key` → `AGENT_API_MEMBER_KEY`; `--key` → `AGENT_API_KEY`. */
 export function envNameOf(flag: string): string {
@@ -11,39 +36,12 @@ export function envNameOf(flag: string): string {
 }
 
 /** `--member-key` → `memberKey`. */
-export function camelOf(flag: string): string {
+function camelOf(flag: string): string {
   return flag.replace(/^--/, "").replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
-export const INPUT_FLAG_NAMES = [
-  "--base-url",
-  "--agent",
-  "--key",
-  "--member-key",
-  "--viewer-key",
-  "--revoked-key",
-  "--foreign-agent",
-  "--automation",
-  "--storage-agent",
-  "--repo-agent",
-  "--repo-url",
-  "--flow-url",
-  "--flow-id",
-  "--flow-key",
-  "--flow-input",
-  "--routing-prefix",
-  "--channel-id",
-  "--notebook-path",
-  "--session-wait-ms",
-] as const;
-
 export const DEFAULT_SESSION_WAIT_MS = 15_000;
 
-/** Flags that shape the run rather than describe the deployment (each also read from AGENT_API_*). */
-export const RUN_FLAG_NAMES = ["--concurrency", "--timeout-ms"] as const;
-
-/** Checks run at once, unless `--concurrency` says otherwise. */
-export const DEFAULT_CONCURRENCY = 8;
 /** Bound of one request (a whole turn), unless `--timeout-ms` says otherwise. */
 export const DEFAULT_TIMEOUT_MS = REQUEST_TIMEOUT_MS;
 

@@ -26,10 +26,6 @@ export function skip(reason: string): never {
   throw new CheckSkip(reason);
 }
 
-export function ensure(condition: unknown, message: string, evidence?: string): asserts condition {
-  if (!condition) fail(message, evidence);
-}
-
 /** Cuts long text for reports; the cut is marked so nobody mistakes it for the whole body. */
 export function excerpt(text: string, max = 2000): string {
   return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;

@@ -6,8 +6,8 @@
  */
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import type { DemoServer } from "../cli/demo.ts";
 import { catalogue } from "./catalogue.ts";
-import type { DemoServer } from "./demo.ts";
 import { resolveInputs } from "./inputs.ts";
 import { runSuite } from "./runner.ts";
 import type { RunReport } from "./types.ts";
@@ -29,7 +29,7 @@ beforeAll(async () => {
   // This file runs in its own worker process: the variables reach only this server's engine.
   process.env.ANTHROPIC_BASE_URL = model.url;
   process.env.ANTHROPIC_API_KEY = "scripted-upstream-key";
-  const { startDemoServer } = await import("./demo.ts");
+  const { startDemoServer } = await import("../cli/demo.ts");
   demo = await startDemoServer(1000, { engine: "anthropic", keepAliveMs: 40 });
   report = await runSuite({
     checks: catalogue,

@@ -4,8 +4,8 @@
  */
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import type { DemoServer } from "../cli/demo.ts";
 import { catalogue } from "./catalogue.ts";
-import type { DemoServer } from "./demo.ts";
 import { resolveInputs } from "./inputs.ts";
 import { runSuite } from "./runner.ts";
 import type { RunReport } from "./types.ts";
@@ -21,7 +21,7 @@ let report: RunReport;
 
 beforeAll(async () => {
   if (!serverPresent) return;
-  const { startDemoServer } = await import("./demo.ts");
+  const { startDemoServer } = await import("../cli/demo.ts");
   // 1 s: long enough that a busy 2-core CI machine still sends the race check's follow-up inside the delay.
   demo = await startDemoServer(1000);
   report = await runSuite({

@@ -6,6 +6,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodeSseEvent } from "../client/sse.ts";
 import { DEFAULT_RETRY, retryDelayMs } from "./context.ts";
 import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS, resolveRunSettings, UsageError } from "./inputs.ts";
 import { runSuite } from "./runner.ts";
@@ -58,7 +59,7 @@ const SSE = [
   ],
   ["message_stop", { type: "message_stop" }],
 ]
-  .map(([name, data]) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`)
+  .map(([name, data]) => encodeSseEvent(name as string, data))
   .join("");
 
 const stream: Answer = (res) =>

@@ -9,29 +9,12 @@
 import type { Dispatcher } from "undici";
 import { CheckContext, createRunState, type RetryPolicy, type RunState } from "./context.ts";
 import { createDispatcher } from "./http.ts";
-import { DEFAULT_CONCURRENCY } from "./inputs.ts";
 import { CheckFailure, CheckSkip } from "./outcomes.ts";
 import { SpecValidator } from "./spec-validator.ts";
 import type { CheckDef, CheckResult, InputName, Level, RunReport, SuiteInputs } from "./types.ts";
 
-/** The flag that provides each optional input (skip reasons name it). */
-export const INPUT_FLAGS: Record<InputName, string> = {
-  memberKey: "--member-key",
-  viewerKey: "--viewer-key",
-  revokedKey: "--revoked-key",
-  foreignAgent: "--foreign-agent",
-  automation: "--automation",
-  storageAgent: "--storage-agent",
-  repoAgent: "--repo-agent",
-  repoUrl: "--repo-url",
-  flowUrl: "--flow-url",
-  flowId: "--flow-id",
-  flowKey: "--flow-key",
-  flowInput: "--flow-input",
-  routingPrefix: "--routing-prefix",
-  channelId: "--channel-id",
-  notebookPath: "--notebook-path",
-};
+/** Checks run at once, unless the caller says otherwise. */
+export const DEFAULT_CONCURRENCY = 8;
 
 const LEVEL_RANK: Record<Level, number> = { MUST: 0, SHOULD: 1, INFO: 2 };
 
@@ -42,15 +25,20 @@ export interface RunOptions {
   only?: string[];
   /** Run checks of this level and stricter (MUST < SHOULD < INFO). Default INFO: everything. */
   level?: Level;
-  /** Checks run at once (`--concurrency`); default DEFAULT_CONCURRENCY (8). */
+  /** Checks run at once; default DEFAULT_CONCURRENCY (8). */
   concurrency?: number;
-  /** Bound of one request, a whole turn included (`--timeout-ms`); default REQUEST_TIMEOUT_MS (180 s). */
+  /** Bound of one request, a whole turn included; default REQUEST_TIMEOUT_MS (180 s). */
   requestTimeoutMs?: number;
   /** Retries of a 429/503/529 answer before the check is skipped; default DEFAULT_RETRY. */
   retry?: RetryPolicy;
   validator?: SpecValidator;
   /** Called as each check finishes (live progress). */
   onResult?: (result: CheckResult) => void;
+  /**
+   * How a skip reason names a missing input; default its name in SuiteInputs (`memberKey`). The CLI names
+   * its flag instead (`--member-key`).
+   */
+  inputLabel?: (name: InputName) => string;
 }
 
 export function selectChecks(
@@ -90,7 +78,7 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     const worker = async () => {
       while (next < selected.length) {
         const check = selected[next++];
-        const result = await runCheck(check, run);
+        const result = await runCheck(check, run, options.inputLabel ?? String);
         results.push(result);
         options.onResult?.(result);
       }
@@ -114,7 +102,11 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
   };
 }
 
-async function runCheck(check: CheckDef, run: RunState): Promise<CheckResult> {
+async function runCheck(
+  check: CheckDef,
+  run: RunState,
+  inputLabel: (name: InputName) => string,
+): Promise<CheckResult> {
   const started = performance.now();
   const result: CheckResult = {
     id: check.id,
@@ -130,7 +122,7 @@ async function runCheck(check: CheckDef, run: RunState): Promise<CheckResult> {
   const missing = missingInputs(check, run.inputs);
   if (missing.length > 0) {
     result.outcome = "skip";
-    result.reason = `needs ${missing.map((m) => INPUT_FLAGS[m]).join(", ")}`;
+    result.reason = `needs ${missing.map(inputLabel).join(", ")}`;
     return result;
   }
   const ctx = new CheckContext(run);

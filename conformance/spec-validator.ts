@@ -8,6 +8,8 @@
 import { readFile } from "node:fs/promises";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
+import { streamEventSchemas } from "../generated/protocol.ts";
+import { isRecord } from "./json.ts";
 import type { FailureDetail } from "./types.ts";
 
 // ajv-formats is CommonJS; under Node's ESM loader its default export is the function itself or wraps it.
@@ -16,22 +18,10 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
 
 export const DEFAULT_SPEC_URL = new URL("../generated/openapi.json", import.meta.url);
 
-/** Schema name per SSE event name; the discriminated StreamEvent union gives unreadable oneOf errors. */
-const EVENT_SCHEMAS: Record<string, string> = {
-  message_start: "MessageStartEvent",
-  content_block_start: "ContentBlockStartEvent",
-  content_block_delta: "ContentBlockDeltaEvent",
-  content_block_stop: "ContentBlockStopEvent",
-  message_delta: "MessageDeltaEvent",
-  message_stop: "MessageStopEvent",
-  error: "ErrorEvent",
-};
+// Each event is judged by its own schema: the discriminated StreamEvent union gives unreadable oneOf errors.
+const eventSchemas: Record<string, string | undefined> = streamEventSchemas;
 
 type Json = Record<string, unknown>;
-
-function isRecord(value: unknown): value is Json {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function pointerEscape(segment: string): string {
   return segment.replaceAll("~", "~0").replaceAll("/", "~1");
@@ -126,7 +116,7 @@ export class SpecValidator {
 
   /** Violations of one SSE event's data against its event schema. */
   validateEvent(name: string, data: unknown): FailureDetail[] {
-    const schema = EVENT_SCHEMAS[name] ?? "StreamEvent";
+    const schema = eventSchemas[name] ?? "StreamEvent";
     return this.#validate(`/components/schemas/${schema}`, data).map((d) => ({
       ...d,
       message: `event ${name}: ${d.message}`,

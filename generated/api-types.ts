@@ -519,21 +519,27 @@ export interface components {
          *
          *     The reference server answers in the error shape of the messages API that the stream follows, with the
          *     API's `message` beside it, so that clients built for that messages API show the server's message:
-         *     `{"type": "error", "error": {"type": <error type>, "message": <text>}, "message": <text>}`. Error types,
-         *     by status: `invalid_request_error` (400, 409, 431, 501), `authentication_error` (401),
-         *     `permission_error` (403), `not_found_error` (404), `request_too_large` (413), `rate_limit_error` (429),
-         *     `api_error` (500, 502 for a failed flow step, and the stream `error` event), `overloaded_error` (503, 529).
+         *     `{"type": "error", "error": {"type": <error type>, "message": <text>}, "message": <text>}`, with the error
+         *     types of `ErrorType`.
          */
         ErrorBody: {
             /** @description `error` (the messages API's error envelope). */
             type?: string;
             message?: string;
             error?: {
-                /** @description The messages API's error type name. */
-                type?: string;
+                /** @description The messages API's error type name. Another deployment may use other names: the error body is not shown by the API, so any string is allowed. */
+                type?: components["schemas"]["ErrorType"] | string;
                 message?: string;
             };
         };
+        /**
+         * @description The messages API's error type names, by status: `invalid_request_error` (400, 409, 431, 501),
+         *     `authentication_error` (401), `permission_error` (403), `not_found_error` (404), `request_too_large` (413),
+         *     `rate_limit_error` (429), `api_error` (500, 502 for a failed flow step, and the stream `error` event),
+         *     `overloaded_error` (503, 529).
+         * @enum {string}
+         */
+        ErrorType: "invalid_request_error" | "authentication_error" | "permission_error" | "not_found_error" | "request_too_large" | "rate_limit_error" | "api_error" | "overloaded_error";
         /** @description The body of a 401 for a revoked key, exactly as the API fixes it. */
         RevokedKeyErrorBody: {
             /** @constant */

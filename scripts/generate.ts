@@ -1,12 +1,14 @@
 /**
  * `npm run generate`: bundles spec/ into generated/openapi.json (Redocly; external $refs become
- * components, internal refs are kept) and writes generated/api-types.ts (openapi-typescript) from it.
+ * components, internal refs are kept) and writes generated/api-types.ts (openapi-typescript) and
+ * generated/protocol.ts (the API's vocabulary as typed constants, scripts/protocol.ts) from it.
  * `--check` regenerates in memory and exits 1, naming the file, when a committed file differs (CI drift check).
  */
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import openapiTS, { astToString } from "openapi-typescript";
+import { renderProtocol } from "./protocol.ts";
 import { projectRoot, runTool, specPath, tools } from "./tool-bin.ts";
 
 export const generatedDir = join(projectRoot, "generated");
@@ -71,6 +73,7 @@ export async function renderGenerated(): Promise<Record<string, string>> {
   return {
     "openapi.json": `${JSON.stringify(bundled, null, 2)}\n`,
     "api-types.ts": typesHeader + astToString(ast),
+    "protocol.ts": renderProtocol(bundled),
   };
 }
 

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import { describe, expect, it } from "vitest";
+import { streamEventSchemas } from "../generated/protocol.ts";
 import { renderGenerated } from "../scripts/generate.ts";
 import { projectRoot, runTool, specPath, tools } from "../scripts/tool-bin.ts";
 
@@ -232,15 +233,21 @@ describe("parameters and bodies", () => {
 });
 
 describe("stream events", () => {
-  const eventSchemas: Record<string, string> = {
-    message_start: "MessageStartEvent",
-    content_block_start: "ContentBlockStartEvent",
-    content_block_delta: "ContentBlockDeltaEvent",
-    content_block_stop: "ContentBlockStopEvent",
-    message_delta: "MessageDeltaEvent",
-    message_stop: "MessageStopEvent",
-    error: "ErrorEvent",
-  };
+  // The seed's seven events; generated/protocol.ts must name the same, each with its schema.
+  const seedEvents = [
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "error",
+  ];
+  const eventSchemas: Record<string, string> = streamEventSchemas;
+
+  it("the protocol module names exactly the seed's events", () => {
+    expect(Object.keys(eventSchemas).sort()).toEqual([...seedEvents].sort());
+  });
 
   it("StreamEvent is the union of one named schema per event, each fixing its type", () => {
     const members = schemas.StreamEvent.oneOf.map((m: Json) => m.$ref.split("/").at(-1));

@@ -6,23 +6,30 @@
 import { writeFile } from "node:fs/promises";
 import { Command, CommanderError, Option } from "commander";
 import { request } from "undici";
-import { catalogue } from "../../conformance/catalogue.ts";
-import { renderCoverage } from "../../conformance/coverage.ts";
+import {
+  catalogue,
+  htmlReport,
+  jsonReport,
+  junitReport,
+  type Level,
+  levels,
+  progressLine,
+  renderCoverage,
+  runConformance,
+  selectChecks,
+  summaryText,
+} from "../../conformance/index.ts";
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_TIMEOUT_MS,
   envNameOf,
   flagOrEnv,
+  INPUT_FLAGS,
+  inputFlag,
   resolveInputs,
   resolveRunSettings,
   UsageError,
 } from "../../conformance/inputs.ts";
-import { progressLine, summarize, summaryText } from "../../conformance/reports/console.ts";
-import { htmlReport } from "../../conformance/reports/html.ts";
-import { jsonReport } from "../../conformance/reports/json.ts";
-import { junitReport } from "../../conformance/reports/junit.ts";
-import { INPUT_FLAGS, runSuite, selectChecks } from "../../conformance/runner.ts";
-import type { Level } from "../../conformance/types.ts";
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -87,11 +94,9 @@ function buildProgram(): Command {
     .option("--html <file>", `write a self-contained HTML report ${env("--html")}`)
     .option("--only <ids>", `comma-separated check ids to run (ID* matches a prefix) ${env("--only")}`)
     .addOption(
-      new Option("--level <level>", `run checks of this level and stricter ${env("--level")}`).choices([
-        "MUST",
-        "SHOULD",
-        "INFO",
-      ]),
+      new Option("--level <level>", `run checks of this level and stricter ${env("--level")}`).choices(
+        levels,
+      ),
     )
     .option("--list", "print the catalogue of checks and exit")
     .option("--coverage", "with --list: print the seed coverage table (conformance/COVERAGE.md) instead")
@@ -139,7 +144,7 @@ export async function main(args: string[]): Promise<number> {
   const env = process.env;
   const levelValue = flagOrEnv(opts, "--level", env);
   const level = (Array.isArray(levelValue) ? levelValue[0] : levelValue) as Level | undefined;
-  if (level !== undefined && !["MUST", "SHOULD", "INFO"].includes(level)) {
+  if (level !== undefined && !levels.includes(level)) {
     process.stderr.write(`agent-api check: --level must be MUST, SHOULD or INFO\n`);
     return 2;
   }
@@ -154,8 +159,15 @@ export async function main(args: string[]): Promise<number> {
   let environment: Record<string, string | undefined> = env;
   if (!flagOrEnv(opts, "--base-url", env)) {
     process.stdout.write("No --base-url given: starting the reference server's demo in-process…\n");
-    const { startDemoServer } = await import("../../conformance/demo.ts");
     try {
+      // A computed path, so that the conformance package (which has no server) does not compile the demo in.
+      const demoModule = new URL(
+        `../demo${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`,
+        import.meta.url,
+      );
+      const { startDemoServer } = (await import(demoModule.href)) as {
+        startDemoServer(): Promise<{ envVars: Record<string, string>; close(): Promise<void> }>;
+      };
       demo = await startDemoServer();
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
@@ -187,13 +199,13 @@ export async function main(args: string[]): Promise<number> {
       return 2;
     }
     const color = opts.color !== false && process.stdout.isTTY === true;
-    const report = await runSuite({
+    const report = await runConformance({
       inputs,
-      checks: catalogue,
       only,
       level,
       concurrency: settings.concurrency,
       requestTimeoutMs: settings.timeoutMs,
+      inputLabel: inputFlag,
       onResult: (result) => process.stdout.write(`${progressLine(result, color)}\n`),
     });
     process.stdout.write(summaryText(report));
@@ -209,7 +221,7 @@ export async function main(args: string[]): Promise<number> {
         process.stdout.write(`wrote ${file}\n`);
       }
     }
-    return summarize(report).mustFailed === 0 ? 0 : 1;
+    return report.passed ? 0 : 1;
   } finally {
     await demo?.close();
   }

@@ -3,7 +3,7 @@
  * assertions about turns, and the fixtures several checks read (one conversation, many readers).
  */
 
-import { type CheckContext, type ConversationRecord, isRecord, type Turn } from "../context.ts";
+import { type CheckContext, isRecord, type Turn } from "../context.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { BlockSeen } from "../sse/grammar.ts";
 import type { CheckDef } from "../types.ts";
@@ -154,14 +154,6 @@ export function turnRanAs(turn: Turn, model: string): boolean {
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-}
-
-export async function conversationOf(
-  ctx: CheckContext,
-  id: string,
-  key?: string,
-): Promise<ConversationRecord> {
-  return ctx.conversation(id, { key });
 }
 
 /** A base64 attachment entry. */

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { checkTurnStream, type GrammarCode, replyText, splitFrames } from "./grammar.ts";
+import { encodeSseEvent, encodeSseFrame, splitSseFrames as splitFrames } from "../../client/sse.ts";
+import { checkTurnStream, type GrammarCode, replyText } from "./grammar.ts";
 
 /** One SSE frame as the seed writes it. */
 function frame(event: string, data: unknown): string {
-  return `event: ${event}\ndata: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`;
+  return typeof data === "string" ? encodeSseFrame(event, data) : encodeSseEvent(event, data);
 }
 
 const usage = {

@@ -1,9 +1,22 @@
 /**
- * The grammar of one turn's server-sent event stream, as one explicit state machine over the raw bytes.
- * It works on bytes (not on a parser's output) so framing faults — a missing `event:` line, a frame
- * without its terminating blank line, a `[DONE]` sentinel — are seen instead of smoothed over.
+ * The grammar of one turn's server-sent event stream, as one explicit state machine over its frames.
+ * The frames come from the kit's one SSE reader (client/sse.ts), which keeps each frame's raw lines, so
+ * framing faults — a missing `event:` line, a frame without its terminating blank line, a `[DONE]`
+ * sentinel — are seen instead of smoothed over.
  * Usable on its own: `checkTurnStream(bytes, { streamToolCalls })` returns the violations and what was read.
  */
+
+import { type SseFrame, splitSseFrames } from "../../client/sse.ts";
+import {
+  contentBlockTypes,
+  deltaTypes,
+  streamErrorType,
+  streamEventNames,
+  streamUsageFields,
+} from "../../generated/protocol.ts";
+import { isRecord } from "../json.ts";
+
+export type { SseFrame };
 
 /** Stable codes; each is judged by the conformance check of the same id. */
 export type GrammarCode =
@@ -43,23 +56,12 @@ export interface GrammarViolation {
   frame?: string;
 }
 
-export interface SseFrame {
-  index: number;
-  raw: string;
-  event?: string;
-  data?: string;
-  /** False when the bytes ended before the frame's blank line. */
-  terminated: boolean;
-}
-
 export interface StreamEventSeen {
   name: string;
   data: Record<string, unknown>;
   frameIndex: number;
   frame: string;
 }
-
-export type BlockType = "text" | "thinking" | "tool_use" | "tool_result";
 
 /** A content block as read from the stream. */
 export interface BlockSeen {
@@ -90,24 +92,9 @@ export interface TurnGrammarOptions {
   streamToolCalls: boolean;
 }
 
-const EVENT_NAMES = new Set([
-  "message_start",
-  "content_block_start",
-  "content_block_delta",
-  "content_block_stop",
-  "message_delta",
-  "message_stop",
-  "error",
-]);
-const BLOCK_TYPES = new Set<string>(["text", "thinking", "tool_use", "tool_result"]);
-const DELTA_TYPES = new Set(["text_delta", "thinking_delta", "signature_delta", "input_json_delta"]);
-const USAGE_FIELDS = [
-  "input_tokens",
-  "output_tokens",
-  "cache_read_input_tokens",
-  "cache_creation_input_tokens",
-  "total_cost_usd",
-];
+const EVENT_NAMES = new Set<string>(streamEventNames);
+const BLOCK_TYPES = new Set<string>(contentBlockTypes);
+const DELTA_TYPES = new Set<string>(deltaTypes);
 /** The delta sequence each block type must carry between its start and stop (tool_result: see below). */
 const EXPECTED_DELTAS: Record<string, string[]> = {
   text: ["text_delta"],
@@ -117,38 +104,12 @@ const EXPECTED_DELTAS: Record<string, string[]> = {
 /** Violations kept per stream: a broken stream repeats its fault on every frame; the first ones say enough. */
 const MAX_VIOLATIONS = 50;
 
-/** Splits raw bytes into frames at blank lines; any of CRLF, LF, CR ends a line (as the SSE standard says). */
-export function splitFrames(bytes: Uint8Array | string): SseFrame[] {
-  const text = typeof bytes === "string" ? bytes : new TextDecoder().decode(bytes);
-  const lines = text.split(/\r\n|\n|\r/);
-  const frames: SseFrame[] = [];
-  let current: string[] = [];
-  const flush = (terminated: boolean) => {
-    if (current.length === 0) return;
-    const frame: SseFrame = { index: frames.length, raw: current.join("\n"), terminated };
-    frames.push(frame);
-    current = [];
-  };
-  // The last element is what follows the final line break: "" when the text ends with one.
-  const endsWithBreak = lines[lines.length - 1] === "";
-  if (endsWithBreak) lines.pop();
-  for (const line of lines) {
-    if (line === "") flush(true);
-    else current.push(line);
-  }
-  flush(false);
-  return frames;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-type State = "before_start" | "between_blocks" | "in_block" | "after_message_delta" | "ended";
+/** Where the turn is; an open block is tracked by `openBlock`, so "inside a block" needs no state of its own. */
+type State = "before_start" | "started" | "after_message_delta" | "ended";
 
 /** Checks one turn's bytes against the grammar of the seed's Events section. */
 export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammarOptions): TurnStreamReading {
-  const frames = splitFrames(bytes);
+  const frames = splitSseFrames(bytes);
   const reading: TurnStreamReading = { frames, events: [], blocks: [], violations: [], end: "eof" };
   const violate = (code: GrammarCode, message: string, frame: SseFrame | null) => {
     if (reading.violations.length >= MAX_VIOLATIONS) return;
@@ -213,7 +174,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
 
     if (state === "before_start" && event !== "message_start" && event !== "error") {
       violate("SSE-FIRST-MESSAGE-START", `the first event is "${event}", not message_start`, frame);
-      state = "between_blocks";
+      state = "started";
     }
 
     switch (event) {
@@ -224,7 +185,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         }
         const message = json.message;
         if (isRecord(message) && typeof message.model === "string") reading.model = message.model;
-        state = "between_blocks";
+        state = "started";
         break;
       }
       case "content_block_start": {
@@ -265,7 +226,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         };
         reading.blocks.push(openBlock);
         nextIndex = (typeof index === "number" && Number.isInteger(index) ? index : nextIndex) + 1;
-        state = "in_block";
+        state = "started";
         break;
       }
       case "content_block_delta": {
@@ -302,7 +263,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         checkBlockDeltas(openBlock, frame, violate);
         openBlock.stopped = true;
         openBlock = null;
-        state = "between_blocks";
+        state = "started";
         break;
       }
       case "message_delta": {
@@ -325,7 +286,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         }
         const usage = isRecord(json.usage) ? json.usage : undefined;
         reading.usage = usage;
-        const missing = USAGE_FIELDS.filter((f) => typeof usage?.[f] !== "number");
+        const missing = streamUsageFields.filter((f) => typeof usage?.[f] !== "number");
         if (missing.length > 0) {
           violate("SSE-USAGE-FIVE-FIELDS", `message_delta.usage lacks numeric ${missing.join(", ")}`, frame);
         }
@@ -345,10 +306,10 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
       }
       case "error": {
         const error = isRecord(json.error) ? json.error : {};
-        if (error.type !== "api_error" || typeof error.message !== "string") {
+        if (error.type !== streamErrorType || typeof error.message !== "string") {
           violate(
             "SSE-ERROR-SHAPE",
-            'an error event must carry {error: {type: "api_error", message}}',
+            `an error event must carry {error: {type: "${streamErrorType}", message}}`,
             frame,
           );
         }
@@ -369,46 +330,31 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
   return reading;
 }
 
-/** Reads a frame's `event:` and `data:` lines; reports frames that are not exactly those two lines. */
+/** The frame's event and data, when it is exactly one `event:` line then one `data:` line (else reported). */
 function readFrameLines(
   frame: SseFrame,
   violate: (code: GrammarCode, message: string, frame: SseFrame | null) => void,
 ): { event: string; data: string } | null {
-  const fields: Array<[string, string]> = [];
-  let comments = 0;
-  for (const line of frame.raw.split("\n")) {
-    if (line.startsWith(":")) {
-      comments++;
-      continue;
-    }
-    const colon = line.indexOf(":");
-    const name = colon === -1 ? line : line.slice(0, colon);
-    let value = colon === -1 ? "" : line.slice(colon + 1);
-    if (value.startsWith(" ")) value = value.slice(1);
-    fields.push([name, value]);
-  }
-  if (fields.length === 0) {
-    if (comments > 0) violate("SSE-COMMENT", "a comment-only frame (ignored by clients)", frame);
+  const lines = frame.raw.split("\n");
+  const names = lines.filter((line) => !line.startsWith(":")).map((line) => line.split(":", 1)[0]);
+  if (names.length === 0) {
+    violate("SSE-COMMENT", "a comment-only frame (ignored by clients)", frame);
     return null;
   }
-  const dataValues = fields.filter(([n]) => n === "data").map(([, v]) => v);
-  if (dataValues.some((v) => v.trim() === "[DONE]")) {
+  if (frame.data?.split("\n").some((value) => value.trim() === "[DONE]")) {
     violate("SSE-DONE-SENTINEL", "a [DONE] sentinel (the stream must end at message_stop)", frame);
     return null;
   }
-  const [first, second] = fields;
-  if (fields.length !== 2 || first[0] !== "event" || second[0] !== "data") {
+  if (names.length !== 2 || names[0] !== "event" || names[1] !== "data") {
     violate(
       "SSE-FRAME-LINES",
-      `a frame must be one "event:" line then one "data:" line; saw ${fields.map(([n]) => n || "(empty)").join(", ")}`,
+      `a frame must be one "event:" line then one "data:" line; saw ${names.map((n) => n || "(empty)").join(", ")}`,
       frame,
     );
-    const event = fields.find(([n]) => n === "event");
     // Without both lines the frame cannot be judged further; with both (wrong order, extra fields) it still can.
-    if (!event || dataValues.length !== 1) return null;
-    return { event: event[1], data: dataValues[0] };
+    if (frame.event === undefined || names.filter((n) => n === "data").length !== 1) return null;
   }
-  return { event: first[1], data: second[1] };
+  return { event: frame.event ?? "", data: frame.data ?? "" };
 }
 
 /** A block arrives whole: the seed's delta sequence for its type, exactly once. */

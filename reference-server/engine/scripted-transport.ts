@@ -11,6 +11,7 @@ import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type Anthropic from "@anthropic-ai/sdk";
+import { encodeSseEvent } from "../../client/sse.ts";
 import { type ScriptedAnswer, type ScriptedModelOptions, scriptedAnswer } from "./scripted-model.ts";
 
 export interface ScriptedUpstreamOptions extends ScriptedModelOptions {
@@ -90,7 +91,7 @@ function errorResponse(
 }
 
 function frame(event: Record<string, unknown> & { type: string }): string {
-  return `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+  return encodeSseEvent(event.type, event);
 }
 
 /** The answer as Messages stream events, each block split into `deltasPerBlock` deltas. */

@@ -17,6 +17,7 @@ import type { ServerConfig } from "../config/types.ts";
 import { ApiError, badRequest, notFound, revokedKey } from "../service/errors.ts";
 import type { Service } from "../service/index.ts";
 import { type AuthenticatedCaller, authenticate, headerValue, presentedKey } from "./auth.ts";
+import { errorBody } from "./error-body.ts";
 import { writeEventStream } from "./sse.ts";
 import { RequestValidator } from "./validate.ts";
 
@@ -54,13 +55,13 @@ function toApiError(error: unknown): ApiError {
   const status = (error as { statusCode?: number }).statusCode;
   const message = error instanceof Error ? error.message : String(error);
   if (status === 413)
-    return new ApiError(413, "request_too_large", `Request body is larger than ${BODY_LIMIT_BYTES} bytes`);
+    return new ApiError("AGENT_API_BODY_TOO_LARGE", `Request body is larger than ${BODY_LIMIT_BYTES} bytes`);
   // Bodies are read as JSON whatever their type; a Content-Type that is not even a media type is a bad request.
   if (status === 415)
-    return new ApiError(400, "invalid_request_error", "Content-Type is not a valid media type");
+    return new ApiError("AGENT_API_REQUEST_REFUSED", "Content-Type is not a valid media type");
   if (typeof status === "number" && status >= 400 && status < 500)
-    return new ApiError(status, "invalid_request_error", message);
-  return new ApiError(500, "api_error", "Internal server error");
+    return new ApiError("AGENT_API_REQUEST_REFUSED", message, status);
+  return new ApiError("AGENT_API_INTERNAL");
 }
 
 export function buildApp(options: AppOptions): FastifyInstance {
@@ -80,19 +81,19 @@ export function buildApp(options: AppOptions): FastifyInstance {
     clientErrorHandler: (error, socket) => {
       if (!socket.writable) return;
       const code = (error as { code?: string }).code;
-      const [status, text, message] =
+      const [apiError, text] =
         code === "HPE_HEADER_OVERFLOW"
-          ? [431, "Request Header Fields Too Large", "The request head is larger than 16 KiB"]
-          : [400, "Bad Request", "The request is not valid HTTP"];
-      const body = JSON.stringify(new ApiError(status, "invalid_request_error", message).toBody());
+          ? [new ApiError("AGENT_API_HEAD_TOO_LARGE"), "Request Header Fields Too Large"]
+          : [new ApiError("AGENT_API_REQUEST_REFUSED", "The request is not valid HTTP"), "Bad Request"];
+      const body = JSON.stringify(errorBody(apiError));
       socket.end(
-        `HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        `HTTP/1.1 ${apiError.status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
       );
     },
     // The router's own refusals (a malformed %-escape: 400) get our error body too.
     frameworkErrors: (error, _request, reply) => {
       const apiError = toApiError(error);
-      (reply as FastifyReply).code(apiError.status).type("application/json").send(apiError.toBody());
+      (reply as FastifyReply).code(apiError.status).type("application/json").send(errorBody(apiError));
     },
   });
 
@@ -128,12 +129,12 @@ export function buildApp(options: AppOptions): FastifyInstance {
   app.setErrorHandler((error, request, reply) => {
     const apiError = toApiError(error);
     if (apiError.status >= 500) request.log.error({ err: error }, "request failed");
-    reply.code(apiError.status).type("application/json").send(apiError.toBody());
+    reply.code(apiError.status).type("application/json").send(errorBody(apiError));
   });
 
   app.setNotFoundHandler((request, reply) => {
     const error = notFound(`No route for ${request.method} ${request.url.split("?")[0]}`);
-    reply.code(404).type("application/json").send(error.toBody());
+    reply.code(404).type("application/json").send(errorBody(error));
   });
 
   const callerOf = (request: FastifyRequest): AuthenticatedCaller => {

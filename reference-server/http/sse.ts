@@ -4,14 +4,14 @@
  * its bookkeeping to the end (the generator is always drained) so the transcript is never half-written.
  */
 import type { ServerResponse } from "node:http";
+import { encodeSseEvent } from "../../client/sse.ts";
 import { conversationIdHeader } from "../service/prompt.ts";
 import type { TurnStreamItem } from "../service/stream-events.ts";
 
 export function frame(event: TurnStreamItem): string {
   // A comment line: every SSE parser skips it, and it keeps idle-timing proxies from cutting the stream.
   if (event.type === "keep_alive") return ": keep-alive\n\n";
-  const name = event.type ?? "error";
-  return `event: ${name}\ndata: ${JSON.stringify(event)}\n\n`;
+  return encodeSseEvent(event.type ?? "error", event);
 }
 
 /** How long a client may leave written events unread before it is dropped (default). */

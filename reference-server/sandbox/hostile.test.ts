@@ -21,8 +21,8 @@ import {
   onlyToolResult,
   phrase,
   removeDir,
-  startTestServer,
-  type TestServer,
+  type SandboxServer,
+  startSandboxServer,
   toolResults,
 } from "./server-testing.ts";
 import { bwrapWorksHere, storageAgent, TestBed, turnRequest } from "./testing.ts";
@@ -51,10 +51,10 @@ async function sandboxManager(overrides: Parameters<TestBed["manager"]>[1] = {})
 }
 
 describe.skipIf(!hasBwrap)("the server's own git never runs what a turn wrote", () => {
-  let s: TestServer;
+  let s: SandboxServer;
   let markerDir: string;
   beforeAll(async () => {
-    s = await startTestServer({ unsafeNoIsolation: false });
+    s = await startSandboxServer({ unsafeNoIsolation: false });
     markerDir = await mkdtemp(path.join(tmpdir(), "hostile-marker-"));
   });
   afterAll(async () => {
@@ -108,9 +108,9 @@ describe.skipIf(!hasBwrap)("the server's own git never runs what a turn wrote", 
 });
 
 describe.skipIf(!hasBwrap)("nothing of a turn outlives it", () => {
-  let s: TestServer;
+  let s: SandboxServer;
   beforeAll(async () => {
-    s = await startTestServer({ unsafeNoIsolation: false });
+    s = await startSandboxServer({ unsafeNoIsolation: false });
   });
   afterAll(async () => {
     await s.close();
@@ -134,7 +134,7 @@ describe.skipIf(!hasBwrap)("nothing of a turn outlives it", () => {
 
 describe.skipIf(!hasBwrap)("a turn cut short", () => {
   it("pushes nothing of its own, even with read_only false; its files stay for the next turn", async () => {
-    const s = await startTestServer({ unsafeNoIsolation: false });
+    const s = await startSandboxServer({ unsafeNoIsolation: false });
     try {
       const id = "cut-short-push";
       const before = bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim();

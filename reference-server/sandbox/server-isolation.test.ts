@@ -20,10 +20,10 @@ import {
   onlyToolResult,
   phrase,
   removeDir,
+  type SandboxServer,
   sendTurn,
   sleep,
-  startTestServer,
-  type TestServer,
+  startSandboxServer,
   toolResults,
 } from "./server-testing.ts";
 import { bwrapWorksHere } from "./testing.ts";
@@ -40,13 +40,13 @@ const DETACH =
   "nohup setsid sh -c 'echo > ready.txt; sleep 1; echo late > late.txt' >/dev/null 2>&1 & " +
   "while [ ! -e ready.txt ]; do sleep 0.02; done; echo started";
 
-const started: TestServer[] = [];
-async function server(options: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
-  const s = await startTestServer(options);
+const started: SandboxServer[] = [];
+async function server(options: Parameters<typeof startSandboxServer>[0] = {}): Promise<SandboxServer> {
+  const s = await startSandboxServer(options);
   started.push(s);
   return s;
 }
-let main: TestServer;
+let main: SandboxServer;
 beforeAll(async () => {
   process.env[CANARY_NAME] = CANARY_VALUE;
   main = await server();
@@ -57,10 +57,10 @@ afterAll(async () => {
   for (const s of started) await removeDir(s.dataDir);
 });
 
-const conversationDir = (s: TestServer, id: string) =>
+const conversationDir = (s: SandboxServer, id: string) =>
   path.join(s.dataDir, "sandboxes", "conversations", createHash("sha256").update(id).digest("hex"));
 
-async function run(s: TestServer, agent: string, id: string, command: string) {
+async function run(s: SandboxServer, agent: string, id: string, command: string) {
   return onlyToolResult(await s.turn(agent, phrase.run(command), { conversation_id: id }));
 }
 

@@ -4,10 +4,10 @@
  * Nothing of the server is replaced: these helpers only speak HTTP to it and look at its data directory.
  */
 import { execFileSync } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { type RunningServer, type ServerOptions, startServer } from "../index.ts";
+import { rm } from "node:fs/promises";
+import { splitSseFrames } from "../../client/sse.ts";
+import type { RunningServer, ServerOptions } from "../index.ts";
+import { startTestServer } from "../test/helpers.ts";
 
 export const ADMIN_KEY = "demo-admin-key";
 
@@ -48,7 +48,7 @@ export interface Attachment {
   dataBase64: string;
 }
 
-export interface TestServer {
+export interface SandboxServer {
   server: RunningServer;
   dataDir: string;
   url: string;
@@ -59,19 +59,11 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-/** Splits an SSE body into its events; each is `event: NAME` then `data: JSON`. */
+/** An SSE body's events (comment frames left out), each `event: NAME` then `data: JSON`. */
 export function parseSse(body: string): Array<{ name: string; data: Record<string, unknown> }> {
-  const events: Array<{ name: string; data: Record<string, unknown> }> = [];
-  for (const chunk of body.split(/\r?\n\r?\n/)) {
-    let name = "";
-    const data: string[] = [];
-    for (const line of chunk.split(/\r?\n/)) {
-      if (line.startsWith("event:")) name = line.slice(6).trim();
-      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
-    }
-    if (name !== "" || data.length > 0) events.push({ name, data: JSON.parse(data.join("\n")) });
-  }
-  return events;
+  return splitSseFrames(body)
+    .filter((frame) => frame.event !== undefined || frame.data !== undefined)
+    .map((frame) => ({ name: frame.event ?? "", data: JSON.parse(frame.data ?? "") }));
 }
 
 /** Rebuilds the blocks of a turn from its events, checking indexes are used start → deltas → stop. */
@@ -163,32 +155,30 @@ export const phrase = {
   attachments: () => "List the attached files.",
 };
 
-/** The demo on a fresh (or given) data directory, with options for the test at hand. */
-export async function startTestServer(
+/**
+ * The test servers of test/helpers.ts with what sandbox tests need: a short session delay, turns with tool
+ * calls streamed, and the demo's bare repository. `close` keeps the data directory (restart tests reuse it).
+ */
+export async function startSandboxServer(
   options: Partial<ServerOptions> & { dataDir?: string } = {},
-): Promise<TestServer> {
-  const dataDir = options.dataDir ?? (await mkdtemp(path.join(tmpdir(), "sandbox-e2e-")));
-  const server = await startServer({
-    port: 0,
-    host: "127.0.0.1",
-    demo: true,
+): Promise<SandboxServer> {
+  const test = await startTestServer({
     sessionDelayMs: 100,
-    logLevel: "silent",
     // Only matters where bubblewrap does not work: the persistence tests still run (unisolated), and the
     // isolation tests, which need bubblewrap, skip themselves.
     unsafeNoIsolation: true,
     ...options,
-    dataDir,
   });
+  const { server, url } = test;
   return {
     server,
-    dataDir,
-    url: server.url,
+    dataDir: test.dataDir,
+    url,
     bareRepo: server.envVars.AGENT_API_REPO_URL,
     turn: (agent, prompt, metadata = {}) =>
-      sendTurn(server.url, agent, prompt, { stream_tool_calls: true, ...metadata }),
-    transcript: (agent, id) => getTranscript(server.url, agent, id),
-    close: () => server.close(),
+      sendTurn(url, agent, prompt, { stream_tool_calls: true, ...metadata }),
+    transcript: (agent, id) => getTranscript(url, agent, id),
+    close: () => test.stop(),
   };
 }
 

@@ -15,15 +15,15 @@ import {
   onlyToolResult,
   phrase,
   removeDir,
+  type SandboxServer,
   sleep,
-  startTestServer,
-  type TestServer,
+  startSandboxServer,
   toolResults,
 } from "./server-testing.ts";
 
-const started: TestServer[] = [];
-async function server(options: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
-  const s = await startTestServer(options);
+const started: SandboxServer[] = [];
+async function server(options: Parameters<typeof startSandboxServer>[0] = {}): Promise<SandboxServer> {
+  const s = await startSandboxServer(options);
   started.push(s);
   return s;
 }
@@ -32,13 +32,13 @@ afterAll(async () => {
   for (const dir of new Set(started.map((s) => s.dataDir))) await removeDir(dir);
 });
 
-let main: TestServer;
+let main: SandboxServer;
 beforeAll(async () => {
   main = await server();
 });
 
 /** Published outputs live in the store under their conversation (one cannot overwrite another's). */
-const storePath = (s: TestServer, agent: string, conversationId: string, ...rel: string[]) =>
+const storePath = (s: SandboxServer, agent: string, conversationId: string, ...rel: string[]) =>
   path.join(
     s.dataDir,
     "sandboxes",
@@ -48,7 +48,7 @@ const storePath = (s: TestServer, agent: string, conversationId: string, ...rel:
     createHash("sha256").update(conversationId).digest("hex"),
     ...rel,
   );
-const mainHead = (s: TestServer) => bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim();
+const mainHead = (s: SandboxServer) => bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim();
 
 describe("a conversation's files persist between turns", () => {
   it("warm: turn 1 writes a file, turn 2 reads it; tools are streamed on request and always in the transcript", async () => {
@@ -130,7 +130,7 @@ describe("a conversation's files persist between turns", () => {
       await sleep(200);
       await s.turn("acme-widgets", phrase.write("two.txt", "2"), { conversation_id: id, read_only: false });
     }
-    const files = (s: TestServer, branch: string) =>
+    const files = (s: SandboxServer, branch: string) =>
       bareGit(s.bareRepo, "ls-tree", "-r", "--name-only", branch).trim().split("\n");
     expect(files(fast, "trunk")).toContain("two.txt");
     expect(files(fast, "main")).not.toContain("two.txt");

@@ -1,57 +1,76 @@
 /**
- * Errors the service raises before a stream opens. The http layer maps them to a status and JSON body;
- * once a stream is open the same failures become an SSE `error` event instead.
+ * Every error the reference server answers, in one catalogue with stable codes (like Fastify's
+ * lib/errors.js): a code fixes the status and the messages API's error type, so tests, logs and operators
+ * can name an error without matching its text. The service raises them; the http layer alone turns one
+ * into a response body (http/error-body.ts), and once a stream is open the same failure becomes an SSE
+ * `error` event instead.
  */
+import type { ErrorType } from "../../generated/protocol.ts";
 
-/** The messages API's error type names, so that clients built for it recognise every error. */
-export type ErrorType =
-  | "invalid_request_error"
-  | "authentication_error"
-  | "permission_error"
-  | "not_found_error"
-  | "request_too_large"
-  | "rate_limit_error"
-  | "api_error"
-  | "overloaded_error";
+export type { ErrorType };
+
+interface CatalogueEntry {
+  status: number;
+  /** The messages API's error type name (the spec's `ErrorType`), so clients built for it recognise it. */
+  type: ErrorType;
+  /** The text when the API fixes it; otherwise each raise says what went wrong. */
+  message?: string;
+}
+
+export const errorCatalogue = {
+  AGENT_API_BAD_REQUEST: { status: 400, type: "invalid_request_error" },
+  AGENT_API_UNAUTHORIZED: {
+    status: 401,
+    type: "authentication_error",
+    message: "Missing or unrecognized API key",
+  },
+  // The API fixes this body exactly (see http/error-body.ts).
+  AGENT_API_KEY_REVOKED: { status: 401, type: "authentication_error", message: "API key has been revoked" },
+  AGENT_API_FORBIDDEN: { status: 403, type: "permission_error" },
+  AGENT_API_NOT_FOUND: { status: 404, type: "not_found_error" },
+  AGENT_API_CONVERSATION_NOT_FOUND: {
+    status: 404,
+    type: "not_found_error",
+    message: "Conversation not found",
+  },
+  AGENT_API_CONFLICT: { status: 409, type: "invalid_request_error" },
+  AGENT_API_BODY_TOO_LARGE: { status: 413, type: "request_too_large" },
+  AGENT_API_HEAD_TOO_LARGE: {
+    status: 431,
+    type: "invalid_request_error",
+    message: "The request head is larger than 16 KiB",
+  },
+  AGENT_API_NOT_IMPLEMENTED: { status: 501, type: "invalid_request_error" },
+  /** A refusal of the HTTP framework (Fastify, the router, Node's parser) that has no code of its own. */
+  AGENT_API_REQUEST_REFUSED: { status: 400, type: "invalid_request_error" },
+  AGENT_API_FLOW_STEP_FAILED: { status: 502, type: "api_error" },
+  AGENT_API_INTERNAL: { status: 500, type: "api_error", message: "Internal server error" },
+} as const satisfies Record<string, CatalogueEntry>;
+
+export type ErrorCode = keyof typeof errorCatalogue;
 
 export class ApiError extends Error {
+  readonly code: ErrorCode;
   readonly status: number;
   readonly type: ErrorType;
-  /** Exact body to send instead of the standard shape (the seed fixes the revoked-key body). */
-  readonly exactBody: Record<string, unknown> | undefined;
 
-  constructor(status: number, type: ErrorType, message: string, exactBody?: Record<string, unknown>) {
-    super(message);
+  /** `status` overrides the catalogue's only for AGENT_API_REQUEST_REFUSED (the framework's own 4xx). */
+  constructor(code: ErrorCode, message?: string, status?: number) {
+    const entry: CatalogueEntry = errorCatalogue[code];
+    super(message ?? entry.message ?? code);
     this.name = "ApiError";
-    this.status = status;
-    this.type = type;
-    this.exactBody = exactBody;
-  }
-
-  /**
-   * The messages API's error envelope with the seed's `message` beside it (the seed leaves the shape open):
-   * clients built on AI SDKs read `error.message`, the seed's callers read `message`.
-   */
-  toBody(): Record<string, unknown> {
-    return (
-      this.exactBody ?? {
-        type: "error",
-        error: { type: this.type, message: this.message },
-        message: this.message,
-      }
-    );
+    this.code = code;
+    this.status = code === "AGENT_API_REQUEST_REFUSED" && status !== undefined ? status : entry.status;
+    this.type = entry.type;
   }
 }
 
-export const badRequest = (message: string) => new ApiError(400, "invalid_request_error", message);
-export const unauthorized = () =>
-  new ApiError(401, "authentication_error", "Missing or unrecognized API key");
-export const revokedKey = () =>
-  new ApiError(401, "authentication_error", "API key has been revoked", {
-    message: "API key has been revoked",
-  });
-export const forbidden = (message: string) => new ApiError(403, "permission_error", message);
-export const notFound = (message: string) => new ApiError(404, "not_found_error", message);
-export const conversationNotFound = () => notFound("Conversation not found");
-export const conflict = (message: string) => new ApiError(409, "invalid_request_error", message);
-export const notImplemented = (message: string) => new ApiError(501, "invalid_request_error", message);
+export const badRequest = (message: string) => new ApiError("AGENT_API_BAD_REQUEST", message);
+export const unauthorized = () => new ApiError("AGENT_API_UNAUTHORIZED");
+export const revokedKey = () => new ApiError("AGENT_API_KEY_REVOKED");
+export const forbidden = (message: string) => new ApiError("AGENT_API_FORBIDDEN", message);
+export const notFound = (message: string) => new ApiError("AGENT_API_NOT_FOUND", message);
+export const conversationNotFound = () => new ApiError("AGENT_API_CONVERSATION_NOT_FOUND");
+export const conflict = (message: string) => new ApiError("AGENT_API_CONFLICT", message);
+export const notImplemented = (message: string) => new ApiError("AGENT_API_NOT_IMPLEMENTED", message);
+export const flowStepFailed = (message: string) => new ApiError("AGENT_API_FLOW_STEP_FAILED", message);

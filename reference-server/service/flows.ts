@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { FlowConfig } from "../config/types.ts";
-import { ApiError, badRequest, notFound, unauthorized } from "./errors.ts";
+import { badRequest, flowStepFailed, notFound, unauthorized } from "./errors.ts";
 import type { TurnService } from "./turns.ts";
 import type { ServiceDeps } from "./types.ts";
 
@@ -85,7 +85,7 @@ export class FlowService {
         if (event.type === "content_block_delta" && event.delta.type === "text_delta")
           texts.push(event.delta.text);
         if (event.type === "error") {
-          throw new ApiError(502, "api_error", `Flow step ${step.name} failed: ${event.error.message}`);
+          throw flowStepFailed(`Flow step ${step.name} failed: ${event.error.message}`);
         }
       }
       previous = texts.join("\n\n");

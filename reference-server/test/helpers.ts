@@ -13,6 +13,7 @@ import {
   type SendMessageRequest,
   type TurnEvent,
 } from "../../client/index.ts";
+import { errorTypes } from "../../generated/protocol.ts";
 import { type RunningServer, type ServerOptions, startServer } from "../index.ts";
 
 export const KEYS = {
@@ -166,18 +167,6 @@ export async function raw(base: string, method: string, path: string, request: R
   return { status: response.status, headers: response.headers, text, json } satisfies RawResponse;
 }
 
-/** The messages API's error type names (the only ones the reference server uses). */
-export const MESSAGES_API_ERROR_TYPES = [
-  "invalid_request_error",
-  "authentication_error",
-  "permission_error",
-  "not_found_error",
-  "request_too_large",
-  "rate_limit_error",
-  "api_error",
-  "overloaded_error",
-];
-
 /**
  * The reference server's error body for every failure but the revoked key: the messages API's error
  * envelope with the seed's `message` beside it, the same text in both.
@@ -192,7 +181,7 @@ export function isErrorBody(
     typeof b.message === "string" &&
     b.message.length > 0 &&
     typeof b.error?.type === "string" &&
-    MESSAGES_API_ERROR_TYPES.includes(b.error.type) &&
+    (errorTypes as readonly string[]).includes(b.error.type) &&
     b.error.message === b.message
   );
 }

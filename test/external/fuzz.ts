@@ -22,6 +22,7 @@ import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import fc from "fast-check";
 import { Pool } from "undici";
+import { isRecord } from "../../conformance/json.ts";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
 import { checkTurnStream } from "../../conformance/sse/grammar.ts";
 
@@ -144,10 +145,6 @@ interface Operation {
 
 function pointerEscape(segment: string): string {
   return segment.replaceAll("~", "~0").replaceAll("/", "~1");
-}
-
-function isRecord(value: unknown): value is Json {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 export class SpecModel {

@@ -6,11 +6,11 @@
  * suite catches it this test says to remove the marker.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { catalogue } from "../catalogue.ts";
-import type { DemoServer } from "../demo.ts";
-import { startDemoServer } from "../demo.ts";
-import { SpecValidator } from "../spec-validator.ts";
-import type { RunReport } from "../types.ts";
+import type { DemoServer } from "../../cli/demo.ts";
+import { startDemoServer } from "../../cli/demo.ts";
+import { catalogue } from "../../conformance/catalogue.ts";
+import { SpecValidator } from "../../conformance/spec-validator.ts";
+import type { RunReport } from "../../conformance/types.ts";
 import { type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
 import { AREA_CHECKS, type Area, checksFor, mutations } from "./mutations.ts";
 import { startFaultProxy } from "./proxy.ts";

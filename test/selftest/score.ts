@@ -3,7 +3,7 @@
  * the fault proxy once unbroken and once per mutation, and prints a markdown table (mutation, area,
  * caught, by which failing checks) with the score.
  *
- *   node conformance/selftest/score.ts [--parallel 4] [--mutation a,b] [--area-only] [--json out.json]
+ *   node test/selftest/score.ts [--parallel 4] [--mutation a,b] [--area-only] [--json out.json]
  *
  * --area-only restricts each run to the mutation's area checks plus its `breaks` (what the self-test
  * does); without it every run is the full suite. Each parallel lane has its own demo server, so runs do
@@ -12,8 +12,8 @@
  */
 import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { type DemoServer, startDemoServer } from "../demo.ts";
-import { SpecValidator } from "../spec-validator.ts";
+import { type DemoServer, startDemoServer } from "../../cli/demo.ts";
+import { SpecValidator } from "../../conformance/spec-validator.ts";
 import { type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
 import { checksFor, mutations } from "./mutations.ts";
 

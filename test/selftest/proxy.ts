@@ -11,6 +11,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
+import { encodeSseFrame, splitSseFrames } from "../../client/sse.ts";
 import { type Mutation, mutationByName } from "./mutations.ts";
 
 export interface FaultProxy {
@@ -203,33 +204,22 @@ export interface SseEvent {
   data: Json;
 }
 
-/** Parses a well-formed event stream (`event:` + `data:` frames separated by blank lines). */
+/** Reads a stream through the kit's one SSE reader; data that is not JSON stays a string, for mutations to break. */
 export function parseSse(text: string): SseEvent[] {
-  const events: SseEvent[] = [];
-  for (const frame of text.split(/\r?\n\r?\n/)) {
-    if (frame.trim() === "") continue;
-    let event = "message";
-    let data = "";
-    for (const line of frame.split(/\r?\n/)) {
-      if (line.startsWith("event:")) event = line.slice(6).trim();
-      else if (line.startsWith("data:")) data += line.slice(5).trimStart();
-    }
-    let parsed: Json;
-    try {
-      parsed = JSON.parse(data);
-    } catch {
-      parsed = data;
-    }
-    events.push({ event, data: parsed });
-  }
-  return events;
+  return splitSseFrames(text)
+    .filter((frame) => frame.event !== undefined || frame.data !== undefined)
+    .map((frame) => {
+      let data: Json = frame.data ?? "";
+      try {
+        data = JSON.parse(frame.data ?? "");
+      } catch {}
+      return { event: frame.event ?? "message", data };
+    });
 }
 
 export function serialiseSse(events: SseEvent[]): string {
   return events
-    .map(
-      (e) => `event: ${e.event}\ndata: ${typeof e.data === "string" ? e.data : JSON.stringify(e.data)}\n\n`,
-    )
+    .map((e) => encodeSseFrame(e.event, typeof e.data === "string" ? e.data : JSON.stringify(e.data)))
     .join("");
 }
 

@@ -2,12 +2,13 @@
  * Runs the conformance suite through the fault proxy: one run per mutation (or the unbroken proxy), with
  * bounded parallelism, against one reference server. Shared by mutation.test.ts and score.ts.
  */
-import { catalogue } from "../catalogue.ts";
-import type { DemoServer } from "../demo.ts";
-import { resolveInputs } from "../inputs.ts";
-import { runSuite } from "../runner.ts";
-import type { SpecValidator } from "../spec-validator.ts";
-import type { RunReport } from "../types.ts";
+
+import type { DemoServer } from "../../cli/demo.ts";
+import { catalogue } from "../../conformance/catalogue.ts";
+import { resolveInputs } from "../../conformance/inputs.ts";
+import { runSuite } from "../../conformance/runner.ts";
+import type { SpecValidator } from "../../conformance/spec-validator.ts";
+import type { RunReport } from "../../conformance/types.ts";
 import type { Mutation } from "./mutations.ts";
 import { startFaultProxy } from "./proxy.ts";
 

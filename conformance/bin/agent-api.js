@@ -1,0 +1,9 @@
+#!/usr/bin/env node
+// The package's `agent-api`. npm links it into the repository's node_modules/.bin as well (the package is a
+// workspace), where the TypeScript CLI with every command runs; an installed package runs its compiled
+// CLI, which carries `check` only.
+import { existsSync } from "node:fs";
+
+const source = new URL("../../cli/agent-api.ts", import.meta.url);
+const compiled = new URL("../dist/cli/agent-api.js", import.meta.url);
+await import(existsSync(source) ? source.href : compiled.href);

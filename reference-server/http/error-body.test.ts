@@ -1,0 +1,33 @@
+import { describe, expect, it } from "vitest";
+import { ApiError, type ErrorCode, errorCatalogue, revokedKey } from "../service/errors.ts";
+import { errorBody } from "./error-body.ts";
+
+describe("the error catalogue and its one body writer", () => {
+  it("gives every code a 4xx/5xx status, and an error raised by code takes both from the catalogue", () => {
+    for (const [code, entry] of Object.entries(errorCatalogue)) {
+      expect(entry.status).toBeGreaterThanOrEqual(400);
+      const error = new ApiError(code as ErrorCode, "why");
+      expect([error.code, error.status, error.type]).toEqual([code, entry.status, entry.type]);
+    }
+  });
+
+  it("writes the messages API's envelope with the API's message beside it", () => {
+    expect(errorBody(new ApiError("AGENT_API_FORBIDDEN", "Viewers cannot send messages"))).toEqual({
+      type: "error",
+      error: { type: "permission_error", message: "Viewers cannot send messages" },
+      message: "Viewers cannot send messages",
+    });
+    expect(errorBody(new ApiError("AGENT_API_CONVERSATION_NOT_FOUND")).message).toBe(
+      "Conversation not found",
+    );
+  });
+
+  it("writes the revoked-key body exactly as the API fixes it", () => {
+    expect(errorBody(revokedKey())).toEqual({ message: "API key has been revoked" });
+  });
+
+  it("lets only the framework's refusal carry its own status", () => {
+    expect(new ApiError("AGENT_API_REQUEST_REFUSED", "x", 405).status).toBe(405);
+    expect(new ApiError("AGENT_API_FORBIDDEN", "x", 405).status).toBe(403);
+  });
+});
