@@ -44,6 +44,8 @@ export interface ServerOptions {
   maxTokens?: number;
   /** Interval of the SSE keep-alive comment lines while the upstream works. */
   keepAliveMs?: number;
+  /** How long a shutdown waits for running turns before ending them with an error event. */
+  shutdownGraceMs?: number;
   turnTimeoutMs?: number;
   toolTimeoutMs?: number;
   toolOutputCapBytes?: number;
@@ -79,6 +81,7 @@ export const DEFAULTS = {
   maxIterations: 50,
   maxTokens: 8192,
   keepAliveMs: 15_000,
+  shutdownGraceMs: 10_000,
   turnTimeoutMs: 10 * 60_000,
   toolTimeoutMs: 30_000,
   toolOutputCapBytes: 64 * 1024,
@@ -147,7 +150,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const closeAll = async () => {
     if (closed) return;
     closed = true;
+    // Running turns get a grace period to finish; past it they end with an error event, so a stuck client
+    // or tool cannot hold the shutdown (and with it a restart) for ever.
+    const grace = setTimeout(
+      () => service.turns.interruptAll("The server is shutting down"),
+      options.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs,
+    );
     await app.close();
+    clearTimeout(grace);
     service.close();
     await sandbox.close();
     store.close();

@@ -132,6 +132,31 @@ describe.skipIf(!hasBwrap)("nothing of a turn outlives it", () => {
   });
 });
 
+describe.skipIf(!hasBwrap)("a shutdown", () => {
+  it("ends a turn whose command would run on past its grace period, with an error event", async () => {
+    const s = await startSandboxServer({ unsafeNoIsolation: false, shutdownGraceMs: 500 });
+    try {
+      const reply = fetch(`${s.url}/api/agents/demo-agent/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
+        body: JSON.stringify({
+          messages: [{ role: "user", content: phrase.run("sleep 60") }],
+          metadata: { conversation_id: "shutdown-grace", stream_tool_calls: true },
+        }),
+      }).then((response) => response.text());
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await s.close();
+      const body = await reply;
+      expect(body).toContain("event: error");
+      expect(body).toContain("The server is shutting down");
+      expect(sandboxedSleeps(60)).toEqual([]);
+    } finally {
+      await s.close();
+      await removeDir(s.dataDir);
+    }
+  });
+});
+
 describe.skipIf(!hasBwrap)("a turn cut short", () => {
   it("pushes nothing of its own, even with read_only false; its files stay for the next turn", async () => {
     const s = await startSandboxServer({ unsafeNoIsolation: false });
@@ -181,13 +206,13 @@ async function disconnectedTurn(
   controller.abort();
 }
 
-/** `sleep 20` processes anywhere on the host (a disconnected turn's command, had it survived). */
-function sandboxedSleeps(): number[] {
+/** `sleep N` processes anywhere on the host (a disconnected turn's command, had it survived). */
+function sandboxedSleeps(seconds = 20): number[] {
   const found: number[] = [];
   for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     try {
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
-      if (cmdline.startsWith("sleep\u000020\u0000")) found.push(Number(pid));
+      if (cmdline === `sleep\u0000${seconds}\u0000`) found.push(Number(pid));
     } catch {
       // Gone meanwhile.
     }

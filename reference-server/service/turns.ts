@@ -100,6 +100,11 @@ export class TurnService {
     this.#running.get(conversationId)?.abort(new TurnInterrupted(reason));
   }
 
+  /** Ends every running turn (a shutdown past its grace period): each finishes with an `error` event. */
+  interruptAll(reason: string): void {
+    for (const controller of this.#running.values()) controller.abort(new TurnInterrupted(reason));
+  }
+
   /**
    * Turns a previous process acknowledged and did not live to finish, recorded like a turn whose client
    * disconnected: the user's message kept, an error event, the session untouched. Run once at start-up,

@@ -60,7 +60,13 @@ export function startChildServer(
         close: () =>
           new Promise<void>((done) => {
             if (exited) return done();
-            child.once("exit", () => done());
+            // The server ends running turns after its own 10 s grace period; past 30 s it is stuck: kill it
+            // rather than time the test's clean-up out (the crash count is read before close).
+            const stuck = setTimeout(() => child.kill("SIGKILL"), 30_000);
+            child.once("exit", () => {
+              clearTimeout(stuck);
+              done();
+            });
             child.kill("SIGTERM");
           }),
       });
