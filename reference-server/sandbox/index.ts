@@ -6,7 +6,6 @@
  *   tmp/                                       isolated turns' throwaway directories, clone scratch
  * "Warm" is in-memory knowledge about a prepared working directory; reclaiming it loses no files.
  */
-import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { chmod, chown, mkdir, mkdtemp, readFile, realpath, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
@@ -38,7 +37,7 @@ import {
   restoreAgentFiles,
 } from "./storage.ts";
 import { createToolRunner, type IsolationMode } from "./tool-runner.ts";
-import { copyTree, removeTree } from "./tree-ops.ts";
+import { chownTree, copyTree, removeTree } from "./tree-ops.ts";
 import type {
   FinishReport,
   SandboxAgent,
@@ -56,16 +55,6 @@ export { REFUSED_NO_ISOLATION } from "./tool-runner.ts";
 
 /** Pushed to when the remote is empty and names no default branch. */
 const FALLBACK_BRANCH = "main";
-
-/** Gives `dir` and everything below it to `user` (links themselves, never their targets). */
-function chownTree(dir: string, user: HostUser): Promise<void> {
-  return new Promise((resolve, reject) => {
-    execFile("chown", ["-R", "-h", "-P", `${user.uid}:${user.gid}`, "--", dir], (error, _out, stderr) => {
-      if (error) reject(new Error(`chown of a sandbox directory failed: ${String(stderr).trim()}`));
-      else resolve();
-    });
-  });
-}
 
 /**
  * The commands and tool calls of one conversation's turn. Everything the server does to a working directory
@@ -169,11 +158,13 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   const bwrapWorks = bwrapCommand.includes("/") && (await probeBwrap(bwrapCommand, probeDir));
   await rm(probeDir, { recursive: true, force: true });
   let isolation: IsolationMode = bwrapWorks ? "bwrap" : options.unsafeNoIsolation ? "none" : "unavailable";
-  const setprivCommand = resolveExecutable("setpriv");
+  // A bare name means setpriv is not on the server's PATH: the server cannot switch users.
+  const setprivFound = resolveExecutable("setpriv");
+  const setprivCommand = setprivFound.includes("/") ? setprivFound : null;
   const isRoot = process.getuid?.() === 0;
   const identity: SandboxIdentity = resolveSandboxIdentity(
     options.sandboxUser ?? "auto",
-    isolation === "bwrap" && isRoot && setprivCommand.includes("/"),
+    isolation === "bwrap" && isRoot && setprivCommand !== null,
   );
   const cgroups =
     isolation === "bwrap"
@@ -279,7 +270,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       timeoutMs: options.toolTimeoutMs,
       outputCapBytes: options.toolOutputCapBytes,
       bwrapCommand,
-      setprivCommand: setprivCommand.includes("/") ? setprivCommand : null,
+      setprivCommand,
       user,
       limits,
       cgroups,
@@ -381,7 +372,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     // What the server wrote as itself (a clone, a checkout, files of an older server) becomes the sandbox
     // user's; warm turns where git changed nothing skip the walk.
     if (user && (cold || gitWrote)) await chownTree(workdir, user);
-    const attachments = await writeAttachments(workdir, request.attachments, user, quotaFor(key, workdir));
+    const disk = quotaFor(key, workdir);
+    const attachments = await writeAttachments(workdir, request.attachments, user, disk);
     // What a writable turn changed is measured from here (attachments are excluded from the repository).
     const baseline = repo && !request.readOnly ? await snapshotWorkTree(repo) : undefined;
     keepWarm(key, entry);
@@ -390,7 +382,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       workdir,
       cold,
       attachments,
-      tools: toolsFor(workdir, request.agent, user, turn, quotaFor(key, workdir)),
+      tools: toolsFor(workdir, request.agent, user, turn, disk),
       finish: once(async (outcome) => {
         // Nothing of the turn may run while its changes are committed or published.
         await quiesce(key);

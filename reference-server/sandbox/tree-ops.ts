@@ -1,5 +1,5 @@
 /**
- * Removing and copying whole trees a turn shaped. GNU rm walks relative to open directories (fts), so a tree
+ * Removing, copying and re-owning whole trees a turn shaped. GNU rm walks relative to open directories (fts), so a tree
  * nested thousands of levels deep (a path far past PATH_MAX) is removed, where Node's recursive rm fails with
  * ENAMETOOLONG; neither tool follows a symlink or leaves the tree's file system.
  */
@@ -32,6 +32,12 @@ function run(file: string, args: string[]): Promise<RunResult> {
       resolve({ code, stderrTail: tail.trim(), onlyTooLong });
     });
   });
+}
+
+/** `chown -R`: gives `dir` and everything below it to `user`, links themselves, never their targets. */
+export async function chownTree(dir: string, user: { uid: number; gid: number }): Promise<void> {
+  const result = await run("chown", ["-R", "-h", "-P", `${user.uid}:${user.gid}`, "--", dir]);
+  if (result.code !== 0) throw new Error(`chown of a sandbox directory failed: ${result.stderrTail}`);
 }
 
 /** `rm -rf`: gone however deep; a missing path is fine. */
