@@ -3,34 +3,32 @@
  * streaming), deterministic and offline. Point `agent-api serve --engine anthropic` (ANTHROPIC_BASE_URL)
  * or any Messages client at it to check a deployment without a real model.
  */
-import { Command, CommanderError } from "commander";
+import { Command } from "commander";
 import { serveScriptedModel } from "../../reference-server/engine/scripted-transport.ts";
-
-function integer(name: string) {
-  return (value: string): number => {
-    if (!/^\d+$/.test(value))
-      throw new CommanderError(2, "model.usage", `${name} must be a whole number, got ${value}`);
-    return Number(value);
-  };
-}
+import { integer, parseCommand } from "./options.ts";
 
 function buildProgram(): Command {
   return new Command("agent-api model")
     .description("Serve the scripted model as a Messages API upstream (POST /v1/messages)")
-    .option("--port <n>", "port to listen on (default 3002)", integer("--port"), 3002)
+    .option("--port <n>", "port to listen on (default 3002)", integer("model", "--port"), 3002)
     .option("--host <host>", "address to listen on", "127.0.0.1")
-    .option("--latency-ms <n>", "wait before answering each call", integer("--latency-ms"), 0)
-    .option("--block-delay-ms <n>", "wait before each content block's stop", integer("--block-delay-ms"), 0)
+    .option("--latency-ms <n>", "wait before answering each call", integer("model", "--latency-ms"), 0)
+    .option(
+      "--block-delay-ms <n>",
+      "wait before each content block's stop",
+      integer("model", "--block-delay-ms"),
+      0,
+    )
     .option(
       "--deltas-per-block <n>",
       "deltas each block's content is split into",
-      integer("--deltas-per-block"),
+      integer("model", "--deltas-per-block"),
       1,
     )
     .option(
       "--retry-after <seconds>",
       "Retry-After of the transient 429/529 answers",
-      integer("--retry-after"),
+      integer("model", "--retry-after"),
       0,
     )
     .exitOverride()
@@ -39,15 +37,8 @@ function buildProgram(): Command {
 
 export async function main(args: string[]): Promise<number> {
   const program = buildProgram();
-  try {
-    program.parse(args, { from: "user" });
-  } catch (error) {
-    if (error instanceof CommanderError) {
-      if (error.code === "model.usage") process.stderr.write(`agent-api model: ${error.message}\n`);
-      return error.exitCode === 0 ? 0 : 2;
-    }
-    throw error;
-  }
+  const exit = parseCommand(program, args, "model");
+  if (exit !== null) return exit;
   const opts = program.opts<{
     port: number;
     host: string;

@@ -2,7 +2,7 @@
  * `agent-api serve`: runs the reference server. Without --config it serves the demo workspace and prints
  * its local-only keys and a curl line that works when pasted.
  */
-import { Command, CommanderError, Option } from "commander";
+import { Command, Option } from "commander";
 import { demoSummary } from "../../reference-server/config/demo.ts";
 import { DEFAULTS, demoKeys, startServer } from "../../reference-server/index.ts";
 import {
@@ -11,31 +11,13 @@ import {
   parseSize,
   type SandboxUserSetting,
 } from "../../reference-server/sandbox/index.ts";
-
-function integer(name: string) {
-  return (value: string): number => {
-    if (!/^\d+$/.test(value))
-      throw new CommanderError(2, "serve.usage", `${name} must be a whole number, got ${value}`);
-    return Number(value);
-  };
-}
+import { integer, parseCommand, usage } from "./options.ts";
 
 const MiB = 1024 * 1024;
 
-/** A flag's parse failure as commander's usage error (exit 2), with the parser's own message. */
-function usage<T>(parse: (value: string) => T): (value: string) => T {
-  return (value) => {
-    try {
-      return parse(value);
-    } catch (error) {
-      throw new CommanderError(2, "serve.usage", (error as Error).message);
-    }
-  };
-}
-
-const sizeOption = usage(parseSize);
-const sandboxUserOption = usage(parseSandboxUser);
-const cpusOption = usage((value: string) => {
+const sizeOption = usage("serve", parseSize);
+const sandboxUserOption = usage("serve", parseSandboxUser);
+const cpusOption = usage("serve", (value: string) => {
   const cpus = Number(value);
   if (!/^\d+(\.\d+)?$/.test(value) || cpus <= 0)
     throw new Error(`--sandbox-cpus must be a positive number, got ${value}`);
@@ -46,7 +28,7 @@ function buildProgram(): Command {
   return (
     new Command("agent-api serve")
       .description("Run the reference server of the Agent Conversation API")
-      .option("--port <n>", `port to listen on (default ${DEFAULTS.port})`, integer("--port"))
+      .option("--port <n>", `port to listen on (default ${DEFAULTS.port})`, integer("serve", "--port"))
       .option("--host <host>", `address to listen on (default ${DEFAULTS.host})`)
       .option("--data <dir>", "data directory: SQLite database, sandboxes, demo files", "./.agent-api")
       .option("--config <file>", "config file (YAML or JSON); without it the demo workspace is served")
@@ -62,7 +44,7 @@ function buildProgram(): Command {
       .option(
         "--session-delay-ms <n>",
         `delay before agent_session_id is recorded after a stream closes (default ${DEFAULTS.sessionDelayMs})`,
-        integer("--session-delay-ms"),
+        integer("serve", "--session-delay-ms"),
       )
       .option(
         "--routing-prefix <p>",
@@ -72,32 +54,32 @@ function buildProgram(): Command {
       .option(
         "--sandbox-idle-ms <n>",
         `idle time before a warm sandbox is reclaimed (default ${DEFAULTS.sandboxIdleMs})`,
-        integer("--sandbox-idle-ms"),
+        integer("serve", "--sandbox-idle-ms"),
       )
       .option(
         "--compaction-budget <tokens>",
         `session history size in tokens that triggers compaction (default ${DEFAULTS.compactionBudgetTokens})`,
-        integer("--compaction-budget"),
+        integer("serve", "--compaction-budget"),
       )
       .option(
         "--max-iterations <n>",
         `model calls per turn before the turn is ended (default ${DEFAULTS.maxIterations})`,
-        integer("--max-iterations"),
+        integer("serve", "--max-iterations"),
       )
       .option(
         "--max-tokens <n>",
         `max_tokens of each model call (default ${DEFAULTS.maxTokens})`,
-        integer("--max-tokens"),
+        integer("serve", "--max-tokens"),
       )
       .option(
         "--turn-timeout-ms <n>",
         `wall-clock limit of one turn (default ${DEFAULTS.turnTimeoutMs})`,
-        integer("--turn-timeout-ms"),
+        integer("serve", "--turn-timeout-ms"),
       )
       .option(
         "--keep-alive-ms <n>",
         `interval of SSE comment lines while the model works (default ${DEFAULTS.keepAliveMs})`,
-        integer("--keep-alive-ms"),
+        integer("serve", "--keep-alive-ms"),
       )
       .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
       .option(
@@ -108,7 +90,7 @@ function buildProgram(): Command {
       .option(
         "--sandbox-pids <n>",
         `processes of one command (default ${DEFAULT_SANDBOX_LIMITS.pids})`,
-        integer("--sandbox-pids"),
+        integer("serve", "--sandbox-pids"),
       )
       .option(
         "--sandbox-memory <size>",
@@ -138,15 +120,8 @@ function buildProgram(): Command {
 
 export async function main(args: string[]): Promise<number> {
   const program = buildProgram();
-  try {
-    program.parse(args, { from: "user" });
-  } catch (error) {
-    if (error instanceof CommanderError) {
-      if (error.code === "serve.usage") process.stderr.write(`agent-api serve: ${error.message}\n`);
-      return error.exitCode === 0 ? 0 : 2;
-    }
-    throw error;
-  }
+  const exit = parseCommand(program, args, "serve");
+  if (exit !== null) return exit;
   const opts = program.opts<Record<string, string | number | boolean | undefined>>();
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
