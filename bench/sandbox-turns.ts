@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { createSandboxManager } from "../reference-server/sandbox/index.ts";
-import { bwrapArgs, envArgsPayload, resolveExecutable } from "../reference-server/sandbox/isolation.ts";
+import { bwrapArgs, bwrapPipes, resolveExecutable } from "../reference-server/sandbox/isolation.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "../reference-server/sandbox/limits.ts";
 import type { SandboxAgent, SandboxManager } from "../reference-server/sandbox/types.ts";
 
@@ -28,13 +28,22 @@ function percentile(samples: number[], p: number): number {
 const median = (samples: number[]) => percentile(samples, 50);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function spawnEcho(file = "/bin/sh", args = ["-c", "echo hi"], fd3?: Buffer): Promise<void> {
+function spawnEcho(
+  file = "/bin/sh",
+  args = ["-c", "echo hi"],
+  pipes: Buffer[] = [Buffer.alloc(0)],
+): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe", "pipe"], env: {} });
-    const envPipe = child.stdio[3] as NodeJS.WritableStream;
-    // A child that never reads fd 3 (the plain shell baseline) closes it first: not an error here.
-    envPipe.on("error", () => undefined);
-    envPipe.end(fd3 ?? Buffer.alloc(0));
+    const child = spawn(file, args, {
+      stdio: ["ignore", "pipe", "pipe", ...pipes.map(() => "pipe" as const)],
+      env: {},
+    });
+    for (const [index, payload] of pipes.entries()) {
+      const pipe = child.stdio[3 + index] as NodeJS.WritableStream;
+      // A child that never reads its pipes (the plain shell baseline) closes them first: not an error here.
+      pipe.on("error", () => undefined);
+      pipe.end(payload);
+    }
     child.stdout?.resume();
     child.on("error", reject);
     child.on("close", () => resolve());
@@ -148,12 +157,13 @@ async function main() {
     // how much of the overhead is bwrap itself (namespaces, mounts) and how much the turn's bookkeeping.
     const bwrapDir = path.join(work, "bwrap-only");
     await mkdir(bwrapDir);
+    const { pipes, inputs } = bwrapPipes({ PATH: "/usr/bin:/bin" });
     const bwrapAlone = () =>
       timed(() =>
         spawnEcho(
           resolveExecutable("bwrap"),
-          bwrapArgs(bwrapDir, "echo hi", DEFAULT_SANDBOX_LIMITS, 3),
-          envArgsPayload({ PATH: "/usr/bin:/bin" }),
+          bwrapArgs(bwrapDir, "echo hi", DEFAULT_SANDBOX_LIMITS, inputs),
+          pipes,
         ),
       );
     const runners: [string, () => Promise<number>][] = [

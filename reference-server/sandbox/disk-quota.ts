@@ -18,6 +18,8 @@ export interface DiskQuota {
   poll(): Promise<string | null>;
   /** Accounts for bytes the server itself is about to write; false when they do not fit. */
   fits(bytes: number): Promise<boolean>;
+  /** The server changed the directory itself (emptied outputs/, restored files, checked out): measure anew. */
+  forget(): void;
 }
 
 /** A measurement that runs longer than this (a tree of millions of entries) counts as over the quota. */
@@ -119,6 +121,9 @@ export function createDiskQuota(
       if (now + bytes > limitBytes || files > limitFiles) return false;
       used = now + bytes;
       return true;
+    },
+    forget() {
+      used = undefined;
     },
   };
 }

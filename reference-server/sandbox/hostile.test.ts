@@ -14,6 +14,7 @@ import { resolveExecutable } from "./isolation.ts";
 import { launchSpec } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
+import { refusedCallNumbers } from "./seccomp.ts";
 import {
   ADMIN_KEY,
   bareGit,
@@ -314,7 +315,7 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
     const result = await runProcess({
       file: "/bin/bash",
       args: ["-c", 'exec 100<"$0"; exec "$@"', secretFile, spec.file, ...spec.args],
-      fd3: spec.fd3,
+      pipes: spec.pipes,
       cwd: "/",
       env: {},
       timeoutMs: 10_000,
@@ -399,6 +400,49 @@ describe.skipIf(!hasBwrap)("secrets and limits", () => {
   });
 });
 
+describe.skipIf(!hasBwrap)("the kernel calls that get around the limits are refused", () => {
+  const numbers = refusedCallNumbers();
+  /** errno of one raw system call made by perl inside the sandbox (perl is in every Debian base). */
+  const errnoOf = (nr: number, ...args: number[]) =>
+    `perl -e 'syscall(${[nr, ...args].join(", ")}); print $!+0, "\\n"'`;
+
+  it("fallocate cannot reserve blocks past the quota (KEEP_SIZE skips RLIMIT_FSIZE); posix_fallocate still works", async () => {
+    const MiB = 1024 * 1024;
+    const manager = await sandboxManager({ limits: { diskBytes: 20 * MiB } });
+    const turn = await manager.acquire(turnRequest("fallocate", storageAgent()));
+    // One call would reserve 1 GiB of the host's disk while the file stays 0 bytes long.
+    const reserve = await turn.tools.run("run_command", { command: "touch big && fallocate -n -l 1G big" });
+    expect(reserve).toMatchObject({ isError: true, content: expect.stringContaining("unsupported") });
+    const used = execFileSync("du", ["-sk", turn.workdir], { encoding: "utf8" });
+    expect(Number(used.split("\t")[0])).toBeLessThan(20 * 1024);
+    // glibc writes the blocks itself when fallocate is not supported: within the limits, programs still work.
+    const posix = await turn.tools.run("run_command", {
+      command:
+        "python3 -c \"import os; fd = os.open('p', os.O_CREAT | os.O_WRONLY); os.posix_fallocate(fd, 0, 1048576); print(os.fstat(fd).st_size)\"",
+    });
+    expect(posix).toEqual({ content: "1048576\n", isError: false });
+    await turn.finish();
+  });
+
+  it.skipIf(numbers === null)(
+    "io_uring, the keyrings and nested user namespaces are not reachable",
+    async () => {
+      if (numbers === null) return;
+      const manager = await sandboxManager();
+      const turn = await manager.acquire(turnRequest("kernel-surface", storageAgent()));
+      const ENOSYS = 38;
+      for (const nr of [numbers.io_uring_setup, numbers.keyctl]) {
+        const call = await turn.tools.run("run_command", { command: errnoOf(nr, 0, 0) });
+        expect(call).toEqual({ content: `${ENOSYS}\n`, isError: false });
+      }
+      const nested = await turn.tools.run("run_command", { command: "unshare -U true && echo nested" });
+      expect(nested.isError).toBe(true);
+      expect(nested.content).not.toContain("nested\n");
+      await turn.finish();
+    },
+  );
+});
+
 describe.skipIf(!hasBwrap)("what costs the host without filling blocks", () => {
   it("empty files count against a file quota: past it the command is stopped and nothing may grow", async () => {
     const manager = await sandboxManager({ limits: { files: 500 } });
@@ -428,6 +472,26 @@ describe.skipIf(!hasBwrap)("what costs the host without filling blocks", () => {
     // real (or one of its links) once, and sparse files only while their apparent sizes fit in 50 MiB.
     expect(publishedOutputs.filter((p) => p === "real" || p.startsWith("h"))).toHaveLength(1);
     expect(publishedOutputs.filter((p) => p.startsWith("s")).length).toBeLessThanOrEqual(1);
+  });
+
+  it("the published outputs of all turns together stay within the disk quota; a file published again replaces its copy", async () => {
+    const MiB = 1024 * 1024;
+    const manager = await sandboxManager({ limits: { diskBytes: 50 * MiB } });
+    const agent = storageAgent();
+    const publish = async (command: string) => {
+      const turn = await manager.acquire(turnRequest("accumulate", agent));
+      expect((await turn.tools.run("run_command", { command })).isError).toBe(false);
+      return (await turn.finish()).publishedOutputs;
+    };
+    expect(await publish("head -c 30M /dev/zero > outputs/a")).toEqual(["a"]);
+    // 30 MiB more would put 60 MiB in the store: not published, however many turns try.
+    expect(await publish("head -c 30M /dev/zero > outputs/b")).toEqual([]);
+    expect(await publish("head -c 10M /dev/zero > outputs/a; head -c 30M /dev/zero > outputs/c")).toEqual([
+      "a",
+      "c",
+    ]);
+    const stored = await manager.listWorkspaceOutputs(agent.workspaceId, agent.name, "accumulate");
+    expect(stored.sort()).toEqual(["a", "c"]);
   });
 
   it("attachments past the disk quota are dropped silently", async () => {

@@ -204,7 +204,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       const result = await runProcess({
         file: spec.file,
         args: spec.args,
-        fd3: spec.fd3,
+        pipes: spec.pipes,
         cwd: dir,
         env: {},
         timeoutMs: 10_000,
@@ -373,6 +373,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     // user's; warm turns where git changed nothing skip the walk.
     if (user && (cold || gitWrote)) await chownTree(workdir, user);
     const disk = quotaFor(key, workdir);
+    // What the last turn left was measured before the server emptied outputs/ or restored and checked out.
+    disk.forget();
     const attachments = await writeAttachments(workdir, request.attachments, user, disk);
     // What a writable turn changed is measured from here (attachments are excluded from the repository).
     const baseline = repo && !request.readOnly ? await snapshotWorkTree(repo) : undefined;

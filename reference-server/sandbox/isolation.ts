@@ -7,6 +7,7 @@
 import { spawn } from "node:child_process";
 import { accessSync, constants, lstatSync, readlinkSync } from "node:fs";
 import path from "node:path";
+import { seccompProgram } from "./seccomp.ts";
 
 export const SANDBOX_WORKDIR = "/workspace";
 
@@ -36,14 +37,29 @@ export interface TmpfsSizes {
 
 const PROBE_SIZES: TmpfsSizes = { tmpBytes: 1024 * 1024, shmBytes: 1024 * 1024 };
 
-/**
- * The argv (after `bwrap`) running `/bin/sh -c command` in `workdir`. The environment is not here: it is
- * read from file descriptor `envFd` (`--args`), so no secret ever appears on a command line (`ps`).
- */
-export function bwrapArgs(workdir: string, command: string, sizes: TmpfsSizes, envFd: number): string[] {
+/** Where bubblewrap reads what is not on its command line. */
+export interface BwrapInputs {
+  /** `--args`: the sandbox's environment, so no secret ever appears on a command line (`ps`). */
+  envFd: number;
+  /** `--seccomp`: the filter of seccomp.ts; null where this architecture has none. */
+  seccompFd: number | null;
+}
+
+/** The argv (after `bwrap`) running `/bin/sh -c command` in `workdir`. */
+export function bwrapArgs(
+  workdir: string,
+  command: string,
+  sizes: TmpfsSizes,
+  inputs: BwrapInputs,
+): string[] {
   cachedRootLinks ??= rootLinkArgs();
   return [
     "--unshare-all",
+    // A user namespace of its own (also when the server is root), in which no further one can be made:
+    // nested namespaces hand out capabilities over kernel code that most local privilege escalations go through.
+    "--unshare-user",
+    "--disable-userns",
+    ...(inputs.seccompFd === null ? [] : ["--seccomp", String(inputs.seccompFd)]),
     "--die-with-parent",
     "--new-session",
     "--cap-drop",
@@ -85,7 +101,7 @@ export function bwrapArgs(workdir: string, command: string, sizes: TmpfsSizes, e
     // --clearenv first: the --setenv pairs read from envFd come after it, in argument order.
     "--clearenv",
     "--args",
-    String(envFd),
+    String(inputs.envFd),
     "--",
     "/bin/sh",
     "-c",
@@ -99,6 +115,23 @@ export function envArgsPayload(env: Record<string, string>): Buffer {
   for (const [name, value] of Object.entries(env)) parts.push("--setenv", name, value);
   return Buffer.from(parts.map((part) => `${part}\0`).join(""));
 }
+
+const SECCOMP_PROGRAM = seccompProgram();
+
+/**
+ * What bubblewrap reads from descriptors: the environment on fd 3 and the seccomp filter on fd 4, as the
+ * payloads to write to them (in fd order) and the fd numbers to give bubblewrap.
+ */
+export function bwrapPipes(env: Record<string, string>): { pipes: Buffer[]; inputs: BwrapInputs } {
+  const pipes = [envArgsPayload(env)];
+  if (SECCOMP_PROGRAM) pipes.push(SECCOMP_PROGRAM);
+  return { pipes, inputs: { envFd: 3, seccompFd: SECCOMP_PROGRAM ? 4 : null } };
+}
+
+/** Null when this machine's architecture has no seccomp table: commands then run without the filter. */
+export const seccompMissing: string | null = SECCOMP_PROGRAM
+  ? null
+  : `no seccomp filter for ${process.arch}: fallocate and io_uring can get around the disk quota`;
 
 /** The bubblewrap executable looked up on PATH (the server may be given another). */
 export const DEFAULT_BWRAP_COMMAND = "bwrap";
@@ -128,13 +161,17 @@ export function probeBwrap(bwrapCommand: string, probeDir: string): Promise<bool
   return new Promise((resolve) => {
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn(bwrapCommand, bwrapArgs(probeDir, "true", PROBE_SIZES, 3), {
-        stdio: ["ignore", "ignore", "ignore", "pipe"],
+      // The same namespaces and filter as every command: where they cannot be had, no command runs.
+      const { pipes, inputs } = bwrapPipes({ PATH: "/usr/bin:/bin" });
+      child = spawn(bwrapCommand, bwrapArgs(probeDir, "true", PROBE_SIZES, inputs), {
+        stdio: ["ignore", "ignore", "ignore", ...pipes.map(() => "pipe" as const)],
         env: {},
       });
-      const envPipe = child.stdio[3] as NodeJS.WritableStream;
-      envPipe.on("error", () => undefined);
-      envPipe.end(envArgsPayload({ PATH: "/usr/bin:/bin" }));
+      for (const [index, payload] of pipes.entries()) {
+        const pipe = child.stdio[3 + index] as NodeJS.WritableStream;
+        pipe.on("error", () => undefined);
+        pipe.end(payload);
+      }
     } catch {
       resolve(false);
       return;

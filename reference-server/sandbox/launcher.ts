@@ -5,12 +5,9 @@
  *
  * The launcher starts with an empty environment; bubblewrap reads the sandbox's variables from fd 3.
  */
-import { bwrapArgs, envArgsPayload } from "./isolation.ts";
+import { bwrapArgs, bwrapPipes } from "./isolation.ts";
 import type { SandboxLimits } from "./limits.ts";
 import type { HostUser } from "./sandbox-user.ts";
-
-/** The file descriptor on which bubblewrap reads its `--setenv` arguments. */
-export const ENV_FD = 3;
 
 export interface LaunchInput {
   bwrapCommand: string;
@@ -32,17 +29,17 @@ export interface LaunchInput {
 export interface LaunchSpec {
   file: string;
   args: string[];
-  /** Written to fd 3 of the child, then closed. */
-  fd3: Buffer;
+  /** Written to fds 3, 4, ... of the child, then closed (bubblewrap's environment and seccomp filter). */
+  pipes: Buffer[];
 }
 
 /**
- * The launcher: closes every inherited descriptor but 0-3 (a server started with an open file would otherwise
+ * The launcher: closes every inherited descriptor but 0-2 and bubblewrap's pipes (a server started with an open file would otherwise
  * hand it to every sandbox, root-only files included), joins each cgroup.procs file given first, sets the
  * rlimits while it still may (inherited by the sandbox user, who cannot raise them), then becomes the rest of
  * its arguments. bash, not sh: dash cannot close descriptors above 9. Only numbers are written into it.
  */
-function launcherScript(input: LaunchInput): string {
+function launcherScript(input: LaunchInput, lastFd: number): string {
   const limits = [
     "ulimit -c 0",
     // RLIMIT_NPROC counts the sandbox user's processes host-wide: with a uid per conversation, that is the
@@ -55,8 +52,7 @@ function launcherScript(input: LaunchInput): string {
     limits.push(`ulimit -v ${Math.max(1024, Math.floor(input.limits.memoryBytes / 1024))}`);
   return [
     "set -e",
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, not a template.
-    'for p in /proc/$$/fd/*; do fd=${p##*/}; if [ "$fd" -gt 3 ]; then eval "exec $fd>&-"; fi; done',
+    `for p in /proc/$$/fd/*; do fd=\${p##*/}; if [ "$fd" -gt ${lastFd} ]; then eval "exec $fd>&-"; fi; done`,
     "n=$1; shift",
     'while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n - 1)); done',
     ...limits,
@@ -66,7 +62,8 @@ function launcherScript(input: LaunchInput): string {
 }
 
 export function launchSpec(input: LaunchInput): LaunchSpec {
-  const bwrap = [input.bwrapCommand, ...bwrapArgs(input.workdir, input.command, input.limits, ENV_FD)];
+  const { pipes, inputs } = bwrapPipes(input.env);
+  const bwrap = [input.bwrapCommand, ...bwrapArgs(input.workdir, input.command, input.limits, inputs)];
   const dropped =
     input.user && input.setprivCommand
       ? [
@@ -82,12 +79,12 @@ export function launchSpec(input: LaunchInput): LaunchSpec {
     file: "/bin/bash",
     args: [
       "-c",
-      launcherScript(input),
+      launcherScript(input, 2 + pipes.length),
       "sandbox-launcher",
       String(input.procsFiles.length),
       ...input.procsFiles,
       ...dropped,
     ],
-    fd3: envArgsPayload(input.env),
+    pipes,
   };
 }

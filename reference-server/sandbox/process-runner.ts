@@ -13,8 +13,11 @@ export interface ProcessSpec {
   env: Record<string, string>;
   timeoutMs: number;
   outputCapBytes: number;
-  /** Written to the child's fd 3 and closed (bubblewrap's `--args`: the sandbox's environment). */
-  fd3?: Buffer;
+  /**
+   * Written to the child's fds 3, 4, ... and closed: bubblewrap's `--args` (the sandbox's environment) and
+   * its `--seccomp` filter.
+   */
+  pipes?: Buffer[];
   /** Ends the command early: killed like a time-out, reported as `aborted`. */
   signal?: AbortSignal;
   /** Kills whatever of the command escaped its process group; awaited before the result is returned. */
@@ -44,14 +47,14 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
     const child = spawn(spec.file, spec.args, {
       cwd: spec.cwd,
       env: spec.env,
-      stdio: spec.fd3 ? ["ignore", "pipe", "pipe", "pipe"] : ["ignore", "pipe", "pipe"],
+      stdio: ["ignore", "pipe", "pipe", ...(spec.pipes ?? []).map(() => "pipe" as const)],
       detached: true,
     });
-    if (spec.fd3) {
-      const pipe = child.stdio[3] as NodeJS.WritableStream;
+    for (const [index, payload] of (spec.pipes ?? []).entries()) {
+      const pipe = child.stdio[3 + index] as NodeJS.WritableStream;
       // The child may die before reading it (a failed launch): that is reported by its exit, not here.
       pipe.on("error", () => undefined);
-      pipe.end(spec.fd3);
+      pipe.end(payload);
     }
     const collect = (chunk: Buffer) => {
       const room = spec.outputCapBytes - kept;

@@ -90,9 +90,11 @@ export async function resetOutputs(workdir: string, user: HostUser | null = null
 }
 
 /**
- * Copies the regular files under `<workdir>/outputs/` into `storeDir` (links are not followed). At most
- * `maxBytes` of apparent size are published per turn, and a file hard-linked several times is published
- * once: sparse files and hard links cost little in the working directory but full size in a copy.
+ * Copies the regular files under `<workdir>/outputs/` into `storeDir` (links are not followed). The
+ * conversation's store folder holds at most `maxBytes` of apparent size, counted over every turn's outputs
+ * (a file published again replaces its older copy), and a file hard-linked several times is published
+ * once: sparse files and hard links cost little in the working directory but full size in a copy, and a
+ * bound per turn alone would let many turns fill the host's disk. What does not fit is not published.
  */
 export async function publishOutputs(
   workdir: string,
@@ -105,7 +107,8 @@ export async function publishOutputs(
   const files = await listRegularFiles(outputs);
   const published: string[] = [];
   const seen = new Set<number>();
-  let total = 0;
+  const stored = await storedSizes(storeDir);
+  let total = [...stored.values()].reduce((sum, size) => sum + size, 0);
   for (const rel of files) {
     const parts = rel.split("/");
     await mkdir(storeDir, { recursive: true });
@@ -120,9 +123,11 @@ export async function publishOutputs(
         const stats = await source.stat();
         if (!stats.isFile()) return false;
         if (stats.nlink > 1 && seen.has(stats.ino)) return false;
-        if (total + stats.size > maxBytes) return false;
+        const replaced = stored.get(rel) ?? 0;
+        if (total - replaced + stats.size > maxBytes) return false;
         seen.add(stats.ino);
-        total += stats.size;
+        total += stats.size - replaced;
+        stored.set(rel, stats.size);
         const dest = await clearPathForServerWrite(storeDir, parts);
         await copyFile(`/proc/self/fd/${source.fd}`, dest);
         return true;
@@ -133,6 +138,16 @@ export async function publishOutputs(
     if (copied) published.push(rel);
   }
   return published;
+}
+
+/** Apparent size of each file already in the store folder, by relative path. */
+async function storedSizes(storeDir: string): Promise<Map<string, number>> {
+  const sizes = new Map<string, number>();
+  for (const rel of await listRegularFiles(storeDir)) {
+    const stats = await lstat(path.join(storeDir, ...rel.split("/"))).catch(() => null);
+    if (stats?.isFile()) sizes.set(rel, stats.size);
+  }
+  return sizes;
 }
 
 export function listStoreFiles(storeDir: string): Promise<string[]> {

@@ -284,7 +284,7 @@ async function runCommandTool(
         file: spec.file,
         args: spec.args,
         env: {},
-        fd3: spec.fd3,
+        pipes: spec.pipes,
         reap: cgroup?.killAll,
       });
     } finally {
