@@ -377,7 +377,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     disk.forget();
     const attachments = await writeAttachments(workdir, request.attachments, user, disk);
     // What a writable turn changed is measured from here (attachments are excluded from the repository).
-    const baseline = repo && !request.readOnly ? await snapshotWorkTree(repo) : undefined;
+    const baseline = repo && !request.readOnly ? await snapshotWorkTree(repo, limits.diskBytes) : undefined;
     keepWarm(key, entry);
 
     return {
@@ -394,7 +394,13 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
           if (repo) {
             const pushedCommit = request.readOnly
               ? null
-              : await commitAndPush(repo, entry.branch ?? FALLBACK_BRANCH, request.conversationId, baseline);
+              : await commitAndPush(
+                  repo,
+                  entry.branch ?? FALLBACK_BRANCH,
+                  request.conversationId,
+                  limits.diskBytes,
+                  baseline,
+                );
             return { pushedCommit, publishedOutputs: [] };
           }
           const publishedOutputs = await publishOutputs(

@@ -46,6 +46,28 @@ const attachment = {
 };
 
 describe("repository-backed agents", () => {
+  it("a work tree of sparse files past the disk quota is not staged, committed or pushed; the turn says why", async () => {
+    const MiB = 1024 * 1024;
+    const manager = await bed.manager(await bed.dir("root"), { limits: { diskBytes: 50 * MiB } });
+    const before = log();
+    const turn = await manager.acquire(turnRequest("sparse", agent, { readOnly: false }));
+    // Five files of 30 MiB that take no blocks: git would hash, store and push 150 MiB of zeros.
+    const sparse = await turn.tools.run("run_command", {
+      command: "for i in 1 2 3 4 5; do truncate -s 30M f$i; done; du -sk . | cut -f1",
+    });
+    expect(Number(sparse.content.trim())).toBeLessThan(1024);
+    await expect(turn.finish()).rejects.toThrow(
+      /not committed: the working tree's files add up to \d+ bytes/,
+    );
+    expect(log()).toEqual(before);
+    // Once the files are gone, the next writable turn commits what it made.
+    const next = await manager.acquire(turnRequest("sparse", agent, { readOnly: false }));
+    await next.tools.run("run_command", { command: "rm f1 f2 f3 f4 f5; echo small > small.txt" });
+    const { pushedCommit } = await next.finish();
+    expect(pushedCommit).toMatch(/^[0-9a-f]{40}$/);
+    expect(git(bare, "show", "--stat", "--format=", "main").trim()).toMatch(/small\.txt/);
+  });
+
   it("clone the repository; read_only turns never commit or push", async () => {
     const manager = await bed.manager(await bed.dir("root"));
     const before = log();

@@ -4,8 +4,9 @@
  * anything into the working tree (even a `.git`), but never the config or hooks that the server's
  * own git runs with.
  */
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { setPriority } from "node:os";
 import path from "node:path";
 import { UPLOADS_DIR } from "./attachments.ts";
 
@@ -88,23 +89,102 @@ export class NestedRepositoryError extends Error {
   }
 }
 
+/** The work tree's files add up to more than the disk quota: sparse files, which git would hash and push whole. */
+export class OversizedWorkTreeError extends Error {
+  constructor(bytes: number, limit: number) {
+    super(
+      `not committed: the working tree's files add up to ${bytes} bytes (apparent size, holes of sparse files ` +
+        `included), more than the disk quota of ${limit}. Git would read, store and push every byte; remove ` +
+        "or shrink files to commit.",
+    );
+    this.name = "OversizedWorkTreeError";
+  }
+}
+
+/**
+ * The longest any one git command of the server may run (a clone of a large repository included). Past it
+ * the command is killed: a work tree a turn made must not hold the conversation, or a core, for ever.
+ */
+const GIT_TIMEOUT_MS = 10 * 60_000;
+
 export function git(args: string[], cwd: string, repo?: RepoPaths): Promise<string> {
   const location = repo ? [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`] : [];
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       "git",
       [...SAFE_CONFIG, ...location, ...args],
-      { cwd, env: gitEnvironment(), maxBuffer: 64 * 1024 * 1024 },
+      {
+        cwd,
+        env: gitEnvironment(),
+        maxBuffer: 64 * 1024 * 1024,
+        timeout: GIT_TIMEOUT_MS,
+        killSignal: "SIGKILL",
+      },
       (error, stdout, stderr) => {
         if (error) {
           const code = typeof error.code === "number" ? error.code : null;
-          reject(new GitError(`git ${args[0]} failed: ${String(stderr).trim() || error.message}`, code));
+          const why = error.killed
+            ? `timed out after ${GIT_TIMEOUT_MS / 1000} s`
+            : String(stderr).trim() || error.message;
+          reject(new GitError(`git ${args[0]} failed: ${why}`, code));
         } else {
           resolve(String(stdout));
         }
       },
     );
+    try {
+      // Hashing what a turn wrote is the server's work on the turn's behalf: other turns come first.
+      if (child.pid !== undefined) setPriority(child.pid, 10);
+    } catch {
+      // A courtesy, not a requirement.
+    }
   });
+}
+
+/**
+ * Apparent bytes of the work tree's regular files (`.uploads/` and nested `.git` directories aside): what
+ * `git add` would read. Blocks on disk are bounded by the quota; apparent size is not (sparse files).
+ */
+function workTreeApparentBytes(workTree: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      "find",
+      [
+        workTree,
+        "-xdev",
+        "(",
+        "-path",
+        path.join(workTree, UPLOADS_DIR),
+        "-o",
+        "-name",
+        ".git",
+        ")",
+        "-prune",
+        "-o",
+        "-type",
+        "f",
+        "-printf",
+        "%s\\n",
+      ],
+      { env: { LANG: "C" }, stdio: ["ignore", "pipe", "ignore"] },
+    );
+    let total = 0;
+    let rest = "";
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => {
+      const lines = (rest + chunk).split("\n");
+      rest = lines.pop() ?? "";
+      for (const line of lines) total += Number(line) || 0;
+    });
+    child.on("error", reject);
+    child.on("close", () => resolve(total));
+  });
+}
+
+/** Refuses to stage a work tree whose files add up to more than `limitBytes` (see OversizedWorkTreeError). */
+async function refuseOversizedWorkTree(repo: RepoPaths, limitBytes: number): Promise<void> {
+  const bytes = await workTreeApparentBytes(repo.workTree);
+  if (bytes > limitBytes) throw new OversizedWorkTreeError(bytes, limitBytes);
 }
 
 async function gitSucceeds(args: string[], repo: RepoPaths): Promise<boolean> {
@@ -195,7 +275,9 @@ export async function refresh(repo: RepoPaths, branch: string | null, alwaysMerg
  * Stages the work tree as it is and names its tree: the baseline a writable turn's changes are measured
  * against (staging is harmless: only a writable turn ever commits, and `.uploads/` is excluded).
  */
-export async function snapshotWorkTree(repo: RepoPaths): Promise<string> {
+export async function snapshotWorkTree(repo: RepoPaths, limitBytes: number): Promise<string | null> {
+  // Too large to stage: the turn runs, and its commit is refused with the reason.
+  if ((await workTreeApparentBytes(repo.workTree)) > limitBytes) return null;
   await git(["add", "--all"], repo.workTree, repo);
   return (await git(["write-tree"], repo.workTree, repo)).trim();
 }
@@ -236,14 +318,20 @@ export async function commitAndPush(
   repo: RepoPaths,
   branch: string,
   conversationId: string,
-  baselineTree?: string,
+  limitBytes: number,
+  baselineTree?: string | null,
 ): Promise<string | null> {
+  await refuseOversizedWorkTree(repo, limitBytes);
   // `.uploads/` is in info/exclude, so attachments are never staged.
   await git(["add", "--all"], repo.workTree, repo);
   await refuseNestedRepositories(repo);
   if (await gitSucceeds(["diff", "--cached", "--quiet"], repo)) return null;
   // A turn that changed nothing pushes nothing, even when an earlier read-only turn left changes behind.
-  if (baselineTree !== undefined && (await git(["write-tree"], repo.workTree, repo)).trim() === baselineTree)
+  if (
+    baselineTree !== undefined &&
+    baselineTree !== null &&
+    (await git(["write-tree"], repo.workTree, repo)).trim() === baselineTree
+  )
     return null;
   const message = `agent turn on conversation ${conversationId.replace(/[\r\n]+/g, " ").slice(0, 200)}`;
   await git(["commit", "--quiet", "--no-verify", "-m", message], repo.workTree, repo);
