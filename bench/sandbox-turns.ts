@@ -5,7 +5,7 @@
  *
  * Run: node_modules/.bin/node bench/sandbox-turns.ts [turns=60]
  */
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -13,6 +13,7 @@ import { performance } from "node:perf_hooks";
 import { createSandboxManager } from "../reference-server/sandbox/index.ts";
 import { bwrapArgs, bwrapPipes, resolveExecutable } from "../reference-server/sandbox/isolation.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "../reference-server/sandbox/limits.ts";
+import { runProcess } from "../reference-server/sandbox/process-runner.ts";
 import type { SandboxAgent, SandboxManager } from "../reference-server/sandbox/types.ts";
 
 const TURNS = Math.max(50, Number(process.argv[2] ?? 60));
@@ -28,26 +29,22 @@ function percentile(samples: number[], p: number): number {
 const median = (samples: number[]) => percentile(samples, 50);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function spawnEcho(
+/** One process, spawned as the sandbox's commands are (pipes on fds 3..., its own process group). */
+async function spawnEcho(
   file = "/bin/sh",
   args = ["-c", "echo hi"],
   pipes: Buffer[] = [Buffer.alloc(0)],
 ): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, {
-      stdio: ["ignore", "pipe", "pipe", ...pipes.map(() => "pipe" as const)],
-      env: {},
-    });
-    for (const [index, payload] of pipes.entries()) {
-      const pipe = child.stdio[3 + index] as NodeJS.WritableStream;
-      // A child that never reads its pipes (the plain shell baseline) closes them first: not an error here.
-      pipe.on("error", () => undefined);
-      pipe.end(payload);
-    }
-    child.stdout?.resume();
-    child.on("error", reject);
-    child.on("close", () => resolve());
+  const result = await runProcess({
+    file,
+    args,
+    pipes,
+    cwd: "/",
+    env: {},
+    timeoutMs: 10_000,
+    outputCapBytes: 4096,
   });
+  if (result.spawnError !== undefined) throw new Error(result.spawnError);
 }
 
 async function oneToolTurn(manager: SandboxManager, agent: SandboxAgent, conversationId: string) {

@@ -5,8 +5,7 @@
  * what is left (RLIMIT_FSIZE, set by the launcher); once usage is past the limit, no file may grow at all
  * (RLIMIT_FSIZE 0) until the turn removes files, and every tool call says so.
  */
-import { spawn } from "node:child_process";
-import { setPriority } from "node:os";
+import { sumFind } from "./tree-ops.ts";
 
 export interface DiskQuota {
   readonly limitBytes: number;
@@ -33,40 +32,12 @@ interface Usage {
 /**
  * Blocks allocated and entries below dir, in one process: `find -xdev -printf '%b\n'` prints each entry's
  * 512-byte blocks (one spawn instead of two du runs: spawning is most of a small directory's cost). Links are
- * not followed; the walk stays on dir's file system and runs at low priority; a walk that times out counts as
- * Infinity.
+ * not followed and the walk stays on dir's file system; a walk that times out counts as Infinity.
  */
-function measureTree(dir: string): Promise<Usage> {
-  return new Promise((resolve) => {
-    const child = spawn("find", [dir, "-xdev", "-printf", "%b\\n"], {
-      env: { LANG: "C" },
-      stdio: ["ignore", "pipe", "ignore"],
-    });
-    try {
-      if (child.pid !== undefined) setPriority(child.pid, 10);
-    } catch {
-      // Lowering the priority is a courtesy to other turns, not a requirement.
-    }
-    let blocks = 0;
-    let files = 0;
-    let rest = "";
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (chunk: string) => {
-      const lines = (rest + chunk).split("\n");
-      rest = lines.pop() ?? "";
-      for (const line of lines) {
-        files++;
-        blocks += Number(line) || 0;
-      }
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), MEASURE_TIMEOUT_MS);
-    const infinite = { bytes: Number.POSITIVE_INFINITY, files: Number.POSITIVE_INFINITY };
-    child.on("error", () => resolve(infinite));
-    child.on("close", (_code, signal) => {
-      clearTimeout(timer);
-      resolve(signal === "SIGKILL" ? infinite : { bytes: blocks * 512, files });
-    });
-  });
+async function measureTree(dir: string): Promise<Usage> {
+  const walk = await sumFind([dir, "-xdev", "-printf", "%b\\n"], MEASURE_TIMEOUT_MS);
+  if (walk === null) return { bytes: Number.POSITIVE_INFINITY, files: Number.POSITIVE_INFINITY };
+  return { bytes: walk.sum * 512, files: walk.lines };
 }
 
 export function exceededMessage(usedBytes: number, limitBytes: number): string {

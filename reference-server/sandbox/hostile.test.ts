@@ -177,7 +177,7 @@ describe.skipIf(!hasBwrap)("a turn cut short", () => {
   });
 });
 
-/** Starts a turn running `command` and disconnects once its tool is running. */
+/** Starts a turn running `command` (which must run `sleep 20`) and disconnects once that sleep runs. */
 async function disconnectedTurn(
   url: string,
   agent: string,
@@ -186,6 +186,7 @@ async function disconnectedTurn(
   metadata: Record<string, unknown> = {},
 ): Promise<void> {
   const controller = new AbortController();
+  const earlier = new Set(sandboxedSleeps());
   const response = await fetch(`${url}/api/agents/${agent}/v1/messages`, {
     method: "POST",
     headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
@@ -203,7 +204,11 @@ async function disconnectedTurn(
     if (done) break;
     seen += Buffer.from(value).toString();
   }
-  await new Promise((resolve) => setTimeout(resolve, 400));
+  // Everything before the sleep has run once the command's own sleep exists (a loaded machine may take
+  // seconds to start a sandbox: a fixed pause would race it).
+  const deadline = performance.now() + 15_000;
+  while (!sandboxedSleeps().some((pid) => !earlier.has(pid)) && performance.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 50));
   controller.abort();
 }
 
@@ -537,7 +542,8 @@ describe.skipIf(!hasBwrap)("a tree nested far past PATH_MAX", () => {
     const restarted = await bed.manager(root, { unsafeNoIsolation: false });
     expect(restarted.notices.filter((n) => n.includes("could not empty"))).toEqual([]);
     expect(await readdir(path.join(root, "tmp"))).toEqual([]);
-  });
+    // Six walks of a 2,100-level tree: 30 s was not enough on a loaded 2-core machine.
+  }, 120_000);
 });
 
 describe("attachment names", () => {

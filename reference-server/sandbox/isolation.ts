@@ -4,9 +4,9 @@
  * a minimal /dev, an empty /tmp, its own working directory at /workspace, no network, no capabilities
  * and only the environment it is given.
  */
-import { spawn } from "node:child_process";
 import { accessSync, constants, lstatSync, readlinkSync } from "node:fs";
 import path from "node:path";
+import { runProcess } from "./process-runner.ts";
 import { seccompProgram } from "./seccomp.ts";
 
 export const SANDBOX_WORKDIR = "/workspace";
@@ -157,26 +157,17 @@ export function resolveExecutable(command: string): string {
 }
 
 /** Runs `true` in a sandbox over `probeDir`; resolves whether bubblewrap works here. */
-export function probeBwrap(bwrapCommand: string, probeDir: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    let child: ReturnType<typeof spawn>;
-    try {
-      // The same namespaces and filter as every command: where they cannot be had, no command runs.
-      const { pipes, inputs } = bwrapPipes({ PATH: "/usr/bin:/bin" });
-      child = spawn(bwrapCommand, bwrapArgs(probeDir, "true", PROBE_SIZES, inputs), {
-        stdio: ["ignore", "ignore", "ignore", ...pipes.map(() => "pipe" as const)],
-        env: {},
-      });
-      for (const [index, payload] of pipes.entries()) {
-        const pipe = child.stdio[3 + index] as NodeJS.WritableStream;
-        pipe.on("error", () => undefined);
-        pipe.end(payload);
-      }
-    } catch {
-      resolve(false);
-      return;
-    }
-    child.on("error", () => resolve(false));
-    child.on("close", (code) => resolve(code === 0));
+export async function probeBwrap(bwrapCommand: string, probeDir: string): Promise<boolean> {
+  // The same namespaces and filter as every command: where they cannot be had, no command runs.
+  const { pipes, inputs } = bwrapPipes({ PATH: "/usr/bin:/bin" });
+  const result = await runProcess({
+    file: bwrapCommand,
+    args: bwrapArgs(probeDir, "true", PROBE_SIZES, inputs),
+    pipes,
+    cwd: probeDir,
+    env: {},
+    timeoutMs: 10_000,
+    outputCapBytes: 0,
   });
+  return result.exitCode === 0 && result.spawnError === undefined;
 }

@@ -4,11 +4,12 @@
  * anything into the working tree (even a `.git`), but never the config or hooks that the server's
  * own git runs with.
  */
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { setPriority } from "node:os";
 import path from "node:path";
 import { UPLOADS_DIR } from "./attachments.ts";
+import { sumFind } from "./tree-ops.ts";
 
 export const AGENT_AUTHOR_NAME = "Agent";
 export const AGENT_AUTHOR_EMAIL = "agent@agent-api.local";
@@ -143,42 +144,32 @@ export function git(args: string[], cwd: string, repo?: RepoPaths): Promise<stri
 
 /**
  * Apparent bytes of the work tree's regular files (`.uploads/` and nested `.git` directories aside): what
- * `git add` would read. Blocks on disk are bounded by the quota; apparent size is not (sparse files).
+ * `git add` would read. Blocks on disk are bounded by the quota; apparent size is not (sparse files). A tree
+ * too large to walk in a minute counts as too large.
  */
-function workTreeApparentBytes(workTree: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      "find",
-      [
-        workTree,
-        "-xdev",
-        "(",
-        "-path",
-        path.join(workTree, UPLOADS_DIR),
-        "-o",
-        "-name",
-        ".git",
-        ")",
-        "-prune",
-        "-o",
-        "-type",
-        "f",
-        "-printf",
-        "%s\\n",
-      ],
-      { env: { LANG: "C" }, stdio: ["ignore", "pipe", "ignore"] },
-    );
-    let total = 0;
-    let rest = "";
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (chunk: string) => {
-      const lines = (rest + chunk).split("\n");
-      rest = lines.pop() ?? "";
-      for (const line of lines) total += Number(line) || 0;
-    });
-    child.on("error", reject);
-    child.on("close", () => resolve(total));
-  });
+async function workTreeApparentBytes(workTree: string): Promise<number> {
+  const uploads = path.join(workTree, UPLOADS_DIR);
+  const walk = await sumFind(
+    [
+      workTree,
+      "-xdev",
+      "(",
+      "-path",
+      uploads,
+      "-o",
+      "-name",
+      ".git",
+      ")",
+      "-prune",
+      "-o",
+      "-type",
+      "f",
+      "-printf",
+      "%s\\n",
+    ],
+    60_000,
+  );
+  return walk === null ? Number.POSITIVE_INFINITY : walk.sum;
 }
 
 /** Refuses to stage a work tree whose files add up to more than `limitBytes` (see OversizedWorkTreeError). */

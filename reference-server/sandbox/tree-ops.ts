@@ -4,6 +4,7 @@
  * ENAMETOOLONG; neither tool follows a symlink or leaves the tree's file system.
  */
 import { spawn } from "node:child_process";
+import { setPriority } from "node:os";
 
 interface RunResult {
   code: number | null;
@@ -65,4 +66,41 @@ export async function copyTree(from: string, to: string): Promise<void> {
   if (copied.code !== 0 && !copied.onlyTooLong) throw new Error(`cp failed: ${copied.stderrTail}`);
   const cleaned = await run("find", [to, "(", "-type", "p", "-o", "-type", "s", ")", "-delete"]);
   if (cleaned.code !== 0 && !cleaned.onlyTooLong) throw new Error(`find failed: ${cleaned.stderrTail}`);
+}
+
+/**
+ * One `find` walk whose `-printf` prints a number per entry (blocks, sizes): how many lines it printed and
+ * their sum. It runs at low priority (a courtesy to other turns); a walk past `timeoutMs` (a tree of
+ * millions of entries) is killed and gives null.
+ */
+export function sumFind(args: string[], timeoutMs: number): Promise<{ lines: number; sum: number } | null> {
+  return new Promise((resolve) => {
+    const child = spawn("find", args, { env: { LANG: "C" }, stdio: ["ignore", "pipe", "ignore"] });
+    try {
+      if (child.pid !== undefined) setPriority(child.pid, 10);
+    } catch {
+      // Lowering the priority is a courtesy, not a requirement.
+    }
+    let lines = 0;
+    let sum = 0;
+    let rest = "";
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => {
+      const parts = (rest + chunk).split("\n");
+      rest = parts.pop() ?? "";
+      for (const line of parts) {
+        lines++;
+        sum += Number(line) || 0;
+      }
+    });
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.on("error", () => {
+      clearTimeout(timer);
+      resolve(null);
+    });
+    child.on("close", (_code, signal) => {
+      clearTimeout(timer);
+      resolve(signal === "SIGKILL" ? null : { lines, sum });
+    });
+  });
 }
