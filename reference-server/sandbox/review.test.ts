@@ -1,0 +1,137 @@
+/**
+ * Attacks found by the sandbox review (an attacker controlling one conversation's commands and tool inputs).
+ * Real bubblewrap, real git, real processes. Each test fails on the code as it was reviewed.
+ */
+import { execFileSync } from "node:child_process";
+import { writeFile } from "node:fs/promises";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { conversationDirName } from "./safe-paths.ts";
+import { bwrapWorksHere, storageAgent, TestBed, turnRequest } from "./testing.ts";
+import type { SandboxAgent } from "./types.ts";
+
+const hasBwrap = await bwrapWorksHere();
+if (!hasBwrap)
+  console.warn("review tests skipped: bubblewrap is not installed or cannot create namespaces here");
+
+const bed = new TestBed();
+afterEach(() => bed.cleanup());
+
+const MiB = 1024 * 1024;
+const OUTPUT_CAP = 64 * 1024;
+
+async function sandboxManager(overrides: Parameters<TestBed["manager"]>[1] = {}) {
+  const root = await bed.dir("root");
+  const manager = await bed.manager(root, {
+    unsafeNoIsolation: false,
+    toolTimeoutMs: 60_000,
+    toolOutputCapBytes: OUTPUT_CAP,
+    ...overrides,
+  });
+  return { root, manager };
+}
+
+/** Entries (files and directories) below dir, counted by find. */
+function entriesBelow(dir: string): number {
+  return Number(execFileSync("sh", ["-c", `find "$1" -mindepth 1 | wc -l`, "sh", dir], { encoding: "utf8" }));
+}
+
+/** Blocks allocated below dir, in bytes. */
+function bytesBelow(dir: string): number {
+  return Number(execFileSync("du", ["-sk", dir], { encoding: "utf8" }).split("\t")[0]) * 1024;
+}
+
+describe.skipIf(!hasBwrap)("sandbox review", () => {
+  it("list_files over a deep chain of long directory names returns far more than the output cap (server memory, event log, model input)", async () => {
+    const { manager } = await sandboxManager();
+    const turn = await manager.acquire(turnRequest("deep-list", storageAgent()));
+    // 300 nested directories of 200-byte names: 300 entries (well within the 1000-entry limit), but entry k's
+    // path is k*201 bytes long, so the listing is ~9 MB. 1000 levels make ~100 MB from one call.
+    const made = await turn.tools.run("run_command", {
+      command: `perl -e '$n = "a" x 200; for (1..300) { mkdir $n or die; chdir $n or die } print "done"'`,
+    });
+    expect(made.content).toBe("done");
+    const listed = await turn.tools.run("list_files", {});
+    expect(Buffer.byteLength(listed.content)).toBeLessThanOrEqual(OUTPUT_CAP + 200);
+    await turn.finish();
+  });
+
+  it("published outputs pile up without bound in files and directories across turns (store inodes and directory blocks are outside every quota)", async () => {
+    // A file quota of 500 entries per working directory; each turn stays within it.
+    const { root, manager } = await sandboxManager({ limits: { files: 500, diskBytes: 20 * MiB } });
+    const agent = storageAgent();
+    for (let round = 0; round < 4; round++) {
+      const turn = await manager.acquire(turnRequest("inode-pile", agent));
+      // 200 empty files, each in a directory of its own: 0 bytes of apparent size, 400 new store entries.
+      const made = await turn.tools.run("run_command", {
+        command: `i=0; while [ $i -lt 200 ]; do mkdir -p outputs/r${round}d$i && : > outputs/r${round}d$i/f; i=$((i+1)); done`,
+      });
+      expect(made.isError).toBe(false);
+      await turn.finish();
+    }
+    const store = path.join(
+      root,
+      "workspace-store",
+      agent.workspaceId,
+      agent.name,
+      conversationDirName("inode-pile"),
+    );
+    // 1600 entries published by a conversation allowed 500: nothing bounds the store's entries.
+    expect(entriesBelow(store)).toBeLessThanOrEqual(500);
+  });
+});
+
+describe.skipIf(!hasBwrap)(
+  "sandbox review: the server's git stores what a turn wrote outside the disk quota",
+  () => {
+    const gitEnv = {
+      ...process.env,
+      GIT_CONFIG_GLOBAL: "/dev/null",
+      GIT_AUTHOR_NAME: "Human",
+      GIT_AUTHOR_EMAIL: "human@example.com",
+      GIT_COMMITTER_NAME: "Human",
+      GIT_COMMITTER_EMAIL: "human@example.com",
+    };
+    const git = (cwd: string, ...args: string[]) =>
+      execFileSync("git", args, { cwd, env: gitEnv, encoding: "utf8" });
+
+    it("refused commits leave every staged blob in repos/<id>.git: each writable turn adds a disk quota of objects, never pushed or collected", async () => {
+      const dir = await bed.dir("git");
+      const bare = path.join(dir, "site.git");
+      git(dir, "init", "--quiet", "--bare", "--initial-branch=main", bare);
+      const seed = path.join(dir, "seed");
+      git(dir, "clone", "--quiet", bare, seed);
+      await writeFile(path.join(seed, "README.md"), "# site\n");
+      git(seed, "add", "README.md");
+      git(seed, "commit", "--quiet", "-m", "seed");
+      git(seed, "push", "--quiet", "origin", "HEAD:main");
+      const agent: SandboxAgent = {
+        workspaceId: "ws1",
+        name: "site",
+        kind: "repo",
+        secrets: {},
+        repoUrl: bare,
+      };
+      const quota = 20 * MiB;
+      const { root, manager } = await sandboxManager({ limits: { diskBytes: quota } });
+      const before = git(bare, "rev-parse", "main").trim();
+      for (let round = 0; round < 4; round++) {
+        const turn = await manager.acquire(turnRequest("git-pile", agent, { readOnly: false }));
+        // 15 MiB of fresh random data (within the quota) and a nested repository, so the commit is refused
+        // after `git add --all` has already hashed and stored the data as loose objects.
+        // (Removed first, in a command of its own: each command's largest file is what is left of the quota.)
+        await turn.tools.run("run_command", { command: "rm -rf big sub" });
+        const made = await turn.tools.run("run_command", {
+          command:
+            "head -c 15728640 /dev/urandom > big && git init -q sub && git -C sub -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && echo ok",
+        });
+        expect(made).toMatchObject({ isError: false, content: "ok\n" });
+        await expect(turn.finish()).rejects.toThrow(/nested git repository/);
+      }
+      expect(git(bare, "rev-parse", "main").trim()).toBe(before);
+      const gitDir = path.join(root, "repos", `${conversationDirName("git-pile")}.git`);
+      // 60 MiB of objects for a conversation whose quota is 20 MiB, and nothing ever removes them.
+      expect(bytesBelow(gitDir)).toBeLessThanOrEqual(quota);
+    });
+  },
+);
