@@ -95,6 +95,43 @@ describe.skipIf(!hasBwrap)(
     const git = (cwd: string, ...args: string[]) =>
       execFileSync("git", args, { cwd, env: gitEnv, encoding: "utf8" });
 
+    async function seededRepo(): Promise<string> {
+      const dir = await bed.dir("git");
+      const bare = path.join(dir, "site.git");
+      git(dir, "init", "--quiet", "--bare", "--initial-branch=main", bare);
+      const seed = path.join(dir, "seed");
+      git(dir, "clone", "--quiet", bare, seed);
+      await writeFile(path.join(seed, "README.md"), "# site\n");
+      git(seed, "add", "README.md");
+      git(seed, "commit", "--quiet", "-m", "seed");
+      git(seed, "push", "--quiet", "origin", "HEAD:main");
+      return bare;
+    }
+
+    it("sparse files under .uploads/, re-included by a .gitignore, are hashed, committed and pushed past the apparent-size check", async () => {
+      const bare = await seededRepo();
+      const agent: SandboxAgent = {
+        workspaceId: "ws1",
+        name: "site",
+        kind: "repo",
+        secrets: {},
+        repoUrl: bare,
+      };
+      const { manager } = await sandboxManager({ limits: { diskBytes: 50 * MiB } });
+      const before = git(bare, "rev-parse", "main").trim();
+      const turn = await manager.acquire(turnRequest("uploads-sparse", agent, { readOnly: false }));
+      // The size check skips .uploads/ because info/exclude ignores it; a .gitignore outranks info/exclude.
+      const made = await turn.tools.run("run_command", {
+        command:
+          "printf '!/.uploads/\\n' > .gitignore && mkdir -p .uploads && for i in 1 2 3 4 5; do truncate -s 30M .uploads/f$i; done && du -sk . | cut -f1",
+      });
+      expect(Number(made.content.trim())).toBeLessThan(1024);
+      await turn.finish().catch(() => undefined);
+      // 150 MiB of zeros (any size: the files are sparse) staged and pushed by the server's git as root.
+      expect(git(bare, "ls-tree", "-r", "--name-only", "main")).not.toContain(".uploads/");
+      expect(git(bare, "rev-parse", "main").trim()).toBe(before);
+    });
+
     it("refused commits leave every staged blob in repos/<id>.git: each writable turn adds a disk quota of objects, never pushed or collected", async () => {
       const dir = await bed.dir("git");
       const bare = path.join(dir, "site.git");
