@@ -108,6 +108,30 @@ describe.skipIf(!hasBwrap)(
       return bare;
     }
 
+    it("a .gitattributes working-tree-encoding makes the server's git convert what a turn wrote in memory (134 MB took 6.9 GB and 4 min as root, outside the cgroups)", async () => {
+      const bare = await seededRepo();
+      const agent: SandboxAgent = {
+        workspaceId: "ws1",
+        name: "site",
+        kind: "repo",
+        secrets: {},
+        repoUrl: bare,
+      };
+      const { manager } = await sandboxManager();
+      const turn = await manager.acquire(turnRequest("wte", agent, { readOnly: false }));
+      // A small UTF-16LE file: if the attribute applies, git re-encodes it to UTF-8 when staging; the same code
+      // path buffers and converts a large file whole, with ~50 times its size in memory.
+      const made = await turn.tools.run("run_command", {
+        command:
+          "printf 'f.txt working-tree-encoding=UTF-16LE\\n' > .gitattributes && printf 'h\\000i\\000' > f.txt && od -An -c f.txt",
+      });
+      expect(made.isError).toBe(false);
+      await turn.finish();
+      // Committed as the turn wrote it: the server's git applied no working-tree encoding.
+      const blob = execFileSync("git", ["cat-file", "blob", "main:f.txt"], { cwd: bare, env: gitEnv });
+      expect([...blob]).toEqual([...Buffer.from("h\0i\0", "latin1")]);
+    });
+
     it("sparse files under .uploads/, re-included by a .gitignore, are hashed, committed and pushed past the apparent-size check", async () => {
       const bare = await seededRepo();
       const agent: SandboxAgent = {
