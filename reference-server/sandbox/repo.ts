@@ -272,13 +272,22 @@ export async function refresh(repo: RepoPaths, branch: string | null, alwaysMerg
 }
 
 /**
+ * `git add --all`, `.uploads/` always left out: info/exclude alone is not enough, since a `.gitignore` the turn
+ * writes outranks it (`!/.uploads/` would stage attachments, and sparse files there that the size check does
+ * not count). An exclude pathspec cannot be overridden from the work tree.
+ */
+function stageAll(repo: RepoPaths): Promise<string> {
+  return git(["add", "--all", "--", ".", `:(top,exclude)${UPLOADS_DIR}`], repo.workTree, repo);
+}
+
+/**
  * Stages the work tree as it is and names its tree: the baseline a writable turn's changes are measured
  * against (staging is harmless: only a writable turn ever commits, and `.uploads/` is excluded).
  */
 export async function snapshotWorkTree(repo: RepoPaths, limitBytes: number): Promise<string | null> {
   // Too large to stage: the turn runs, and its commit is refused with the reason.
   if ((await workTreeApparentBytes(repo.workTree)) > limitBytes) return null;
-  await git(["add", "--all"], repo.workTree, repo);
+  await stageAll(repo);
   return (await git(["write-tree"], repo.workTree, repo)).trim();
 }
 
@@ -322,8 +331,8 @@ export async function commitAndPush(
   baselineTree?: string | null,
 ): Promise<string | null> {
   await refuseOversizedWorkTree(repo, limitBytes);
-  // `.uploads/` is in info/exclude, so attachments are never staged.
-  await git(["add", "--all"], repo.workTree, repo);
+  // Attachments are never staged, whatever a .gitignore says.
+  await stageAll(repo);
   await refuseNestedRepositories(repo);
   if (await gitSucceeds(["diff", "--cached", "--quiet"], repo)) return null;
   // A turn that changed nothing pushes nothing, even when an earlier read-only turn left changes behind.
