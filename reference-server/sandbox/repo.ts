@@ -233,10 +233,16 @@ export async function cloneInto(url: string, repo: RepoPaths, scratchRoot: strin
   }
 }
 
-/** Attachments are never committed: `.uploads/` is in the clone's own exclude file. */
+/**
+ * The clone's own info files. `.uploads/` is excluded (attachments are never committed). info/attributes
+ * outranks every `.gitattributes` of the work tree: `working-tree-encoding` is unset there, because re-encoding
+ * makes git hold a file whole in memory many times over (the review measured 6.9 GB and 4 minutes for a
+ * 134 MB file), as the server's user and outside every cgroup.
+ */
 export async function excludeUploads(repo: RepoPaths): Promise<void> {
   await mkdir(path.join(repo.gitDir, "info"), { recursive: true });
   await writeFile(path.join(repo.gitDir, "info", "exclude"), `/${UPLOADS_DIR}/\n`);
+  await writeFile(path.join(repo.gitDir, "info", "attributes"), "* !working-tree-encoding\n");
 }
 
 /** A ref's commit read straight from the git directory (loose, then packed): no process needed. */
