@@ -179,6 +179,18 @@ async function listFilesTool(
   });
   const listed: string[] = [];
   let more = false;
+  // Paths, not entries, are what cost: a chain of 1000 directories with 255-byte names lists 100+ MB.
+  let listedBytes = 0;
+  let cut = false;
+  const add = (line: string) => {
+    listedBytes += Buffer.byteLength(line) + 1;
+    if (listedBytes > options.outputCapBytes) {
+      cut = true;
+      more = true;
+      return;
+    }
+    listed.push(line);
+  };
   try {
     const top = await openListedDirectory(start.dir, start.name);
     if (top === null) return fail(`not a directory: ${parts.join("/")}`);
@@ -202,11 +214,12 @@ async function listFilesTool(
         entries.sort((a, b) => a.name.localeCompare(b.name));
         for (const entry of entries) {
           const childRel = rel ? `${rel}/${entry.name}` : entry.name;
+          if (cut) break;
           if (!entry.isDirectory) {
-            listed.push(childRel);
+            add(childRel);
             continue;
           }
-          listed.push(`${childRel}/`);
+          add(`${childRel}/`);
           const child = more ? null : await openListedDirectory(handle, entry.name);
           if (child) queue.push({ handle: child, rel: childRel });
         }
@@ -218,7 +231,8 @@ async function listFilesTool(
   } finally {
     await start.close();
   }
-  if (more) listed.push(`[listing stopped at ${MAX_LISTED_ENTRIES} entries]`);
+  if (cut) listed.push(`[listing stopped at the output limit of ${options.outputCapBytes} bytes]`);
+  else if (more) listed.push(`[listing stopped at ${MAX_LISTED_ENTRIES} entries]`);
   return ok(listed.length === 0 ? "(empty)" : listed.join("\n"));
 }
 
