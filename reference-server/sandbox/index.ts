@@ -407,6 +407,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
             workdir,
             storeDir(request.agent.workspaceId, request.agent.name, request.conversationId),
             limits.diskBytes,
+            limits.files,
           );
           return { pushedCommit: null, publishedOutputs };
         } finally {
