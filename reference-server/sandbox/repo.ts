@@ -368,3 +368,16 @@ export async function commitAndPush(
   }
   return (await git(["rev-parse", "HEAD"], repo.workTree, repo)).trim();
 }
+
+/**
+ * Unreachable loose objects are removed once they add up to more than `limitBytes`. Every `git add` stores what
+ * it hashes, also when the commit is then refused (nested repository) or finds nothing new, and auto gc is off:
+ * without this, each writable turn could leave a disk quota of objects in repos/, outside every quota.
+ */
+export async function pruneLooseObjects(repo: RepoPaths, limitBytes: number): Promise<void> {
+  const counts = await git(["count-objects", "-v"], repo.workTree, repo);
+  const looseKiB = Number(/^size: (\d+)$/m.exec(counts)?.[1] ?? 0);
+  if (looseKiB * 1024 <= limitBytes) return;
+  // Objects the index, a ref or a reflog still names are kept; only what nothing reaches goes.
+  await git(["prune", "--expire=now"], repo.workTree, repo);
+}
