@@ -3,6 +3,7 @@
  * Real bubblewrap, real git, real processes. Each test fails on the code as it was reviewed.
  */
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -54,6 +55,29 @@ describe.skipIf(!hasBwrap)("sandbox review", () => {
     const listed = await turn.tools.run("list_files", {});
     expect(Buffer.byteLength(listed.content)).toBeLessThanOrEqual(OUTPUT_CAP + 200);
     await turn.finish();
+  });
+
+  it("open files are bounded only by pids × the server's RLIMIT_NOFILE: one command can fill the host's file table (fs.file-max)", async () => {
+    const { manager } = await sandboxManager();
+    const turn = await manager.acquire(turnRequest("fd-flood", storageAgent()));
+    const fileNr = () => Number(readFileSync("/proc/sys/fs/file-nr", "utf8").split("\t")[0]);
+    const before = fileNr();
+    // 20 processes each opening as many files as its rlimit allows (the server's own: 20,000 here): with the
+    // default 256 processes, a command holds pids × NOFILE struct files, past fs.file-max (2.4 M here),
+    // and every unprivileged process of the host then gets ENFILE.
+    const running = turn.tools.run("run_command", {
+      command: `for i in $(seq 20); do perl -e 'while (open(my $f, "<", "/dev/null")) { push @a, $f } sleep 6' & done; wait`,
+    });
+    let peak = 0;
+    const started = Date.now();
+    while (Date.now() - started < 5_000) {
+      peak = Math.max(peak, fileNr() - before);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await running;
+    await turn.finish();
+    // A few thousand open files per process is what tools need; 20 processes must not hold 400,000.
+    expect(peak).toBeLessThan(20 * 4096);
   });
 
   it("published outputs pile up without bound in files and directories across turns (store inodes and directory blocks are outside every quota)", async () => {
