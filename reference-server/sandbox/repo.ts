@@ -142,30 +142,15 @@ export function git(args: string[], cwd: string, repo?: RepoPaths): Promise<stri
 }
 
 /**
- * Apparent bytes of the work tree's regular files (`.uploads/` and nested `.git` directories aside): what
- * `git add` would read. Blocks on disk are bounded by the quota; apparent size is not (sparse files).
+ * Apparent bytes of the work tree's regular files (nested `.git` directories aside): what `git add` may read.
+ * Blocks on disk are bounded by the quota; apparent size is not (sparse files). `.uploads/` counts too: a
+ * `.gitignore` of the turn can make git read it before it is unstaged.
  */
 function workTreeApparentBytes(workTree: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       "find",
-      [
-        workTree,
-        "-xdev",
-        "(",
-        "-path",
-        path.join(workTree, UPLOADS_DIR),
-        "-o",
-        "-name",
-        ".git",
-        ")",
-        "-prune",
-        "-o",
-        "-type",
-        "f",
-        "-printf",
-        "%s\\n",
-      ],
+      [workTree, "-xdev", "-name", ".git", "-prune", "-o", "-type", "f", "-printf", "%s\\n"],
       { env: { LANG: "C" }, stdio: ["ignore", "pipe", "ignore"] },
     );
     let total = 0;
@@ -278,12 +263,13 @@ export async function refresh(repo: RepoPaths, branch: string | null, alwaysMerg
 }
 
 /**
- * `git add --all`, `.uploads/` always left out: info/exclude alone is not enough, since a `.gitignore` the turn
- * writes outranks it (`!/.uploads/` would stage attachments, and sparse files there that the size check does
- * not count). An exclude pathspec cannot be overridden from the work tree.
+ * `git add --all`, then `.uploads/` put back as HEAD has it: info/exclude alone is not enough, since a
+ * `.gitignore` the turn writes outranks it (`!/.uploads/` would stage and push attachments). (An exclude
+ * pathspec makes git add fail as soon as `.uploads/` is ignored, so the reset it is.)
  */
-function stageAll(repo: RepoPaths): Promise<string> {
-  return git(["add", "--all", "--", ".", `:(top,exclude)${UPLOADS_DIR}`], repo.workTree, repo);
+async function stageAll(repo: RepoPaths): Promise<void> {
+  await git(["add", "--all"], repo.workTree, repo);
+  await git(["reset", "--quiet", "--", UPLOADS_DIR], repo.workTree, repo);
 }
 
 /**
