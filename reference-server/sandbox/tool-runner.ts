@@ -117,6 +117,8 @@ async function writeFileTool(
       await handle.close();
     }
   });
+  // Directories made on the way count against the file quota: the next write measures again.
+  options.disk.forget();
   return ok(`wrote ${bytes} bytes to ${parts.join("/")}`);
 }
 
