@@ -98,6 +98,17 @@ describe.skipIf(!hasBwrap)("sandbox review", () => {
     expect({ peak: peak < 1000, written: written.isError }).toEqual({ peak: true, written: true });
   });
 
+  it("a directory whose name is not valid UTF-8 makes list_files fail for the whole working directory", async () => {
+    const { manager } = await sandboxManager();
+    const turn = await manager.acquire(turnRequest("bad-name", storageAgent()));
+    await turn.tools.run("run_command", {
+      command: "mkdir \"$(printf 'bad\\377')\" && echo x > visible.txt",
+    });
+    const listed = await turn.tools.run("list_files", {});
+    await turn.finish();
+    expect(listed).toMatchObject({ isError: false, content: expect.stringContaining("visible.txt") });
+  });
+
   it("published outputs pile up without bound in files and directories across turns (store inodes and directory blocks are outside every quota)", async () => {
     // A file quota of 500 entries per working directory; each turn stays within it.
     const { root, manager } = await sandboxManager({ limits: { files: 500, diskBytes: 20 * MiB } });
