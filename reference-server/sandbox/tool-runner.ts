@@ -160,7 +160,9 @@ async function openListedDirectory(dir: FileHandle, name: string): Promise<FileH
     return await open(at(dir, name), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOTDIR" || code === "ELOOP") return null;
+    // ENOENT: a name that is not valid UTF-8 comes back from readdir with U+FFFD and cannot be opened by it;
+    // it is listed, not entered.
+    if (code === "ENOTDIR" || code === "ELOOP" || code === "ENOENT") return null;
     throw error;
   }
 }
