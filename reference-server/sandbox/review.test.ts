@@ -109,6 +109,25 @@ describe.skipIf(!hasBwrap)("sandbox review", () => {
     expect(listed).toMatchObject({ isError: false, content: expect.stringContaining("visible.txt") });
   });
 
+  it("list_files of a directory with 999 subdirectories holds ~1000 of the server's descriptors at once", async () => {
+    const { manager } = await sandboxManager();
+    const turn = await manager.acquire(turnRequest("wide-list", storageAgent()));
+    await turn.tools.run("run_command", { command: "mkdir $(seq -f d%g 999)" });
+    const openFds = () => readdirSync("/proc/self/fd").length;
+    const before = openFds();
+    let peak = 0;
+    const watch = setInterval(() => {
+      peak = Math.max(peak, openFds() - before);
+    }, 1);
+    const listed = await turn.tools.run("list_files", {});
+    clearInterval(watch);
+    await turn.finish();
+    expect(listed.isError).toBe(false);
+    // Every subdirectory is opened when it is listed and held until its turn in the queue: a few dozen
+    // conversations listing at once take the server past its RLIMIT_NOFILE (20,000 here).
+    expect(peak).toBeLessThan(100);
+  });
+
   it("published outputs pile up without bound in files and directories across turns (store inodes and directory blocks are outside every quota)", async () => {
     // A file quota of 500 entries per working directory; each turn stays within it.
     const { root, manager } = await sandboxManager({ limits: { files: 500, diskBytes: 20 * MiB } });
