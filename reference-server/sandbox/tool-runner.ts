@@ -167,6 +167,17 @@ async function openListedDirectory(dir: FileHandle, name: string): Promise<FileH
   }
 }
 
+/** Opens the directory `names` below `top` (a new descriptor, also for `[]`); null when it is not one any more. */
+async function openBelow(top: FileHandle, names: string[]): Promise<FileHandle | null> {
+  let current = await openListedDirectory(top, "");
+  for (const name of names) {
+    if (current === null) return null;
+    const next: FileHandle | null = await openListedDirectory(current, name).finally(() => current?.close());
+    current = next;
+  }
+  return current;
+}
+
 /**
  * Breadth-first, so a deep tree still shows its top levels; entries are read a batch at a time (never a
  * whole huge directory at once, which would stall the server) and reading stops at the entry limit.
@@ -198,22 +209,30 @@ async function listFilesTool(
   try {
     const top = await openListedDirectory(start.dir, start.name);
     if (top === null) return fail(`not a directory: ${parts.join("/")}`);
-    const queue: Array<{ handle: FileHandle; rel: string }> = [{ handle: top, rel: "" }];
+    // Directories waiting in the queue are names, not open descriptors (999 subdirectories held 999 of the
+    // server's): each is opened when its turn comes, one component at a time below `top`, never following a link.
+    const queue: Array<{ names: string[]; rel: string }> = [{ names: [], rel: "" }];
     try {
       while (queue.length > 0 && !more) {
-        const { handle, rel } = queue.shift() as { handle: FileHandle; rel: string };
+        const { names, rel } = queue.shift() as { names: string[]; rel: string };
+        const handle = await openBelow(top, names);
+        if (handle === null) continue;
         const entries: Array<{ name: string; isDirectory: boolean }> = [];
-        const reader = await opendir(`/proc/self/fd/${handle.fd}`, { bufferSize: 256 });
         try {
-          for await (const entry of reader) {
-            if (listed.length + entries.length >= MAX_LISTED_ENTRIES) {
-              more = true;
-              break;
+          const reader = await opendir(`/proc/self/fd/${handle.fd}`, { bufferSize: 256 });
+          try {
+            for await (const entry of reader) {
+              if (listed.length + entries.length >= MAX_LISTED_ENTRIES) {
+                more = true;
+                break;
+              }
+              entries.push({ name: entry.name, isDirectory: entry.isDirectory() });
             }
-            entries.push({ name: entry.name, isDirectory: entry.isDirectory() });
+          } finally {
+            await reader.close().catch(() => undefined);
           }
         } finally {
-          await reader.close().catch(() => undefined);
+          await handle.close();
         }
         entries.sort((a, b) => a.name.localeCompare(b.name));
         for (const entry of entries) {
@@ -224,13 +243,11 @@ async function listFilesTool(
             continue;
           }
           add(`${childRel}/`);
-          const child = more ? null : await openListedDirectory(handle, entry.name);
-          if (child) queue.push({ handle: child, rel: childRel });
+          if (!more) queue.push({ names: [...names, entry.name], rel: childRel });
         }
-        await handle.close();
       }
     } finally {
-      for (const { handle } of queue) await handle.close().catch(() => undefined);
+      await top.close();
     }
   } finally {
     await start.close();
