@@ -128,6 +128,21 @@ describe.skipIf(!hasBwrap)("sandbox review", () => {
     expect(peak).toBeLessThan(100);
   });
 
+  it("output past the cap is still read by the server: a command writing as fast as it can costs the server's own CPU, outside the command's cgroup", async () => {
+    const { manager } = await sandboxManager();
+    const turn = await manager.acquire(turnRequest("flood-out", storageAgent()));
+    const cpuBefore = process.cpuUsage();
+    const started = Date.now();
+    const flood = await turn.tools.run("run_command", { command: "timeout 5 cat /dev/zero; true" });
+    const wallMs = Date.now() - started;
+    const cpu = process.cpuUsage(cpuBefore);
+    await turn.finish();
+    expect(flood.content).toContain("[output truncated:");
+    // The server's share of the flood: it reads and drops every byte after the first 64 KiB. Stopping reading
+    // at the cap would let the pipe fill and the command block, at no cost to the server.
+    expect((cpu.user + cpu.system) / 1000 / wallMs).toBeLessThan(0.2);
+  });
+
   it("published outputs pile up without bound in files and directories across turns (store inodes and directory blocks are outside every quota)", async () => {
     // A file quota of 500 entries per working directory; each turn stays within it.
     const { root, manager } = await sandboxManager({ limits: { files: 500, diskBytes: 20 * MiB } });
