@@ -195,6 +195,33 @@ describe.skipIf(!hasBwrap)(
       return bare;
     }
 
+    it("a .gitignore pushed by one conversation makes another user's writable turn push that user's attachments to the shared repository", async () => {
+      const bare = await seededRepo();
+      const agent: SandboxAgent = {
+        workspaceId: "ws1",
+        name: "site",
+        kind: "repo",
+        secrets: {},
+        repoUrl: bare,
+      };
+      const { manager } = await sandboxManager();
+      const attacker = await manager.acquire(turnRequest("attacker", agent, { readOnly: false }));
+      await attacker.tools.run("run_command", { command: "printf '!/.uploads/\\n' > .gitignore" });
+      expect((await attacker.finish()).pushedCommit).toMatch(/^[0-9a-f]{40}$/);
+      // Another member's conversation on the same agent: a private attachment and an ordinary edit.
+      const secret = {
+        name: "payroll.csv",
+        mediaType: "text/csv",
+        dataBase64: Buffer.from("alice,1\n").toString("base64"),
+      };
+      const victim = await manager.acquire(
+        turnRequest("victim", agent, { readOnly: false, attachments: [secret] }),
+      );
+      await victim.tools.run("run_command", { command: "echo edit >> README.md" });
+      expect((await victim.finish()).pushedCommit).toMatch(/^[0-9a-f]{40}$/);
+      expect(git(bare, "ls-tree", "-r", "--name-only", "main")).not.toContain(".uploads/payroll.csv");
+    });
+
     it("a .gitattributes working-tree-encoding makes the server's git convert what a turn wrote in memory (134 MB took 6.9 GB and 4 min as root, outside the cgroups)", async () => {
       const bare = await seededRepo();
       const agent: SandboxAgent = {
