@@ -13,6 +13,12 @@ import type { HostUser } from "./sandbox-user.ts";
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 /** The kernel's own limit on links followed while resolving one path. */
 const MAX_LINKS = 40;
+/**
+ * Components walked for one path, those of link targets included. Every directory on the way stays open
+ * until the call ends (`..` steps back to it): a path of 30,000 components held as many of the server's
+ * descriptors, and made as many directories in one call.
+ */
+export const MAX_PATH_STEPS = 256;
 
 /** A path naming `name` inside an open directory, for the path-based fs calls. */
 export function at(dir: FileHandle, name: string): string {
@@ -63,11 +69,16 @@ export async function resolveBeneath(
     const stack: FileHandle[] = [rootHandle];
     const pending = [...parts];
     let links = 0;
+    let steps = 0;
     const shown = parts.join("/");
     while (pending.length > 0) {
       const part = pending.shift() as string;
       const dir = stack[stack.length - 1];
       if (part === "." || part === "") continue;
+      if (++steps > MAX_PATH_STEPS)
+        throw new SandboxPathError(
+          `path too deep for the file tools (more than ${MAX_PATH_STEPS} components, links included): use run_command`,
+        );
       if (part === "..") {
         if (stack.length === 1) throw new SandboxPathError(`path escapes the working directory: ${shown}`);
         stack.pop();

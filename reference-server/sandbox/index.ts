@@ -20,6 +20,7 @@ import {
   cloneInto,
   commitAndPush,
   excludeUploads,
+  pruneLooseObjects,
   type RepoPaths,
   refresh,
   remoteDefaultBranch,
@@ -392,21 +393,26 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
           // A turn cut short (disconnect, time-out, failure) neither pushes nor publishes half its work.
           if (outcome === "failed") return { pushedCommit: null, publishedOutputs: [] };
           if (repo) {
-            const pushedCommit = request.readOnly
-              ? null
-              : await commitAndPush(
-                  repo,
-                  entry.branch ?? FALLBACK_BRANCH,
-                  request.conversationId,
-                  limits.diskBytes,
-                  baseline,
-                );
-            return { pushedCommit, publishedOutputs: [] };
+            if (request.readOnly) return { pushedCommit: null, publishedOutputs: [] };
+            try {
+              const pushedCommit = await commitAndPush(
+                repo,
+                entry.branch ?? FALLBACK_BRANCH,
+                request.conversationId,
+                limits.diskBytes,
+                baseline,
+              );
+              return { pushedCommit, publishedOutputs: [] };
+            } finally {
+              // A writable turn staged what it wrote (twice: the baseline and the commit), committed or not.
+              await pruneLooseObjects(repo, limits.diskBytes).catch(() => undefined);
+            }
           }
           const publishedOutputs = await publishOutputs(
             workdir,
             storeDir(request.agent.workspaceId, request.agent.name, request.conversationId),
             limits.diskBytes,
+            limits.files,
           );
           return { pushedCommit: null, publishedOutputs };
         } finally {

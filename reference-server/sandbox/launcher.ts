@@ -9,6 +9,9 @@ import { bwrapArgs, bwrapPipes } from "./isolation.ts";
 import type { SandboxLimits } from "./limits.ts";
 import type { HostUser } from "./sandbox-user.ts";
 
+/** Open files per process of a command: Linux's usual default, plenty for shells, compilers and test runners. */
+export const OPEN_FILES = 1024;
+
 export interface LaunchInput {
   bwrapCommand: string;
   /** setpriv, absolute; needed only when `user` is set. */
@@ -45,6 +48,9 @@ function launcherScript(input: LaunchInput, lastFd: number): string {
     // RLIMIT_NPROC counts the sandbox user's processes host-wide: with a uid per conversation, that is the
     // conversation's. It binds only non-root users, which is one reason the launcher switches users.
     `ulimit -u ${input.limits.pids}`,
+    // Open files: the server's own limit (often 2^20) times the process limit is more than the host's whole
+    // file table (fs.file-max), which is then full for every unprivileged process of the host.
+    `ulimit -n ${OPEN_FILES}`,
     // One file may not outgrow what is left of the disk quota (bash counts 1024-byte blocks).
     `ulimit -f ${Math.max(0, Math.floor(input.fileSizeBytes / 1024))}`,
   ];

@@ -143,30 +143,14 @@ export function git(args: string[], cwd: string, repo?: RepoPaths): Promise<stri
 }
 
 /**
- * Apparent bytes of the work tree's regular files (`.uploads/` and nested `.git` directories aside): what
- * `git add` would read. Blocks on disk are bounded by the quota; apparent size is not (sparse files). A tree
- * too large to walk in a minute counts as too large.
+ * Apparent bytes of the work tree's regular files (nested `.git` directories aside): what `git add` may read.
+ * Blocks on disk are bounded by the quota; apparent size is not (sparse files). `.uploads/` counts too: a
+ * `.gitignore` of the turn can make git read it before it is unstaged. A tree too large to walk in a minute
+ * counts as too large.
  */
 async function workTreeApparentBytes(workTree: string): Promise<number> {
-  const uploads = path.join(workTree, UPLOADS_DIR);
   const walk = await sumFind(
-    [
-      workTree,
-      "-xdev",
-      "(",
-      "-path",
-      uploads,
-      "-o",
-      "-name",
-      ".git",
-      ")",
-      "-prune",
-      "-o",
-      "-type",
-      "f",
-      "-printf",
-      "%s\\n",
-    ],
+    [workTree, "-xdev", "-name", ".git", "-prune", "-o", "-type", "f", "-printf", "%s\\n"],
     60_000,
   );
   return walk === null ? Number.POSITIVE_INFINITY : walk.sum;
@@ -224,10 +208,16 @@ export async function cloneInto(url: string, repo: RepoPaths, scratchRoot: strin
   }
 }
 
-/** Attachments are never committed: `.uploads/` is in the clone's own exclude file. */
+/**
+ * The clone's own info files. `.uploads/` is excluded (attachments are never committed). info/attributes
+ * outranks every `.gitattributes` of the work tree: `working-tree-encoding` is unset there, because re-encoding
+ * makes git hold a file whole in memory many times over (the review measured 6.9 GB and 4 minutes for a
+ * 134 MB file), as the server's user and outside every cgroup.
+ */
 export async function excludeUploads(repo: RepoPaths): Promise<void> {
   await mkdir(path.join(repo.gitDir, "info"), { recursive: true });
   await writeFile(path.join(repo.gitDir, "info", "exclude"), `/${UPLOADS_DIR}/\n`);
+  await writeFile(path.join(repo.gitDir, "info", "attributes"), "* !working-tree-encoding\n");
 }
 
 /** A ref's commit read straight from the git directory (loose, then packed): no process needed. */
@@ -263,13 +253,23 @@ export async function refresh(repo: RepoPaths, branch: string | null, alwaysMerg
 }
 
 /**
+ * `git add --all`, then `.uploads/` put back as HEAD has it: info/exclude alone is not enough, since a
+ * `.gitignore` the turn writes outranks it (`!/.uploads/` would stage and push attachments). (An exclude
+ * pathspec makes git add fail as soon as `.uploads/` is ignored, so the reset it is.)
+ */
+async function stageAll(repo: RepoPaths): Promise<void> {
+  await git(["add", "--all"], repo.workTree, repo);
+  await git(["reset", "--quiet", "--", UPLOADS_DIR], repo.workTree, repo);
+}
+
+/**
  * Stages the work tree as it is and names its tree: the baseline a writable turn's changes are measured
  * against (staging is harmless: only a writable turn ever commits, and `.uploads/` is excluded).
  */
 export async function snapshotWorkTree(repo: RepoPaths, limitBytes: number): Promise<string | null> {
   // Too large to stage: the turn runs, and its commit is refused with the reason.
   if ((await workTreeApparentBytes(repo.workTree)) > limitBytes) return null;
-  await git(["add", "--all"], repo.workTree, repo);
+  await stageAll(repo);
   return (await git(["write-tree"], repo.workTree, repo)).trim();
 }
 
@@ -313,8 +313,8 @@ export async function commitAndPush(
   baselineTree?: string | null,
 ): Promise<string | null> {
   await refuseOversizedWorkTree(repo, limitBytes);
-  // `.uploads/` is in info/exclude, so attachments are never staged.
-  await git(["add", "--all"], repo.workTree, repo);
+  // Attachments are never staged, whatever a .gitignore says.
+  await stageAll(repo);
   await refuseNestedRepositories(repo);
   if (await gitSucceeds(["diff", "--cached", "--quiet"], repo)) return null;
   // A turn that changed nothing pushes nothing, even when an earlier read-only turn left changes behind.
@@ -343,4 +343,17 @@ export async function commitAndPush(
     }
   }
   return (await git(["rev-parse", "HEAD"], repo.workTree, repo)).trim();
+}
+
+/**
+ * Unreachable loose objects are removed once they add up to more than `limitBytes`. Every `git add` stores what
+ * it hashes, also when the commit is then refused (nested repository) or finds nothing new, and auto gc is off:
+ * without this, each writable turn could leave a disk quota of objects in repos/, outside every quota.
+ */
+export async function pruneLooseObjects(repo: RepoPaths, limitBytes: number): Promise<void> {
+  const counts = await git(["count-objects", "-v"], repo.workTree, repo);
+  const looseKiB = Number(/^size: (\d+)$/m.exec(counts)?.[1] ?? 0);
+  if (looseKiB * 1024 <= limitBytes) return;
+  // Objects the index, a ref or a reflog still names are kept; only what nothing reaches goes.
+  await git(["prune", "--expire=now"], repo.workTree, repo);
 }

@@ -92,7 +92,8 @@ export async function resetOutputs(workdir: string, user: HostUser | null = null
 /**
  * Copies the regular files under `<workdir>/outputs/` into `storeDir` (links are not followed). The
  * conversation's store folder holds at most `maxBytes` of apparent size, counted over every turn's outputs
- * (a file published again replaces its older copy), and a file hard-linked several times is published
+ * (a file published again replaces its older copy) and at most `maxEntries` files and directories (empty
+ * files cost no bytes but an inode each), and a file hard-linked several times is published
  * once: sparse files and hard links cost little in the working directory but full size in a copy, and a
  * bound per turn alone would let many turns fill the host's disk. What does not fit is not published.
  */
@@ -100,6 +101,7 @@ export async function publishOutputs(
   workdir: string,
   storeDir: string,
   maxBytes = Number.POSITIVE_INFINITY,
+  maxEntries = Number.POSITIVE_INFINITY,
 ): Promise<string[]> {
   const outputs = path.join(workdir, OUTPUTS_DIR);
   const stats = await lstat(outputs).catch(() => null);
@@ -109,6 +111,10 @@ export async function publishOutputs(
   const seen = new Set<number>();
   const stored = await storedSizes(storeDir);
   let total = [...stored.values()].reduce((sum, size) => sum + size, 0);
+  // Files and directories of the folder, like the working directory's file quota: empty files in a
+  // directory each cost the host an inode and a block however little their size adds up to.
+  const dirsInStore = new Set([...stored.keys()].flatMap(parentDirs));
+  let entries = stored.size + dirsInStore.size;
   for (const rel of files) {
     const parts = rel.split("/");
     await mkdir(storeDir, { recursive: true });
@@ -125,6 +131,11 @@ export async function publishOutputs(
         if (stats.nlink > 1 && seen.has(stats.ino)) return false;
         const replaced = stored.get(rel) ?? 0;
         if (total - replaced + stats.size > maxBytes) return false;
+        const newDirs = parentDirs(rel).filter((dir) => !dirsInStore.has(dir));
+        const added = newDirs.length + (stored.has(rel) ? 0 : 1);
+        if (entries + added > maxEntries) return false;
+        entries += added;
+        for (const dir of newDirs) dirsInStore.add(dir);
         seen.add(stats.ino);
         total += stats.size - replaced;
         stored.set(rel, stats.size);
@@ -138,6 +149,12 @@ export async function publishOutputs(
     if (copied) published.push(rel);
   }
   return published;
+}
+
+/** `a/b/c` → `a`, `a/b`: the directories holding a relative path. */
+function parentDirs(rel: string): string[] {
+  const parts = rel.split("/");
+  return parts.slice(1).map((_, i) => parts.slice(0, i + 1).join("/"));
 }
 
 /** Apparent size of each file already in the store folder, by relative path. */

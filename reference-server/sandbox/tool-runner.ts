@@ -117,6 +117,8 @@ async function writeFileTool(
       await handle.close();
     }
   });
+  // Directories made on the way count against the file quota: the next write measures again.
+  options.disk.forget();
   return ok(`wrote ${bytes} bytes to ${parts.join("/")}`);
 }
 
@@ -158,9 +160,22 @@ async function openListedDirectory(dir: FileHandle, name: string): Promise<FileH
     return await open(at(dir, name), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOTDIR" || code === "ELOOP") return null;
+    // ENOENT: a name that is not valid UTF-8 comes back from readdir with U+FFFD and cannot be opened by it;
+    // it is listed, not entered.
+    if (code === "ENOTDIR" || code === "ELOOP" || code === "ENOENT") return null;
     throw error;
   }
+}
+
+/** Opens the directory `names` below `top` (a new descriptor, also for `[]`); null when it is not one any more. */
+async function openBelow(top: FileHandle, names: string[]): Promise<FileHandle | null> {
+  let current = await openListedDirectory(top, "");
+  for (const name of names) {
+    if (current === null) return null;
+    const next: FileHandle | null = await openListedDirectory(current, name).finally(() => current?.close());
+    current = next;
+  }
+  return current;
 }
 
 /**
@@ -179,46 +194,66 @@ async function listFilesTool(
   });
   const listed: string[] = [];
   let more = false;
+  // Paths, not entries, are what cost: a chain of 1000 directories with 255-byte names lists 100+ MB.
+  let listedBytes = 0;
+  let cut = false;
+  const add = (line: string) => {
+    listedBytes += Buffer.byteLength(line) + 1;
+    if (listedBytes > options.outputCapBytes) {
+      cut = true;
+      more = true;
+      return;
+    }
+    listed.push(line);
+  };
   try {
     const top = await openListedDirectory(start.dir, start.name);
     if (top === null) return fail(`not a directory: ${parts.join("/")}`);
-    const queue: Array<{ handle: FileHandle; rel: string }> = [{ handle: top, rel: "" }];
+    // Directories waiting in the queue are names, not open descriptors (999 subdirectories held 999 of the
+    // server's): each is opened when its turn comes, one component at a time below `top`, never following a link.
+    const queue: Array<{ names: string[]; rel: string }> = [{ names: [], rel: "" }];
     try {
       while (queue.length > 0 && !more) {
-        const { handle, rel } = queue.shift() as { handle: FileHandle; rel: string };
+        const { names, rel } = queue.shift() as { names: string[]; rel: string };
+        const handle = await openBelow(top, names);
+        if (handle === null) continue;
         const entries: Array<{ name: string; isDirectory: boolean }> = [];
-        const reader = await opendir(`/proc/self/fd/${handle.fd}`, { bufferSize: 256 });
         try {
-          for await (const entry of reader) {
-            if (listed.length + entries.length >= MAX_LISTED_ENTRIES) {
-              more = true;
-              break;
+          const reader = await opendir(`/proc/self/fd/${handle.fd}`, { bufferSize: 256 });
+          try {
+            for await (const entry of reader) {
+              if (listed.length + entries.length >= MAX_LISTED_ENTRIES) {
+                more = true;
+                break;
+              }
+              entries.push({ name: entry.name, isDirectory: entry.isDirectory() });
             }
-            entries.push({ name: entry.name, isDirectory: entry.isDirectory() });
+          } finally {
+            await reader.close().catch(() => undefined);
           }
         } finally {
-          await reader.close().catch(() => undefined);
+          await handle.close();
         }
         entries.sort((a, b) => a.name.localeCompare(b.name));
         for (const entry of entries) {
           const childRel = rel ? `${rel}/${entry.name}` : entry.name;
+          if (cut) break;
           if (!entry.isDirectory) {
-            listed.push(childRel);
+            add(childRel);
             continue;
           }
-          listed.push(`${childRel}/`);
-          const child = more ? null : await openListedDirectory(handle, entry.name);
-          if (child) queue.push({ handle: child, rel: childRel });
+          add(`${childRel}/`);
+          if (!more) queue.push({ names: [...names, entry.name], rel: childRel });
         }
-        await handle.close();
       }
     } finally {
-      for (const { handle } of queue) await handle.close().catch(() => undefined);
+      await top.close();
     }
   } finally {
     await start.close();
   }
-  if (more) listed.push(`[listing stopped at ${MAX_LISTED_ENTRIES} entries]`);
+  if (cut) listed.push(`[listing stopped at the output limit of ${options.outputCapBytes} bytes]`);
+  else if (more) listed.push(`[listing stopped at ${MAX_LISTED_ENTRIES} entries]`);
   return ok(listed.length === 0 ? "(empty)" : listed.join("\n"));
 }
 
