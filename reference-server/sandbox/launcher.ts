@@ -5,12 +5,31 @@
  *
  * The launcher starts with an empty environment; bubblewrap reads the sandbox's variables from fd 3.
  */
+import { readFileSync } from "node:fs";
 import { bwrapArgs, bwrapPipes } from "./isolation.ts";
 import type { SandboxLimits } from "./limits.ts";
 import type { HostUser } from "./sandbox-user.ts";
 
-/** Open files per process of a command: Linux's usual default, plenty for shells, compilers and test runners. */
+/** Open files per process of a command at most: Linux's usual default, plenty for shells, compilers and test runners. */
 export const OPEN_FILES = 1024;
+
+let hostFileTable: number | undefined;
+
+/**
+ * Open files per process: OPEN_FILES, or less where every sandbox process of the server together (`totalPids`)
+ * holding that many would take more than half the host's file table (fs.file-max); never below 64.
+ */
+export function openFilesPerProcess(totalPids: number): number {
+  if (hostFileTable === undefined) {
+    try {
+      hostFileTable =
+        Number(readFileSync("/proc/sys/fs/file-max", "utf8").trim()) || Number.POSITIVE_INFINITY;
+    } catch {
+      hostFileTable = Number.POSITIVE_INFINITY;
+    }
+  }
+  return Math.max(64, Math.min(OPEN_FILES, Math.floor(hostFileTable / 2 / Math.max(1, totalPids))));
+}
 
 export interface LaunchInput {
   bwrapCommand: string;
@@ -49,8 +68,9 @@ function launcherScript(input: LaunchInput, lastFd: number): string {
     // conversation's. It binds only non-root users, which is one reason the launcher switches users.
     `ulimit -u ${input.limits.pids}`,
     // Open files: the server's own limit (often 2^20) times the process limit is more than the host's whole
-    // file table (fs.file-max), which is then full for every unprivileged process of the host.
-    `ulimit -n ${OPEN_FILES}`,
+    // file table (fs.file-max), which is then full for every unprivileged process of the host. Bounded so
+    // that all sandboxes together (totalPids) stay within half of it.
+    `ulimit -n ${openFilesPerProcess(input.limits.totalPids)}`,
     // One file may not outgrow what is left of the disk quota (bash counts 1024-byte blocks).
     `ulimit -f ${Math.max(0, Math.floor(input.fileSizeBytes / 1024))}`,
   ];

@@ -7,6 +7,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { OPEN_FILES, openFilesPerProcess } from "./launcher.ts";
+import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { conversationDirName } from "./safe-paths.ts";
 import { bwrapWorksHere, storageAgent, TestBed, turnRequest } from "./testing.ts";
 import type { SandboxAgent } from "./types.ts";
@@ -78,6 +80,15 @@ describe.skipIf(!hasBwrap)("sandbox review", () => {
     await turn.finish();
     // A few thousand open files per process is what tools need; 20 processes must not hold 400,000.
     expect(peak).toBeLessThan(20 * 4096);
+  });
+
+  it("all sandbox processes together (totalPids × RLIMIT_NOFILE) stay within half the host's file table", () => {
+    const fileMax = Number(readFileSync("/proc/sys/fs/file-max", "utf8").trim());
+    const perProcess = openFilesPerProcess(DEFAULT_SANDBOX_LIMITS.totalPids);
+    expect(perProcess).toBeGreaterThanOrEqual(64);
+    expect(perProcess).toBeLessThanOrEqual(OPEN_FILES);
+    if (perProcess > 64)
+      expect(perProcess * DEFAULT_SANDBOX_LIMITS.totalPids).toBeLessThanOrEqual(fileMax / 2);
   });
 
   it("one write_file with a path of 5,000 components holds a descriptor per component: the server runs out of file descriptors, and the directories bypass the file quota", async () => {
