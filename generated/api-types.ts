@@ -752,7 +752,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "text/event-stream": string;
+                "text/event-stream": unknown;
             };
         };
         /**
