@@ -1,7 +1,8 @@
 /**
  * The turn stream's events, as tools we did not write read them (spec/README.md has the measurements behind
- * the choice of OpenAPI 3.2 `itemSchema`): Redocly's page, rendered in a browser, shows every event name and
- * every event's schema on the stream response; @hey-api/openapi-ts, a second generator beside
+ * the choice of OpenAPI 3.2 `itemSchema`): Redocly's page, rendered in a browser, shows every event name,
+ * every event's schema, the order of the events and the reference server's choice about it on the stream
+ * response; @hey-api/openapi-ts, a second generator beside
  * openapi-typescript, generates a client from the bundled spec that type-checks, knows the operation streams
  * server-sent events, and names the events' union.
  */
@@ -9,7 +10,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildDocs } from "../../cli/commands/docs.ts";
+import { buildDocs, REFERENCE_LABEL } from "../../cli/commands/docs.ts";
 import { streamEventNames, streamEventSchemas } from "../../generated/protocol.ts";
 import { projectRoot, resolveBin, runTool } from "../../scripts/tool-bin.ts";
 import { chromium, renderedText } from "../spec/browser.ts";
@@ -39,6 +40,9 @@ describe("the docs page", () => {
       // The data's union lists each event's schema (each one's fields one click away, under "One of").
       for (const schema of eventSchemaNames) expect(body, schema).toContain(`${schema} (object)`);
       expect(body).toContain("One of");
+      // The order of the events and the reference server's choice about it, beside the event names.
+      expect(body).toContain("Grammar of a turn: message_start , then per block");
+      expect(body).toContain(`${REFERENCE_LABEL} The reference server sends a tool_result whole`);
     },
     180_000,
   );
