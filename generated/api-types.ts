@@ -728,14 +728,7 @@ export interface components {
                 message: string;
             };
         };
-        /**
-         * @description The data of one server-sent event of a turn; the SSE `event:` name equals `type`. Grammar of a turn:
-         *     `message_start`, then per block `content_block_start`, `content_block_delta` (a thinking block:
-         *     `thinking_delta` then `signature_delta`), `content_block_stop`, then `message_delta` and `message_stop`.
-         *     The seed says each block carries one complete delta but names no delta type for `tool_result`: whether one
-         *     follows its start is not shown. A failure after the stream opened arrives as an `error` event; whether
-         *     `message_delta`/`message_stop` still follow it is not shown.
-         */
+        /** @description The data of one server-sent event of a turn; the SSE `event:` name equals `type`. The order of the events and the reference server's choices about it are on the `event` of the turn stream's `itemSchema`. */
         StreamEvent: components["schemas"]["MessageStartEvent"] | components["schemas"]["ContentBlockStartEvent"] | components["schemas"]["ContentBlockDeltaEvent"] | components["schemas"]["ContentBlockStopEvent"] | components["schemas"]["MessageDeltaEvent"] | components["schemas"]["MessageStopEvent"] | components["schemas"]["ErrorEvent"];
     };
     responses: {
@@ -752,7 +745,7 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "text/event-stream": string;
+                "text/event-stream": unknown;
             };
         };
         /**

@@ -63,12 +63,7 @@ export async function renderGenerated(): Promise<Record<string, string>> {
   // gets a copy: generated/openapi.json must be the bundle itself, exactly what the validators read.
   const ast = await openapiTS(
     withoutDroppedBranches(structuredClone(bundled)) as unknown as Parameters<typeof openapiTS>[0],
-    {
-      defaultNonNullable: false,
-      // A branch the service tolerates but a caller should never send (malformed attachments, dropped
-      // silently) adds nothing to what a client may send: typed `never`, so its union keeps the real shape
-      // instead of collapsing to `unknown`.
-    },
+    { defaultNonNullable: false },
   );
   return {
     "openapi.json": `${JSON.stringify(bundled, null, 2)}\n`,

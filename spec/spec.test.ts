@@ -114,6 +114,21 @@ describe("operations", () => {
     }
   });
 
+  it("each SSE event is described (OpenAPI 3.2 itemSchema): every event name, its data one StreamEvent as JSON", () => {
+    expect(doc.openapi).toMatch(/^3\.2\./);
+    for (const id of ["sendMessage", "sendRoutedMessage"]) {
+      const stream = deref(operations[id].op.responses["200"]).content["text/event-stream"];
+      const item = deref(stream.itemSchema);
+      expect(item.required).toEqual(["event", "data"]);
+      expect(item.properties.event.enum).toEqual(Object.keys(streamEventSchemas));
+      expect(item.properties.data).toMatchObject({
+        type: "string",
+        contentMediaType: "application/json",
+        contentSchema: { $ref: "#/components/schemas/StreamEvent" },
+      });
+    }
+  });
+
   it("401 documents the revoked-key body exactly, 404 the `Conversation not found` message", () => {
     const unauthorized = deref(operations.sendMessage.op.responses["401"]).content["application/json"];
     expect(deref(unauthorized.examples.revoked).value).toEqual({ message: "API key has been revoked" });

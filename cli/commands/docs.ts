@@ -1,6 +1,7 @@
 /**
  * `agent-api docs`: builds one self-contained HTML page of the API with Redocly (`redocly build-docs`), from
- * the bundled spec with every reference choice (`x-reference-behavior`) shown in its description.
+ * the bundled spec with every reference choice (`x-reference-behavior`) shown in its description and the
+ * stream's events (JSON in each event's `data`, `contentSchema`) shown as schemas.
  */
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -31,18 +32,50 @@ export function withReferenceBehaviorShown(node: unknown): unknown {
   return out;
 }
 
+/**
+ * Redocly renders a string's `contentSchema` as a bare `string`, which would hide the SSE events (the data of
+ * each event of the stream's `itemSchema` is JSON text described by `contentSchema`): a JSON-encoded string is
+ * shown as the schema of its JSON instead, its description saying it travels as JSON text.
+ */
+export function withJsonContentShown(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(withJsonContentShown);
+  if (node === null || typeof node !== "object") return node;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) out[key] = withJsonContentShown(value);
+  const content = out.contentSchema;
+  const mediaType = out.contentMediaType;
+  if (
+    out.type === "string" &&
+    content !== null &&
+    typeof content === "object" &&
+    typeof mediaType === "string" &&
+    /^application\/(.+\+)?json$/.test(mediaType)
+  ) {
+    const note = `Sent as JSON text (\`${mediaType}\`) of the schema below.`;
+    // allOf, not a $ref with a sibling description: Redocly drops a description beside a $ref.
+    return {
+      description: typeof out.description === "string" ? `${out.description.trimEnd()} ${note}` : note,
+      allOf: [content],
+    };
+  }
+  return out;
+}
+
 /** Builds the HTML page of `spec` into `output`; throws with Redocly's output when it fails. */
 export async function buildDocs(output: string = defaultDocsPath, spec: string = specPath): Promise<string> {
   const target = resolve(output);
   await mkdir(dirname(target), { recursive: true });
   const work = await mkdtemp(join(tmpdir(), "agent-api-docs-"));
   try {
-    // The page is built from the bundle with the reference choices written into the descriptions.
+    // The page is built from the bundle with the reference choices written into the descriptions and the
+    // JSON carried in strings shown as its schema.
     const shown = join(work, "openapi.json");
-    const bundled = await runTool(tools.redocly(), ["bundle", spec, "--output", shown, "--ext", "json"]);
+    // Resolved here: Redocly runs in the project root, where a relative path from the caller would miss.
+    const source = resolve(spec);
+    const bundled = await runTool(tools.redocly(), ["bundle", source, "--output", shown, "--ext", "json"]);
     if (bundled.code !== 0) throw new Error(`redocly bundle failed:\n${bundled.stderr}${bundled.stdout}`);
     const doc = JSON.parse(await readFile(shown, "utf8")) as unknown;
-    await writeFile(shown, JSON.stringify(withReferenceBehaviorShown(doc)));
+    await writeFile(shown, JSON.stringify(withJsonContentShown(withReferenceBehaviorShown(doc))));
     await render(shown, target);
   } finally {
     await rm(work, { recursive: true, force: true });

@@ -1,0 +1,47 @@
+/**
+ * The docs page as a reader sees it: Redocly's page renders in the browser (the HTML holds only the script and
+ * the spec), so tests read the DOM that headless Chromium (Debian's `chromium`, installed by .ci/run) builds.
+ */
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/** The system Chromium, or undefined where none is installed (the tests that need it then say so). */
+export const chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => existsSync(p));
+
+/** The rendered page's visible text (scripts dropped, tags and runs of white space made one space). */
+export async function renderedText(html: string, fragment: string): Promise<string> {
+  if (!chromium) throw new Error("no chromium installed");
+  const browser = chromium;
+  // Served over loopback, not file://: the page's script runs the same as on a real site.
+  const server = createServer((_req, res) => res.writeHead(200, { "content-type": "text/html" }).end(html));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const { port } = server.address() as AddressInfo;
+    const dom = await new Promise<string>((resolve, reject) =>
+      execFile(
+        browser,
+        [
+          "--headless",
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-background-networking",
+          "--virtual-time-budget=8000",
+          "--dump-dom",
+          `http://127.0.0.1:${port}/${fragment}`,
+        ],
+        { maxBuffer: 64 << 20, timeout: 120_000 },
+        (error, stdout) => (error ? reject(error) : resolve(stdout)),
+      ),
+    );
+    return dom
+      .replace(/<script[\s\S]*?<\/script>/g, "")
+      .replace(/<[^>]+>/g, " ")
+      .replaceAll("&#x27;", "'")
+      .replaceAll("&quot;", '"')
+      .replace(/\s+/g, " ");
+  } finally {
+    server.close();
+  }
+}
