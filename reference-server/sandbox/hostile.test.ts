@@ -122,7 +122,7 @@ describe.skipIf(!hasBwrap)("nothing of a turn outlives it", () => {
     const id = "lock-bypass";
     await s.turn("demo-agent", phrase.run("echo ready"), { conversation_id: id });
     for (let i = 0; i < 6; i++)
-      await disconnectedTurn(s.url, "demo-agent", id, `sleep 20; echo late-${i} > late-${i}.txt`);
+      await disconnectedTurn(s.url, "demo-agent", id, `sleep ${SLEEP_20}; echo late-${i} > late-${i}.txt`);
     const started = performance.now();
     const next = await s.turn("demo-agent", phrase.run("ls"), { conversation_id: id });
     // The lock was not held for 6 x 20 s: each disconnect ended its command.
@@ -141,16 +141,18 @@ describe.skipIf(!hasBwrap)("a shutdown", () => {
         method: "POST",
         headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
         body: JSON.stringify({
-          messages: [{ role: "user", content: phrase.run("sleep 60") }],
+          messages: [{ role: "user", content: phrase.run(`sleep ${SLEEP_60}`) }],
           metadata: { conversation_id: "shutdown-grace", stream_tool_calls: true },
         }),
       }).then((response) => response.text());
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      const deadline = performance.now() + 15_000;
+      while (sandboxedSleeps(SLEEP_60).length === 0 && performance.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 50));
       await s.close();
       const body = await reply;
       expect(body).toContain("event: error");
       expect(body).toContain("The server is shutting down");
-      expect(sandboxedSleeps(60)).toEqual([]);
+      expect(sandboxedSleeps(SLEEP_60)).toEqual([]);
     } finally {
       await s.close();
       await removeDir(s.dataDir);
@@ -164,7 +166,7 @@ describe.skipIf(!hasBwrap)("a turn cut short", () => {
     try {
       const id = "cut-short-push";
       const before = bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim();
-      await disconnectedTurn(s.url, "acme-widgets", id, "echo half > half-done.txt; sleep 20", {
+      await disconnectedTurn(s.url, "acme-widgets", id, `echo half > half-done.txt; sleep ${SLEEP_20}`, {
         read_only: false,
       });
       const next = await s.turn("acme-widgets", phrase.run("cat half-done.txt"), { conversation_id: id });
@@ -177,7 +179,7 @@ describe.skipIf(!hasBwrap)("a turn cut short", () => {
   });
 });
 
-/** Starts a turn running `command` (which must run `sleep 20`) and disconnects once that sleep runs. */
+/** Starts a turn running `command` (which must run `sleep ${SLEEP_20}`) and disconnects once that sleep runs. */
 async function disconnectedTurn(
   url: string,
   agent: string,
@@ -212,8 +214,15 @@ async function disconnectedTurn(
   controller.abort();
 }
 
+/**
+ * Durations no other process on the host sleeps for (another session may run these very tests): 20 and 60
+ * seconds, and a fraction of this process's own.
+ */
+const SLEEP_20 = `20.${process.pid}`;
+const SLEEP_60 = `60.${process.pid}`;
+
 /** `sleep N` processes anywhere on the host (a disconnected turn's command, had it survived). */
-function sandboxedSleeps(seconds = 20): number[] {
+function sandboxedSleeps(seconds = SLEEP_20): number[] {
   const found: number[] = [];
   for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     try {
