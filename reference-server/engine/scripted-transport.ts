@@ -23,18 +23,29 @@ export interface ScriptedUpstreamOptions extends ScriptedModelOptions {
   deltasPerBlock?: number;
   /** `Retry-After` (seconds) sent with a transient 429/529; 0 by default so tests do not wait. */
   retryAfterSeconds?: number;
+  /** Observer of each well-formed request, as it arrived (tests read what the model was sent). */
+  onRequest?: (request: ScriptedRequest & { stream?: boolean }) => void;
   /** Observer of each `content_block_stop` as it is sent (bench/engine.ts measures from it). */
-  onBlockStop?: (request: Params, index: number, at: number) => void;
+  onBlockStop?: (request: ScriptedRequest, index: number, at: number) => void;
 }
 
 export interface ScriptedUpstream {
   handle(request: Request): Promise<Response>;
+  /** Requests answered with a transient failure and not yet retried to success (bounded). */
+  readonly trackedFailures: number;
   /** A `fetch` for the SDK's `fetch` option. */
   fetch: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 }
 
 /** A Messages request, streaming or not (the transport reads `stream`). */
-type Params = Omit<Anthropic.Messages.MessageCreateParamsNonStreaming, "stream">;
+export type ScriptedRequest = Omit<Anthropic.Messages.MessageCreateParamsNonStreaming, "stream">;
+
+/**
+ * Transient failures remembered at most: a request whose client gave up before its retries ran out (the
+ * SDK's budget is smaller than `first 9 calls`, a client left) is never retried to success, so its entry
+ * would otherwise stay for the life of the process. The oldest go first; a retry comes within seconds.
+ */
+export const MAX_TRACKED_FAILURES = 1024;
 
 export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): ScriptedUpstream {
   const failures = new Map<string, number>();
@@ -42,7 +53,7 @@ export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): S
     const url = new URL(request.url);
     if (request.method !== "POST" || !url.pathname.endsWith("/v1/messages"))
       return errorResponse(404, "not_found_error", `No route ${request.method} ${url.pathname}`);
-    let params: Params & { stream?: boolean };
+    let params: ScriptedRequest & { stream?: boolean };
     const raw = await request.text();
     try {
       params = JSON.parse(raw);
@@ -50,13 +61,20 @@ export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): S
     } catch {
       return errorResponse(400, "invalid_request_error", "The body must be a Messages request");
     }
+    options.onRequest?.(params);
     const answer = scriptedAnswer(params, options, raw.length);
     await sleep(options.latencyMs ?? 0, request.signal);
     if (answer.transient) {
       const key = createHash("sha256").update(raw).digest("hex");
       const seen = failures.get(key) ?? 0;
       if (seen < answer.transient.times) {
+        // Re-inserted, so the Map's order is oldest-first by last failure.
+        failures.delete(key);
         failures.set(key, seen + 1);
+        for (const oldest of failures.keys()) {
+          if (failures.size <= MAX_TRACKED_FAILURES) break;
+          failures.delete(oldest);
+        }
         const retryAfter = { "retry-after": String(options.retryAfterSeconds ?? 0) };
         if (answer.transient.kind === "overloaded")
           return errorResponse(529, "overloaded_error", "Overloaded", retryAfter);
@@ -77,6 +95,9 @@ export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): S
   };
   return {
     handle,
+    get trackedFailures() {
+      return failures.size;
+    },
     fetch: (input, init) => handle(input instanceof Request ? input : new Request(input, init)),
   };
 }
@@ -187,7 +208,7 @@ function eventStream(
   answer: ScriptedAnswer,
   options: ScriptedUpstreamOptions,
   signal: AbortSignal,
-  params: Params,
+  params: ScriptedRequest,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const events = answerEvents(answer, options);
