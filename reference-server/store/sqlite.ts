@@ -4,6 +4,7 @@
  */
 import { chmodSync } from "node:fs";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import { Worker } from "node:worker_threads";
 import { migrate } from "./schema.ts";
 import {
   CHANNELS,
@@ -33,6 +34,11 @@ export interface SqliteStoreOptions {
   synchronous?: "NORMAL" | "FULL";
   /** How long a writer waits for another connection's lock before SQLITE_BUSY. */
   busyTimeoutMs?: number;
+  /**
+   * Milliseconds between the checkpoints a worker thread runs on its own connection; 0 (default) leaves
+   * checkpoints to SQLite inside commits, on the event loop. The server sets 100 (reference-server/index.ts).
+   */
+  checkpointIntervalMs?: number;
   /**
    * Session histories kept parsed in memory, up to this many characters of JSON in all (least recently used
    * first out; default 16 MB). 0 turns the cache off.
@@ -235,6 +241,38 @@ export function listConversationsQuery(filter: ListFilter): { sql: string; param
   return { sql: `${arms.join(" UNION ALL ")} ${ACTIVITY_ORDER} LIMIT ?`, params };
 }
 
+/**
+ * The checkpointer: a worker thread with a connection of its own that copies the WAL into the database every
+ * `intervalMs` (PASSIVE: it never waits for, nor blocks, the server's writer). In WAL mode with synchronous
+ * NORMAL a commit does not fsync, but the checkpoint SQLite runs inside the commit that crosses 1,000 WAL
+ * pages fsyncs the WAL and the database file: on a busy disk that held the event loop 2–35 ms every ~40
+ * turns, and every block of every running turn waited behind it (bench:engine's p99). Plain JavaScript in a
+ * string, so it runs the same from the TypeScript sources and from the compiled package.
+ */
+const CHECKPOINTER = `
+const { parentPort, workerData } = require("node:worker_threads");
+const { DatabaseSync } = require("node:sqlite");
+const db = new DatabaseSync(workerData.file);
+db.exec("PRAGMA busy_timeout = " + workerData.busyTimeoutMs);
+const checkpoint = () => {
+  try { db.exec("PRAGMA wal_checkpoint(PASSIVE)"); } catch { /* busy or closing: the next tick retries */ }
+};
+const timer = setInterval(checkpoint, workerData.intervalMs);
+parentPort.on("message", () => {
+  clearInterval(timer);
+  checkpoint();
+  db.close();
+  parentPort.close();
+});
+`;
+
+/**
+ * SQLite's own checkpoint stays as a backstop. The WAL starts over only when a write begins with every frame
+ * copied, which a server with pauses between turns gives the checkpointer often; under writes without a
+ * pause it never catches up, and this checkpoint (copying only what the checkpointer has not) restarts it.
+ */
+const BACKSTOP_CHECKPOINT_PAGES = 4_000;
+
 export function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Store {
   const db = new DatabaseSync(file);
   try {
@@ -249,6 +287,24 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
   } catch (error) {
     db.close();
     throw error;
+  }
+  const checkpointIntervalMs = options.checkpointIntervalMs ?? 0;
+  let checkpointer: Worker | undefined;
+  if (checkpointIntervalMs > 0) {
+    db.exec(`PRAGMA wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
+    checkpointer = new Worker(CHECKPOINTER, {
+      eval: true,
+      workerData: {
+        file,
+        intervalMs: Math.trunc(checkpointIntervalMs),
+        busyTimeoutMs: Math.trunc(options.busyTimeoutMs ?? 5000),
+      },
+    });
+    // A checkpointer that fails leaves the backstop: SQLite checkpoints inside commits again.
+    checkpointer.on("error", () => {
+      if (db.isOpen) db.exec("PRAGMA wal_autocheckpoint = 1000");
+    });
+    checkpointer.unref();
   }
 
   // Statements are compiled once per distinct SQL text (the list and update statements vary by which
@@ -720,6 +776,9 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     close() {
       historyCache.clear();
       statements.clear();
+      // The checkpointer runs a last checkpoint, closes its connection and ends on its own.
+      checkpointer?.postMessage("close");
+      checkpointer = undefined;
       if (db.isOpen) db.close();
     },
   };
