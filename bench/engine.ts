@@ -14,6 +14,7 @@
  *
  * Run: npm run bench:engine [-- --levels 1,16,64 --rounds 4 --block-delay-ms 150 --deltas 5 --profile DIR]
  *   --profile DIR  writes a V8 CPU profile of the server process into DIR (.cpuprofile)
+ *   --checkpoint-ms N  the server's checkpointIntervalMs (0: SQLite checkpoints inside commits, as before)
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -28,7 +29,13 @@ const SELF = fileURLToPath(import.meta.url);
 const TARGET_P99_MS_AT_64 = 5;
 const now = () => performance.timeOrigin + performance.now();
 
-async function serve(dataDir: string, stopsFile: string, blockDelayMs: number, deltas: number) {
+async function serve(
+  dataDir: string,
+  stopsFile: string,
+  blockDelayMs: number,
+  deltas: number,
+  checkpointMs: number | undefined,
+) {
   const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
   const { writeFileSync } = await import("node:fs");
   const { monitorEventLoopDelay } = await import("node:perf_hooks");
@@ -55,6 +62,7 @@ async function serve(dataDir: string, stopsFile: string, blockDelayMs: number, d
     engine: "anthropic",
     sessionDelayMs: 300,
     logLevel: "silent",
+    ...(checkpointMs === undefined ? {} : { checkpointIntervalMs: checkpointMs }),
   });
   process.stdout.write(`READY ${server.url} ${model.url}\n`);
   process.on("message", (message: string) => {
@@ -117,12 +125,14 @@ async function main() {
       "block-delay-ms": { type: "string", default: "150" },
       deltas: { type: "string", default: "5" },
       profile: { type: "string" },
+      "checkpoint-ms": { type: "string" },
     },
   });
+  const checkpointMs = values["checkpoint-ms"] === undefined ? undefined : Number(values["checkpoint-ms"]);
   const blockDelayMs = Number(values["block-delay-ms"]);
   const deltas = Number(values.deltas);
   if (values.role === "serve") {
-    await serve(values.data as string, values.stops as string, blockDelayMs, deltas);
+    await serve(values.data as string, values.stops as string, blockDelayMs, deltas, checkpointMs);
     return;
   }
   const rows: string[] = [];
@@ -144,6 +154,7 @@ async function main() {
         String(blockDelayMs),
         "--deltas",
         String(deltas),
+        ...(checkpointMs === undefined ? [] : ["--checkpoint-ms", String(checkpointMs)]),
       ],
       { stdio: ["ignore", "pipe", "inherit", "ipc"] },
     );
