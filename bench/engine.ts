@@ -9,7 +9,12 @@
  * The servers (model and reference server) share one child process; the load generator is this process.
  * Times are wall-clock (performance.timeOrigin + now) on one machine, so both sides read the same clock.
  *
- * Run: npm run bench:engine [-- --levels 1,16,64 --rounds 4 --block-delay-ms 150 --deltas 5]
+ * The server's event-loop delay (perf_hooks.monitorEventLoopDelay, while the measured turns run) is printed
+ * beside the figures: a block that arrives while the loop is held waits for as long.
+ *
+ * Run: npm run bench:engine [-- --levels 1,16,64 --rounds 4 --block-delay-ms 150 --deltas 5 --profile DIR]
+ *   --profile DIR  writes a V8 CPU profile of the server process into DIR (.cpuprofile)
+ *   --checkpoint-ms N  the server's checkpointIntervalMs (0: SQLite checkpoints inside commits, as before)
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -24,9 +29,18 @@ const SELF = fileURLToPath(import.meta.url);
 const TARGET_P99_MS_AT_64 = 5;
 const now = () => performance.timeOrigin + performance.now();
 
-async function serve(dataDir: string, stopsFile: string, blockDelayMs: number, deltas: number) {
+async function serve(
+  dataDir: string,
+  stopsFile: string,
+  blockDelayMs: number,
+  deltas: number,
+  checkpointMs: number | undefined,
+) {
   const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
   const { writeFileSync } = await import("node:fs");
+  const { monitorEventLoopDelay } = await import("node:perf_hooks");
+  // How long the server's event loop was held by one piece of synchronous work: what a block waits behind.
+  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
   const stops: Array<{ nonce: string; index: number; at: number }> = [];
   const model = await serveScriptedModel({
     blockDelayMs,
@@ -48,10 +62,21 @@ async function serve(dataDir: string, stopsFile: string, blockDelayMs: number, d
     engine: "anthropic",
     sessionDelayMs: 300,
     logLevel: "silent",
+    ...(checkpointMs === undefined ? {} : { checkpointIntervalMs: checkpointMs }),
   });
   process.stdout.write(`READY ${server.url} ${model.url}\n`);
+  process.on("message", (message: string) => {
+    if (message === "measure") loopDelay.enable();
+  });
   process.on("SIGTERM", async () => {
-    writeFileSync(stopsFile, JSON.stringify(stops));
+    loopDelay.disable();
+    const ms = (ns: number) => ns / 1e6;
+    const loop = {
+      p50: ms(loopDelay.percentile(50)),
+      p99: ms(loopDelay.percentile(99)),
+      max: ms(loopDelay.max),
+    };
+    writeFileSync(stopsFile, JSON.stringify({ stops, loop }));
     await server.close();
     await model.close();
     process.exit(0);
@@ -99,12 +124,15 @@ async function main() {
       rounds: { type: "string", default: "4" },
       "block-delay-ms": { type: "string", default: "150" },
       deltas: { type: "string", default: "5" },
+      profile: { type: "string" },
+      "checkpoint-ms": { type: "string" },
     },
   });
+  const checkpointMs = values["checkpoint-ms"] === undefined ? undefined : Number(values["checkpoint-ms"]);
   const blockDelayMs = Number(values["block-delay-ms"]);
   const deltas = Number(values.deltas);
   if (values.role === "serve") {
-    await serve(values.data as string, values.stops as string, blockDelayMs, deltas);
+    await serve(values.data as string, values.stops as string, blockDelayMs, deltas, checkpointMs);
     return;
   }
   const rows: string[] = [];
@@ -114,6 +142,7 @@ async function main() {
     const child = spawn(
       process.execPath,
       [
+        ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(values.profile)}`] : []),
         SELF,
         "--role",
         "serve",
@@ -125,11 +154,13 @@ async function main() {
         String(blockDelayMs),
         "--deltas",
         String(deltas),
+        ...(checkpointMs === undefined ? [] : ["--checkpoint-ms", String(checkpointMs)]),
       ],
-      { stdio: ["ignore", "pipe", "inherit"] },
+      { stdio: ["ignore", "pipe", "inherit", "ipc"] },
     );
     let url = "";
     let modelUrl = "";
+    if (!child.stdout) throw new Error("the server's stdout is not piped");
     for await (const chunk of child.stdout) {
       const match = /READY (\S+) (\S+)/.exec(String(chunk));
       if (match) {
@@ -150,14 +181,14 @@ async function main() {
     };
     // Baseline first: the same answers read straight from the model server (its own socket and SSE cost).
     const baseline = await run("0", true);
+    child.send("measure");
     const turns = await run("1", false);
     child.kill("SIGTERM");
     await once(child, "exit");
-    const upstream = JSON.parse(await readFile(stopsFile, "utf8")) as Array<{
-      nonce: string;
-      index: number;
-      at: number;
-    }>;
+    const { stops: upstream, loop } = JSON.parse(await readFile(stopsFile, "utf8")) as {
+      stops: Array<{ nonce: string; index: number; at: number }>;
+      loop: { p50: number; p99: number; max: number };
+    };
     const byNonce = new Map<string, number[]>();
     for (const s of upstream) {
       const list = byNonce.get(s.nonce) ?? [];
@@ -179,7 +210,7 @@ async function main() {
     const p99 = percentile(added, 99);
     const cell = (n: number) => n.toFixed(2).padStart(7);
     rows.push(
-      `| ${String(level).padStart(3)} | ${String(added.length).padStart(5)} | ${cell(p50)} | ${cell(p99)} | ${cell(percentile(base, 50))} | ${cell(percentile(base, 99))} | ${firstBeforeSecond}/${turns.length} |`,
+      `| ${String(level).padStart(3)} | ${String(added.length).padStart(5)} | ${cell(p50)} | ${cell(p99)} | ${cell(percentile(base, 50))} | ${cell(percentile(base, 99))} | ${firstBeforeSecond}/${turns.length} | ${cell(loop.p99)} | ${cell(loop.max)} |`,
     );
     await rm(dataDir, { recursive: true, force: true });
     if (level === 64 && p99 > TARGET_P99_MS_AT_64)
@@ -191,7 +222,7 @@ async function main() {
     `upstream block delay ${blockDelayMs} ms, ${deltas} deltas per block; delay = client's content_block_stop - upstream's; baseline = the client reading the model server directly\n`,
   );
   process.stdout.write(
-    "| turns | blocks | p50 ms | p99 ms | baseline p50 | baseline p99 | first block before second generated |\n|---|---|---|---|---|---|---|\n",
+    "| turns | blocks | p50 ms | p99 ms | baseline p50 | baseline p99 | first block before second generated | server loop delay p99 | max |\n|---|---|---|---|---|---|---|---|---|\n",
   );
   process.stdout.write(`${rows.join("\n")}\n`);
 }

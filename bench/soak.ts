@@ -21,6 +21,7 @@
  *   --probe   the checkpoints (prior turns) of the one-conversation probe; empty to skip it
  *   --window  turns measured at each checkpoint
  *   --budget N        the probe server's compaction budget (tokens); --phase-budget N the phases' server's
+ *   --checkpoint-ms N  the server's checkpointIntervalMs (0: SQLite checkpoints inside commits)
  *   --profile DIR  writes a V8 CPU profile of the server process into DIR (.cpuprofile)
  *   --upstream     the scripted model runs in a process of its own, reached over HTTP (`--engine anthropic`
  *                  against `agent-api model`), so the server's CPU is the server's alone, as with a real
@@ -30,11 +31,12 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { getHeapSpaceStatistics } from "node:v8";
 import { Agent, request } from "undici";
 
 const SELF = fileURLToPath(import.meta.url);
@@ -49,7 +51,14 @@ interface ServerStats {
   /** process.cpuUsage() user + system, µs since the server process started. */
   cpuMicros: number;
   heapUsed: number;
+  /** The V8 heap's committed size (what it holds from the OS, used or not). */
+  heapTotal: number;
+  /** Of it, the young generation's (new_space), which V8 grows with the allocation rate. */
+  newSpace: number;
   rss: number;
+  /** Memory outside the JS heap that V8 knows of: `external` includes `arrayBuffers` (Buffers). */
+  external: number;
+  arrayBuffers: number;
 }
 
 type StatsRequest = { type: "stats"; gc: boolean; id: number };
@@ -57,7 +66,12 @@ type StatsRequest = { type: "stats"; gc: boolean; id: number };
 // ---------------------------------------------------------------------------------------------------------
 // Server role (child process)
 
-async function serve(dataDir: string, budget: number | undefined, upstream: boolean): Promise<void> {
+async function serve(
+  dataDir: string,
+  budget: number | undefined,
+  upstream: boolean,
+  checkpointMs: number | undefined,
+): Promise<void> {
   const { startServer } = await import("../reference-server/index.ts");
   const server = await startServer({
     dataDir,
@@ -68,6 +82,7 @@ async function serve(dataDir: string, budget: number | undefined, upstream: bool
     engine: upstream ? "anthropic" : "scripted",
     sessionDelayMs: 0,
     ...(budget === undefined ? {} : { compactionBudgetTokens: budget }),
+    ...(checkpointMs === undefined ? {} : { checkpointIntervalMs: checkpointMs }),
     logLevel: "silent",
   });
   const gc = (globalThis as { gc?: () => void }).gc;
@@ -78,10 +93,28 @@ async function serve(dataDir: string, budget: number | undefined, upstream: bool
     }
     const cpu = process.cpuUsage();
     // Memory only when asked for it: the probe asks for CPU around every turn.
-    const memory = message.gc ? process.memoryUsage() : { heapUsed: Number.NaN, rss: Number.NaN };
+    const memory = message.gc
+      ? process.memoryUsage()
+      : {
+          heapUsed: Number.NaN,
+          heapTotal: Number.NaN,
+          rss: Number.NaN,
+          external: Number.NaN,
+          arrayBuffers: Number.NaN,
+        };
     process.send?.({
       id: message.id,
-      stats: { cpuMicros: cpu.user + cpu.system, heapUsed: memory.heapUsed, rss: memory.rss },
+      stats: {
+        cpuMicros: cpu.user + cpu.system,
+        heapUsed: memory.heapUsed,
+        heapTotal: memory.heapTotal,
+        newSpace: message.gc
+          ? (getHeapSpaceStatistics().find((space) => space.space_name === "new_space")?.space_size ?? 0)
+          : Number.NaN,
+        rss: memory.rss,
+        external: memory.external,
+        arrayBuffers: memory.arrayBuffers,
+      },
     });
   });
   process.on("disconnect", () => void server.close().then(() => process.exit(0)));
@@ -95,9 +128,11 @@ class ServerChild {
   #next = 0;
   readonly url: string;
   readonly child: ChildProcess;
-  constructor(url: string, child: ChildProcess) {
+  readonly dataDir: string;
+  constructor(url: string, child: ChildProcess, dataDir: string) {
     this.url = url;
     this.child = child;
+    this.dataDir = dataDir;
   }
 
   stats(gc: boolean): Promise<ServerStats> {
@@ -138,6 +173,7 @@ async function startServerChild(
   budget: number | undefined,
   profile: string | undefined,
   upstreamUrl: string | undefined,
+  checkpointMs?: number,
 ): Promise<ServerChild> {
   const profileFlags = profile ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(profile)}`] : [];
   const child = fork(
@@ -147,6 +183,7 @@ async function startServerChild(
       dataDir,
       ...(budget === undefined ? [] : ["--budget", String(budget)]),
       ...(upstreamUrl ? ["--upstream"] : []),
+      ...(checkpointMs === undefined ? [] : ["--checkpoint-ms", String(checkpointMs)]),
     ],
     {
       execArgv: ["--expose-gc", ...profileFlags],
@@ -162,7 +199,7 @@ async function startServerChild(
     });
     child.once("exit", (code) => reject(new Error(`server exited with ${code} before it was ready`)));
   });
-  return new ServerChild(url, child);
+  return new ServerChild(url, child, dataDir);
 }
 
 /** One turn; returns the text of its answer (the stream must end with message_stop). */
@@ -192,7 +229,13 @@ interface PhaseResult {
   errors: number;
   cpuMsPerTurn: number;
   heapMB: number;
+  heapTotalMB: number;
+  newSpaceMB: number;
   rssMB: number;
+  externalMB: number;
+  arrayBuffersMB: number;
+  /** The data directory's SQLite WAL at the phase's end. */
+  walMB: number;
 }
 
 async function phase(
@@ -228,7 +271,14 @@ async function phase(
     errors,
     cpuMsPerTurn: cpu / 1000 / Math.max(1, turns),
     heapMB: after.heapUsed / 2 ** 20,
+    heapTotalMB: after.heapTotal / 2 ** 20,
+    newSpaceMB: after.newSpace / 2 ** 20,
     rssMB: after.rss / 2 ** 20,
+    externalMB: after.external / 2 ** 20,
+    arrayBuffersMB: after.arrayBuffers / 2 ** 20,
+    walMB:
+      ((await stat(path.join(server.dataDir, "agent-api.sqlite-wal")).catch(() => undefined))?.size ?? 0) /
+      2 ** 20,
   };
 }
 
@@ -292,11 +342,13 @@ async function main(): Promise<void> {
       profile: { type: "string" },
       upstream: { type: "boolean", default: false },
       "serve-model": { type: "boolean", default: false },
+      "checkpoint-ms": { type: "string" },
     },
   });
+  const checkpointMs = values["checkpoint-ms"] === undefined ? undefined : Number(values["checkpoint-ms"]);
   const budget = values.budget === undefined ? undefined : Number(values.budget);
   if (values["serve-model"]) return serveModel();
-  if (values.serve) return serve(values.serve, budget, values.upstream === true);
+  if (values.serve) return serve(values.serve, budget, values.upstream === true, checkpointMs);
   const probeBudget = budget ?? PROBE_BUDGET;
 
   const clients = Number(values.clients);
@@ -329,6 +381,7 @@ async function main(): Promise<void> {
         values["phase-budget"] === undefined ? undefined : Number(values["phase-budget"]),
         values.profile,
         model?.url,
+        checkpointMs,
       );
       try {
         await warmUp(server);
@@ -340,7 +393,8 @@ async function main(): Promise<void> {
           results.push(result);
           console.log(
             `phase ${p}: ${result.turns} turns (${result.errors} errors), ~${fmt(cursor.next / conversationCount, 0)} turns per conversation, ` +
-              `server CPU ${fmt(result.cpuMsPerTurn)} ms/turn, heap after GC ${fmt(result.heapMB, 1)} MB, RSS ${fmt(result.rssMB, 1)} MB`,
+              `server CPU ${fmt(result.cpuMsPerTurn)} ms/turn, heap after GC ${fmt(result.heapMB, 1)} MB (committed ${fmt(result.heapTotalMB, 1)} MB, young generation ${fmt(result.newSpaceMB, 1)} MB), RSS ${fmt(result.rssMB, 1)} MB ` +
+              `(external ${fmt(result.externalMB, 1)} MB of which array buffers ${fmt(result.arrayBuffersMB, 1)} MB; WAL ${fmt(result.walMB, 1)} MB)`,
           );
         }
         if (results.length >= 3) {
@@ -362,6 +416,7 @@ async function main(): Promise<void> {
         probeBudget,
         values.profile,
         model?.url,
+        checkpointMs,
       );
       try {
         await warmUp(server);

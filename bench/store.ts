@@ -74,12 +74,26 @@ const ANSWER =
   "site failed its link check. Look at payments first: it blocks the release train and the fix is a guarded " +
   "migration. The indexer needs a longer health-check window, and the docs links can wait for Monday. ";
 
-/** One conversation's turns through the store, and its session recorded as the server does after them. */
+/**
+ * One conversation's turns through the store, with its session as the server keeps it: the first turn's
+ * history recorded (one row per message), each later turn appending its two messages.
+ */
 function writeTurns(store: Store, record: ConversationRecord, turns: number, lastAt: number): void {
   const start = Date.parse(record.createdAt);
-  const history: Array<{ role: "user" | "assistant"; text: string }> = [];
+  const sessionId = `sess_${record.id}`;
+  const history: unknown[] = [];
+  let chars = 0;
   for (let turn = 0; turn < turns; turn++) {
     const at = new Date(turns === 1 ? lastAt : start + ((lastAt - start) * turn) / (turns - 1)).toISOString();
+    const kept = history.length;
+    const added = [
+      { role: "user", content: [{ type: "text", text: `${PROMPT} (${turn})` }] },
+      { role: "assistant", content: [{ type: "text", text: ANSWER }] },
+    ];
+    history.push(...added);
+    // The upstream's measure of the history; the 4-characters rule stands in for it here.
+    chars += JSON.stringify(added).length;
+    const context = { messages: [...history], tokens: Math.ceil(chars / 4) };
     store.commitTurn({
       conversationId: record.id,
       turnIndex: turn,
@@ -96,16 +110,18 @@ function writeTurns(store: Store, record: ConversationRecord, turns: number, las
       events: [{ type: "text", text: ANSWER }],
       compaction: null,
       at,
+      session: turn === 0 ? undefined : { append: { id: sessionId, history: context, kept } },
     });
-    history.push({ role: "user", text: `${PROMPT} (${turn})` }, { role: "assistant", text: ANSWER });
+    if (turn === 0)
+      store.recordSession({
+        id: sessionId,
+        conversationId: record.id,
+        context,
+        createdAt: at,
+        updatedAt: at,
+        turnIndex: 0,
+      });
   }
-  store.recordSession({
-    id: `sess_${record.id}`,
-    conversationId: record.id,
-    context: history,
-    createdAt: new Date(lastAt).toISOString(),
-    updatedAt: new Date(lastAt).toISOString(),
-  });
 }
 
 interface Seeded {

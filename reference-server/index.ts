@@ -51,6 +51,11 @@ export interface ServerOptions {
   toolOutputCapBytes?: number;
   /** How long a turn's client may leave events unread before it is dropped (default 30 s). */
   sseStallMs?: number;
+  /**
+   * SQLite WAL checkpoints run by a worker thread this often (ms), off the event loop; 0: inside commits, as
+   * SQLite does by default (see store/sqlite.ts).
+   */
+  checkpointIntervalMs?: number;
   /** Write the AGENT_API_* variables for the conformance suite here (demo only). */
   envFile?: string;
 }
@@ -85,6 +90,7 @@ export const DEFAULTS = {
   turnTimeoutMs: 10 * 60_000,
   toolTimeoutMs: 30_000,
   toolOutputCapBytes: 64 * 1024,
+  checkpointIntervalMs: 100,
 } as const;
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -106,7 +112,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     maxIterations: options.maxIterations ?? DEFAULTS.maxIterations,
     maxTokens: options.maxTokens ?? DEFAULTS.maxTokens,
   });
-  const store = openSqliteStore(join(dataDir, "agent-api.sqlite"));
+  const store = openSqliteStore(join(dataDir, "agent-api.sqlite"), {
+    checkpointIntervalMs: options.checkpointIntervalMs ?? DEFAULTS.checkpointIntervalMs,
+  });
   if (demo) seedDemoConversations(store);
   const sandbox = await createSandboxManager({
     rootDir: join(dataDir, "sandboxes"),

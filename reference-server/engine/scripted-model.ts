@@ -50,7 +50,7 @@ export interface ScriptedModelOptions {
 
 const ECHO_CHARS = 200;
 
-type ToolDirective = Extract<Directive, { kind: ToolName | "loop_forever" }>;
+type ToolDirective = Extract<Directive, { kind: ToolName | "loop_forever" | "list_attachments" }>;
 
 function usesTool(d: Directive): d is ToolDirective {
   return (
@@ -58,9 +58,13 @@ function usesTool(d: Directive): d is ToolDirective {
     d.kind === "read_file" ||
     d.kind === "list_files" ||
     d.kind === "run_command" ||
-    d.kind === "loop_forever"
+    d.kind === "loop_forever" ||
+    d.kind === "list_attachments"
   );
 }
+
+/** Where the server writes attachments, relative to the working directory (the system prompt says so). */
+const UPLOADS = ".uploads";
 
 /**
  * `requestChars`: the size of the request's JSON body when the caller has it (the transport does), so the
@@ -152,6 +156,11 @@ export function scriptedAnswer(
   let toolIndex = 0;
   for (const directive of directives) {
     if (usesTool(directive)) {
+      // With no tools, the files this turn's message names are all there is to go by.
+      if (directive.kind === "list_attachments" && !offered.has("list_files")) {
+        replies.push(attachedFiles(attachmentNote, undefined));
+        continue;
+      }
       if (!offered.has(toolNameOf(directive))) {
         replies.push(`Tools are unavailable in this turn, so I could not run ${toolNameOf(directive)}.`);
         continue;
@@ -159,10 +168,10 @@ export function scriptedAnswer(
       const use = toolUses[toolIndex++];
       const result = use ? results.get(use.id) : undefined;
       if (directive.kind === "loop_forever") continue;
-      replies.push(afterTool(directive, result ?? { content: "no result", isError: true }));
+      replies.push(afterTool(directive, result ?? { content: "no result", isError: true }, attachmentNote));
       continue;
     }
-    const answer = answerDirective(directive, request, system, memory, attachmentNote);
+    const answer = answerDirective(directive, request, system, memory);
     if (answer !== null) replies.push(answer);
   }
   if (replies.length === 0) replies.push(`You said: ${prompt.slice(0, ECHO_CHARS)}`);
@@ -187,7 +196,32 @@ function nextToolCall(
 }
 
 function toolNameOf(d: ToolDirective): ToolName {
-  return d.kind === "loop_forever" ? "list_files" : d.kind;
+  return d.kind === "loop_forever" || d.kind === "list_attachments" ? "list_files" : d.kind;
+}
+
+/**
+ * The reply to `List the attached files`: the files this turn's message says arrived (older ones may still
+ * be in .uploads/), as the listing of .uploads/ shows them: a file the listing lacks is not claimed. In the
+ * message's order; a name is matched whole (names may hold commas). `listing` undefined: no tool was
+ * offered, so the message is all there is.
+ */
+function attachedFiles(
+  note: string | undefined,
+  listing: { content: string; isError: boolean } | undefined,
+): string {
+  const names = note?.slice(ATTACHMENTS_NOTE.length).trim() ?? "";
+  if (names === "") return "No files were attached.";
+  if (!listing) return `Attached files: ${names}`;
+  if (listing.isError) return `I could not list the attached files: ${listing.content.trimEnd()}`;
+  const items = `, ${names}, `;
+  const found = listing.content
+    .split("\n")
+    .map((line) => ({ path: `${UPLOADS}/${line}`, at: items.indexOf(`, ${UPLOADS}/${line}, `) }))
+    .filter((file) => file.at >= 0)
+    .sort((a, b) => a.at - b.at);
+  return found.length > 0
+    ? `Attached files: ${found.map((file) => file.path).join(", ")}`
+    : "No files were attached.";
 }
 
 function toolInputOf(d: ToolDirective): Record<string, unknown> {
@@ -199,12 +233,18 @@ function toolInputOf(d: ToolDirective): Record<string, unknown> {
     case "list_files":
     case "loop_forever":
       return {};
+    case "list_attachments":
+      return { path: UPLOADS };
     case "run_command":
       return { command: d.command };
   }
 }
 
-function afterTool(d: ToolDirective, result: { content: string; isError: boolean }): string {
+function afterTool(
+  d: ToolDirective,
+  result: { content: string; isError: boolean },
+  attachmentNote: string | undefined,
+): string {
   const { content, isError } = result;
   const output = content.trimEnd();
   switch (d.kind) {
@@ -219,6 +259,8 @@ function afterTool(d: ToolDirective, result: { content: string; isError: boolean
     case "run_command":
       if (isError) return `The command failed: ${output}`;
       return output.length > 0 ? output : "The command produced no output.";
+    case "list_attachments":
+      return attachedFiles(attachmentNote, result);
   }
 }
 
@@ -228,7 +270,6 @@ function answerDirective(
   request: Params,
   system: string[],
   memory: Memory,
-  attachmentNote: string | undefined,
 ): string | null {
   switch (directive.kind) {
     case "remember":
@@ -236,11 +277,6 @@ function answerDirective(
       return "OK";
     case "recall":
       return memory.last() ?? "I don't know";
-    case "list_attachments": {
-      // This turn's files are the ones its user message names (older ones may still be in .uploads/).
-      const names = attachmentNote?.slice(ATTACHMENTS_NOTE.length).trim();
-      return names ? `Attached files: ${names}` : "No files were attached.";
-    }
     case "which_model":
       return request.model;
     case "repeat_instructions": {
@@ -333,7 +369,7 @@ const PLAN_STEPS: Partial<Record<Directive["kind"], string>> = {
   read_file: "Read the file with read_file.",
   list_files: "List the files with list_files.",
   run_command: "Run the command with run_command.",
-  list_attachments: "Name the attached files.",
+  list_attachments: "List .uploads with list_files and name this turn's attached files.",
   which_model: "Report the model id.",
   repeat_instructions: "Repeat the instructions and system text.",
 };

@@ -23,61 +23,100 @@ export interface ScriptedUpstreamOptions extends ScriptedModelOptions {
   deltasPerBlock?: number;
   /** `Retry-After` (seconds) sent with a transient 429/529; 0 by default so tests do not wait. */
   retryAfterSeconds?: number;
+  /** Observer of each well-formed request, as it arrived (tests read what the model was sent). */
+  onRequest?: (request: ScriptedRequest & { stream?: boolean }) => void;
   /** Observer of each `content_block_stop` as it is sent (bench/engine.ts measures from it). */
-  onBlockStop?: (request: Params, index: number, at: number) => void;
+  onBlockStop?: (request: ScriptedRequest, index: number, at: number) => void;
 }
 
 export interface ScriptedUpstream {
   handle(request: Request): Promise<Response>;
+  /** Requests answered with a transient failure and not yet retried to success (bounded). */
+  readonly trackedFailures: number;
   /** A `fetch` for the SDK's `fetch` option. */
   fetch: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 }
 
 /** A Messages request, streaming or not (the transport reads `stream`). */
-type Params = Omit<Anthropic.Messages.MessageCreateParamsNonStreaming, "stream">;
+export type ScriptedRequest = Omit<Anthropic.Messages.MessageCreateParamsNonStreaming, "stream">;
+
+/**
+ * Transient failures remembered at most: a request whose client gave up before its retries ran out (the
+ * SDK's budget is smaller than `first 9 calls`, a client left) is never retried to success, so its entry
+ * would otherwise stay for the life of the process. The oldest go first; a retry comes within seconds.
+ */
+export const MAX_TRACKED_FAILURES = 1024;
+
+/** A signal for calls made without one. */
+const NEVER = new AbortController().signal;
 
 export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): ScriptedUpstream {
   const failures = new Map<string, number>();
-  const handle = async (request: Request): Promise<Response> => {
-    const url = new URL(request.url);
-    if (request.method !== "POST" || !url.pathname.endsWith("/v1/messages"))
-      return errorResponse(404, "not_found_error", `No route ${request.method} ${url.pathname}`);
-    let params: Params & { stream?: boolean };
-    const raw = await request.text();
+  const handle = (request: Request) =>
+    answer(request.method, request.url, () => request.text(), request.signal);
+  const answer = async (
+    method: string,
+    href: string,
+    body: () => Promise<string>,
+    signal: AbortSignal,
+  ): Promise<Response> => {
+    const url = new URL(href);
+    if (method !== "POST" || !url.pathname.endsWith("/v1/messages"))
+      return errorResponse(404, "not_found_error", `No route ${method} ${url.pathname}`);
+    let params: ScriptedRequest & { stream?: boolean };
+    const raw = await body();
     try {
       params = JSON.parse(raw);
       if (typeof params.model !== "string" || !Array.isArray(params.messages)) throw new Error("shape");
     } catch {
       return errorResponse(400, "invalid_request_error", "The body must be a Messages request");
     }
-    const answer = scriptedAnswer(params, options, raw.length);
-    await sleep(options.latencyMs ?? 0, request.signal);
-    if (answer.transient) {
+    options.onRequest?.(params);
+    const scripted = scriptedAnswer(params, options, raw.length);
+    await sleep(options.latencyMs ?? 0, signal);
+    if (scripted.transient) {
       const key = createHash("sha256").update(raw).digest("hex");
       const seen = failures.get(key) ?? 0;
-      if (seen < answer.transient.times) {
+      if (seen < scripted.transient.times) {
+        // Re-inserted, so the Map's order is oldest-first by last failure.
+        failures.delete(key);
         failures.set(key, seen + 1);
+        for (const oldest of failures.keys()) {
+          if (failures.size <= MAX_TRACKED_FAILURES) break;
+          failures.delete(oldest);
+        }
         const retryAfter = { "retry-after": String(options.retryAfterSeconds ?? 0) };
-        if (answer.transient.kind === "overloaded")
+        if (scripted.transient.kind === "overloaded")
           return errorResponse(529, "overloaded_error", "Overloaded", retryAfter);
-        if (answer.transient.kind === "rate_limited")
+        if (scripted.transient.kind === "rate_limited")
           return errorResponse(429, "rate_limit_error", "Rate limited", retryAfter);
-        return droppedStream(answer);
+        return droppedStream(scripted);
       }
       failures.delete(key);
     }
     if (params.stream !== true) {
-      const { message } = answer;
+      const { message } = scripted;
       return Response.json({ type: "message", role: "assistant", stop_sequence: null, ...message });
     }
-    return new Response(eventStream(answer, options, request.signal, params), {
+    return new Response(eventStream(scripted, options, signal, params), {
       status: 200,
       headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
     });
   };
   return {
     handle,
-    fetch: (input, init) => handle(input instanceof Request ? input : new Request(input, init)),
+    get trackedFailures() {
+      return failures.size;
+    },
+    fetch: (input, init) => {
+      // The SDK's string body as it is: a Request would encode it to bytes for the model to decode again, two
+      // passes over the whole history on every call.
+      if (!(input instanceof Request) && typeof init?.body === "string") {
+        const raw = init.body;
+        return answer(init.method ?? "GET", String(input), async () => raw, init.signal ?? NEVER);
+      }
+      return handle(input instanceof Request ? input : new Request(input, init));
+    },
   };
 }
 
@@ -187,7 +226,7 @@ function eventStream(
   answer: ScriptedAnswer,
   options: ScriptedUpstreamOptions,
   signal: AbortSignal,
-  params: Params,
+  params: ScriptedRequest,
 ): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const events = answerEvents(answer, options);

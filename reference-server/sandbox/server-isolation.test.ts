@@ -18,6 +18,7 @@ import {
   base64,
   getTranscript,
   onlyToolResult,
+  onlyToolResultOf,
   phrase,
   removeDir,
   type SandboxServer,
@@ -25,6 +26,7 @@ import {
   sleep,
   startSandboxServer,
   toolResults,
+  toolsCalled,
 } from "./server-testing.ts";
 import { bwrapWorksHere } from "./testing.ts";
 
@@ -346,7 +348,10 @@ describe("attachments (metadata.attachments)", () => {
     expect(reply.text.split("\n\n")[0]).toBe(
       `Attached files: ${expected.map((n) => `.uploads/${n}`).join(", ")}`,
     );
-    expect(onlyToolResult(reply).content).toBe("10\n");
+    // The agent listed .uploads/ through its tool, then ran the command.
+    expect(toolsCalled(reply)).toEqual(["list_files", "run_command"]);
+    expect(onlyToolResultOf(reply, "list_files").content.split("\n").sort()).toEqual([...expected].sort());
+    expect(onlyToolResultOf(reply, "run_command").content).toBe("10\n");
     const uploads = path.join(conversationDir(main, id), ".uploads");
     expect((await readdir(uploads)).sort()).toEqual([...expected].sort());
     for (const [i, name] of expected.entries())
@@ -402,7 +407,9 @@ describe("attachments (metadata.attachments)", () => {
     );
     expect(exact.error).toBeUndefined();
     expect(exact.text.split("\n\n")[0]).toBe("Attached files: .uploads/big.bin");
-    expect(onlyToolResult(exact).content).toBe(`${10 * MiB}\n`);
+    expect(toolsCalled(exact)).toEqual(["list_files", "run_command"]);
+    expect(onlyToolResultOf(exact, "list_files").content).toBe("big.bin");
+    expect(onlyToolResultOf(exact, "run_command").content).toBe(`${10 * MiB}\n`);
 
     const mixed = await main.turn("demo-agent", phrase.attachments(), {
       conversation_id: "attach-size-2",

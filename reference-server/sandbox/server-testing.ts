@@ -146,6 +146,24 @@ export function onlyToolResult(reply: TurnReply): { content: string; is_error: b
   return results[0];
 }
 
+/**
+ * The single result of the turn's one call of tool `name` (a turn may call other tools too: `List the
+ * attached files` lists .uploads/ with list_files).
+ */
+export function onlyToolResultOf(reply: TurnReply, name: string): { content: string; is_error: boolean } {
+  if (reply.error !== undefined) throw new Error(`turn failed: ${reply.error}`);
+  const ids = new Set(reply.blocks.flatMap((b) => (b.type === "tool_use" && b.name === name ? [b.id] : [])));
+  const results = toolResults(reply).filter((b) => b.type === "tool_result" && ids.has(b.tool_use_id));
+  if (ids.size !== 1 || results.length !== 1)
+    throw new Error(`expected one ${name} call and its result, got ${JSON.stringify(reply.blocks)}`);
+  return results[0] as { content: string; is_error: boolean };
+}
+
+/** The tools a turn called, in order. */
+export function toolsCalled(reply: TurnReply): string[] {
+  return reply.blocks.flatMap((b) => (b.type === "tool_use" ? [b.name] : []));
+}
+
 export const phrase = {
   write: (name: string, value: string) =>
     `Use your tools to create a file named ${name} containing ${value}.`,

@@ -13,12 +13,14 @@ import {
   bareGit,
   base64,
   onlyToolResult,
+  onlyToolResultOf,
   phrase,
   removeDir,
   type SandboxServer,
   sleep,
   startSandboxServer,
   toolResults,
+  toolsCalled,
 } from "./server-testing.ts";
 
 const started: SandboxServer[] = [];
@@ -326,7 +328,9 @@ describe("repository-backed agent (acme-widgets)", () => {
       [phrase.read("docs/new.md"), phrase.attachments()].join("\n"),
       { conversation_id: id, read_only: false, attachments: [upload] },
     );
-    expect(onlyToolResult(reading).content).toBe("hello repo");
+    expect(toolsCalled(reading)).toEqual(["read_file", "list_files"]);
+    expect(onlyToolResultOf(reading, "read_file").content).toBe("hello repo");
+    expect(onlyToolResultOf(reading, "list_files").content).toBe("upload (1).txt\nupload.txt");
     expect(reading.text).toContain(".uploads/upload (1).txt");
     expect(mainHead(s)).toBe(pushed);
 

@@ -4,12 +4,17 @@
  */
 import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
-import { type Channel, ConversationExistsError, type ConversationRecord } from "../store/types.ts";
+import {
+  type Channel,
+  ConversationExistsError,
+  type ConversationRecord,
+  type SessionRecord,
+} from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
-import type { SessionTextEntry as SessionEntry } from "./session-history.ts";
+import type { SessionTextEntry } from "./session-history.ts";
 import type { SessionRecorder } from "./sessions.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";
@@ -196,14 +201,6 @@ export class ConversationService {
     if (store.getConversation(childId)) throw conflict(`Conversation id already taken: ${childId}`);
     const atTurn = Math.min(Math.max(0, body.at_turn ?? parent.turnCount), parent.turnCount);
     const at = this.#now();
-    const copied = store
-      .listMessages(parent.id)
-      .filter((m) => m.turnIndex < atTurn)
-      .map<SessionEntry>((m) =>
-        m.isCompactSummary
-          ? { role: m.role, text: m.text, compactSummary: true }
-          : { role: m.role, text: m.text },
-      );
     const sessionId = newSessionId();
     const child: ConversationRecord = {
       ...parent,
@@ -235,10 +232,9 @@ export class ConversationService {
     try {
       store.copyTurns(parent.id, childId, atTurn);
       // The child's session is the parent's history up to at_turn, so its first turn answers from it at once.
-      store.createSession({
+      this.#forkSession(parent.id, atTurn, {
         id: sessionId,
         conversationId: childId,
-        context: copied,
         createdAt: at,
         updatedAt: at,
       });
@@ -255,5 +251,34 @@ export class ConversationService {
       forked_at_turn: atTurn,
       agent_session_id: sessionId,
     };
+  }
+
+  /**
+   * The child's session: the parent's full Messages history (every block) as it stood when turn `atTurn`
+   * began, sent back unchanged on the child's first turn. The newest turn's history may still wait for its
+   * recording delay (then it is the whole of it: such a session starts fresh at that turn). A parent whose
+   * history was stored before turns were recorded per message gets its transcript's text instead.
+   */
+  #forkSession(
+    parentId: string,
+    atTurn: number,
+    session: Omit<SessionRecord, "context" | "turnIndex">,
+  ): void {
+    const store = this.#deps.store;
+    const pending = this.#sessions.pendingSession(parentId);
+    if (pending?.turnIndex !== undefined && pending.turnIndex < atTurn) {
+      store.createSession({ ...session, context: pending.context, turnIndex: pending.turnIndex });
+      return;
+    }
+    if (store.forkSession({ parentConversationId: parentId, uptoTurn: atTurn, session })) return;
+    const copied = store
+      .listMessages(parentId)
+      .filter((m) => m.turnIndex < atTurn)
+      .map<SessionTextEntry>((m) =>
+        m.isCompactSummary
+          ? { role: m.role, text: m.text, compactSummary: true }
+          : { role: m.role, text: m.text },
+      );
+    store.createSession({ ...session, context: copied });
   }
 }

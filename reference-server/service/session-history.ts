@@ -3,7 +3,8 @@
  * tools produced: text, thinking with its signature, redacted thinking, tool_use, tool_result), sent back
  * unchanged on resume, and its size in tokens as the upstream last measured it (the compaction budget's
  * measure). Sessions written before histories were kept (a list of `{role, text}` entries; a fork still
- * writes that form from the transcript) are read as plain text messages.
+ * writes that form from the transcript when the parent's history predates per-turn rows) are read as plain
+ * text messages.
  */
 
 import { SUMMARY_MARKER } from "../engine/prompt-parts.ts";
@@ -14,7 +15,7 @@ export interface StoredSession {
   tokens: number;
 }
 
-/** The older session form (one text per message), which a fork still writes from the transcript. */
+/** The older session form (one text per message), which a fork of a pre-migration-6 history writes. */
 export interface SessionTextEntry {
   role: "user" | "assistant";
   text: string;

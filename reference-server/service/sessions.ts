@@ -12,7 +12,7 @@ import type { SessionRecord, Store } from "../store/types.ts";
 export class SessionRecorder {
   readonly #store: Store;
   readonly #delayMs: number;
-  readonly #pending = new Map<string, NodeJS.Timeout>();
+  readonly #pending = new Map<string, { timer: NodeJS.Timeout; session: SessionRecord }>();
   /** After close, nothing is recorded: the store may be closed already. */
   #closed = false;
 
@@ -39,7 +39,12 @@ export class SessionRecorder {
     }
     const timer = setTimeout(apply, this.#delayMs);
     timer.unref();
-    this.#pending.set(session.conversationId, timer);
+    this.#pending.set(session.conversationId, { timer, session });
+  }
+
+  /** The session a conversation's newest turn wrote and that is waiting for its delay (a fork reads it). */
+  pendingSession(conversationId: string): SessionRecord | undefined {
+    return this.#pending.get(conversationId)?.session;
   }
 
   /** Recordings waiting for their delay. */
@@ -49,14 +54,14 @@ export class SessionRecorder {
 
   /** Forgets a pending recording (a newer turn started, the conversation was deleted). */
   cancel(conversationId: string): void {
-    const timer = this.#pending.get(conversationId);
-    if (timer) clearTimeout(timer);
+    const pending = this.#pending.get(conversationId);
+    if (pending) clearTimeout(pending.timer);
     this.#pending.delete(conversationId);
   }
 
   close(): void {
     this.#closed = true;
-    for (const timer of this.#pending.values()) clearTimeout(timer);
+    for (const { timer } of this.#pending.values()) clearTimeout(timer);
     this.#pending.clear();
   }
 }

@@ -411,6 +411,7 @@ export class TurnService {
           context,
           createdAt: at,
           updatedAt: at,
+          turnIndex: current.turnCount,
         };
     } else if (completed && !producedOutput && resumedSessionId !== null) {
       session = { clearPointer: true };

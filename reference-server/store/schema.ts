@@ -149,6 +149,16 @@ const migrations: ReadonlyArray<string> = [
     PRIMARY KEY (session_id, seq)
   ) STRICT, WITHOUT ROWID;
   `,
+  // 6: which turn wrote each history message and which turn replaced it (a compaction, a prompt joined to a
+  // trailing user message), so a fork can take the history exactly as it stood after any turn (issue 9).
+  // Replaced rows stay; the current history is the rows not replaced. NULL turn_index: written before this
+  // migration (a fork falls back to the transcript's text for such a session). `history_length` counts the
+  // current rows (NULL: count them once).
+  `
+  ALTER TABLE session_messages ADD COLUMN turn_index INTEGER;
+  ALTER TABLE session_messages ADD COLUMN replaced_at_turn INTEGER;
+  ALTER TABLE sessions ADD COLUMN history_length INTEGER;
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

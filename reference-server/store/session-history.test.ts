@@ -142,7 +142,7 @@ describe("session history", () => {
     expect(history(store, "s1")).toEqual({ messages, tokens: 310 });
   });
 
-  it("a prompt joined to a trailing user message replaces that one row; a compaction rewrites the rest", () => {
+  it("a prompt joined to a trailing user message replaces that one row; a compaction replaces the rest; a fork reads the history as it stood after any turn", () => {
     store = openSqliteStore(file);
     spy = new DatabaseSync(file);
     const counts = installCounters(spy);
@@ -155,6 +155,7 @@ describe("session history", () => {
       context: { messages: start, tokens: 5 },
       createdAt: "t",
       updatedAt: "t",
+      turnIndex: 0,
     });
     const joined = [
       user("q0"),
@@ -173,7 +174,7 @@ describe("session history", () => {
       turnWrite("c1", 1, { append: { id: "s1", history: { messages: joined, tokens: 6 }, kept: 2 } }),
     );
     expect(counts().inserts - before.inserts).toBe(2);
-    expect(counts().deletes - before.deletes).toBe(1);
+    expect(counts().updates - before.updates).toBe(1);
     expect(history(store, "s1")).toEqual({ messages: joined, tokens: 6 });
 
     const compacted = [user("summary\nq2"), assistant("a2")];
@@ -181,8 +182,51 @@ describe("session history", () => {
     store.commitTurn(
       turnWrite("c1", 2, { append: { id: "s1", history: { messages: compacted, tokens: 2 }, kept: 0 } }),
     );
-    expect(counts().deletes - before.deletes).toBe(4);
+    expect(counts().updates - before.updates).toBe(4);
+    expect(counts().deletes).toBe(0);
     expect(history(store, "s1")).toEqual({ messages: compacted, tokens: 2 });
+    const next = [...compacted, user("q3"), assistant("a3")];
+    store.commitTurn(
+      turnWrite("c1", 3, { append: { id: "s1", history: { messages: next, tokens: 4 }, kept: 2 } }),
+    );
+
+    // Each fork gets the history its turn resumed: replaced rows are still there to be read.
+    const asOf = [[], start, joined, compacted, next];
+    for (const [upto, expected] of asOf.entries()) {
+      const id = `fork-${upto}`;
+      const found = store.forkSession({
+        parentConversationId: "c1",
+        uptoTurn: upto,
+        session: { id, conversationId: id, createdAt: "t", updatedAt: "t" },
+      });
+      expect(found).toBe(upto > 0);
+      if (upto > 0) expect(history(store, id).messages).toEqual(expected);
+      else expect(store.hasSession(id)).toBe(false);
+    }
+    // The whole current history keeps the parent's measure; a prefix gets its share of it.
+    expect(history(store, "fork-4").tokens).toBe(4);
+    expect(history(store, "fork-1").tokens).toBeGreaterThan(0);
+    // A fork's session keeps the turns its rows were written by, so a fork of the fork reads the same way.
+    store.insertConversation(conversation("fork-4"));
+    const childHistory = [...next, user("q4"), assistant("a4")];
+    store.commitTurn(
+      turnWrite("fork-4", 4, {
+        append: { id: "fork-4", history: { messages: childHistory, tokens: 6 }, kept: 4 },
+      }),
+    );
+    for (const [upto, expected] of [
+      [5, childHistory],
+      [4, next],
+      [2, joined],
+    ] as const) {
+      const id = `grand-${upto}`;
+      store.forkSession({
+        parentConversationId: "fork-4",
+        uptoTurn: upto,
+        session: { id, conversationId: id, createdAt: "t", updatedAt: "t" },
+      });
+      expect(history(store, id).messages).toEqual(expected);
+    }
   });
 
   it("deleting the conversation removes its session's rows", () => {

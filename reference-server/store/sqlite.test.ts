@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -446,5 +446,42 @@ describe("durability", () => {
     reset.exec(`PRAGMA user_version = ${SCHEMA_VERSION}`);
     reset.close();
     store = openSqliteStore(file);
+  });
+});
+
+describe("WAL checkpoints", () => {
+  /** Frames in the WAL and frames already copied into the database, from the wal-index (the -shm file). */
+  function walState(): { frames: number; copied: number } {
+    const shm = readFileSync(`${file}-shm`);
+    // The wal-index header's mxFrame (byte 16), then the checkpoint info's nBackfill (byte 96), native order.
+    return { frames: shm.readUInt32LE(16), copied: shm.readUInt32LE(96) };
+  }
+
+  function writeTurns(target: Store, count: number): void {
+    for (let i = 0; i < count; i++) {
+      target.insertConversation(conversation({ id: `wal-${i}` }));
+      target.commitTurn(turn(`wal-${i}`, 0));
+    }
+  }
+
+  it("a checkpointer copies the WAL into the database from its worker thread, no commit checkpointing", async () => {
+    store.close();
+    store = openSqliteStore(file, { checkpointIntervalMs: 20 });
+    writeTurns(store, 50);
+    expect(walState().frames).toBeGreaterThan(0);
+    // The worker's copy, not a commit's: below the backstop no commit checkpoints (the next test's control).
+    const until = Date.now() + 10_000;
+    while (walState().copied < walState().frames && Date.now() < until)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(walState().copied).toBe(walState().frames);
+  });
+
+  it("without a checkpointer, SQLite leaves a short WAL uncopied until 1,000 pages", async () => {
+    writeTurns(store, 50);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const { frames, copied } = walState();
+    expect(frames).toBeGreaterThan(0);
+    expect(frames).toBeLessThan(1000);
+    expect(copied).toBe(0);
   });
 });

@@ -4,6 +4,7 @@
  */
 import { chmodSync } from "node:fs";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import { Worker } from "node:worker_threads";
 import { migrate } from "./schema.ts";
 import {
   CHANNELS,
@@ -17,6 +18,7 @@ import {
   type MessageRecord,
   type PendingTurn,
   type SessionAppend,
+  type SessionFork,
   type SessionHistory,
   type SessionRecord,
   type Store,
@@ -32,6 +34,11 @@ export interface SqliteStoreOptions {
   synchronous?: "NORMAL" | "FULL";
   /** How long a writer waits for another connection's lock before SQLITE_BUSY. */
   busyTimeoutMs?: number;
+  /**
+   * Milliseconds between the checkpoints a worker thread runs on its own connection; 0 (default) leaves
+   * checkpoints to SQLite inside commits, on the event loop. The server sets 100 (reference-server/index.ts).
+   */
+  checkpointIntervalMs?: number;
   /**
    * Session histories kept parsed in memory, up to this many characters of JSON in all (least recently used
    * first out; default 16 MB). 0 turns the cache off.
@@ -234,6 +241,38 @@ export function listConversationsQuery(filter: ListFilter): { sql: string; param
   return { sql: `${arms.join(" UNION ALL ")} ${ACTIVITY_ORDER} LIMIT ?`, params };
 }
 
+/**
+ * The checkpointer: a worker thread with a connection of its own that copies the WAL into the database every
+ * `intervalMs` (PASSIVE: it never waits for, nor blocks, the server's writer). In WAL mode with synchronous
+ * NORMAL a commit does not fsync, but the checkpoint SQLite runs inside the commit that crosses 1,000 WAL
+ * pages fsyncs the WAL and the database file: on a busy disk that held the event loop 2–35 ms every ~40
+ * turns, and every block of every running turn waited behind it (bench:engine's p99). Plain JavaScript in a
+ * string, so it runs the same from the TypeScript sources and from the compiled package.
+ */
+const CHECKPOINTER = `
+const { parentPort, workerData } = require("node:worker_threads");
+const { DatabaseSync } = require("node:sqlite");
+const db = new DatabaseSync(workerData.file);
+db.exec("PRAGMA busy_timeout = " + workerData.busyTimeoutMs);
+const checkpoint = () => {
+  try { db.exec("PRAGMA wal_checkpoint(PASSIVE)"); } catch { /* busy or closing: the next tick retries */ }
+};
+const timer = setInterval(checkpoint, workerData.intervalMs);
+parentPort.on("message", () => {
+  clearInterval(timer);
+  checkpoint();
+  db.close();
+  parentPort.close();
+});
+`;
+
+/**
+ * SQLite's own checkpoint stays as a backstop. The WAL starts over only when a write begins with every frame
+ * copied, which a server with pauses between turns gives the checkpointer often; under writes without a
+ * pause it never catches up, and this checkpoint (copying only what the checkpointer has not) restarts it.
+ */
+const BACKSTOP_CHECKPOINT_PAGES = 4_000;
+
 export function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Store {
   const db = new DatabaseSync(file);
   try {
@@ -248,6 +287,24 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
   } catch (error) {
     db.close();
     throw error;
+  }
+  const checkpointIntervalMs = options.checkpointIntervalMs ?? 0;
+  let checkpointer: Worker | undefined;
+  if (checkpointIntervalMs > 0) {
+    db.exec(`PRAGMA wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
+    checkpointer = new Worker(CHECKPOINTER, {
+      eval: true,
+      workerData: {
+        file,
+        intervalMs: Math.trunc(checkpointIntervalMs),
+        busyTimeoutMs: Math.trunc(options.busyTimeoutMs ?? 5000),
+      },
+    });
+    // A checkpointer that fails leaves the backstop: SQLite checkpoints inside commits again.
+    checkpointer.on("error", () => {
+      if (db.isOpen) db.exec("PRAGMA wal_autocheckpoint = 1000");
+    });
+    checkpointer.unref();
   }
 
   // Statements are compiled once per distinct SQL text (the list and update statements vary by which
@@ -279,7 +336,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
   function insertSession(record: SessionRecord): void {
     const history = isSessionHistory(record.context) ? record.context : undefined;
     statement(
-      "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at, history_tokens) VALUES (?, ?, ?, ?, ?, ?)",
+      "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at, history_tokens, history_length) VALUES (?, ?, ?, ?, ?, ?, ?)",
     ).run(
       record.id,
       record.conversationId,
@@ -287,53 +344,87 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       record.createdAt,
       record.updatedAt,
       history ? history.tokens : null,
+      history ? history.messages.length : null,
     );
     // A new session is read back from its rows at its first resume (an insert fails on a taken id).
-    if (history) insertSessionMessages(record.id, history.messages, 0);
+    if (history) insertSessionMessages(record.id, history.messages, 0, 0, record.turnIndex ?? null);
   }
 
-  /** Inserts messages[from..]; returns the characters of JSON written (the cache's measure). */
-  function insertSessionMessages(sessionId: string, messages: unknown[], from: number): number {
-    const insert = statement("INSERT INTO session_messages (session_id, seq, message) VALUES (?, ?, ?)");
+  /**
+   * Inserts messages[from..] as rows seq, seq + 1, ... written by turn `turnIndex`; returns the characters of
+   * JSON written (the cache's measure).
+   */
+  function insertSessionMessages(
+    sessionId: string,
+    messages: unknown[],
+    from: number,
+    seq: number,
+    turnIndex: number | null,
+  ): number {
+    const insert = statement(
+      "INSERT INTO session_messages (session_id, seq, message, turn_index) VALUES (?, ?, ?, ?)",
+    );
     let chars = 0;
-    for (let seq = from; seq < messages.length; seq++) {
-      const json = JSON.stringify(messages[seq]);
+    for (let index = from; index < messages.length; index++) {
+      const json = JSON.stringify(messages[index]);
       chars += json.length + 1;
-      insert.run(sessionId, seq, json);
+      insert.run(sessionId, seq++, json, turnIndex);
     }
     return chars;
   }
 
   /**
-   * A turn's session write. Rows before `kept` are the messages the turn read and left alone: only the
-   * rest is written, so a turn costs the same at turn 700 as at turn 1. A session whose history is still
-   * an earlier version's `context` value is written whole, once.
+   * A turn's session write. Messages before `kept` are the ones the turn read and left alone: only the rest
+   * is written, so a turn costs the same at turn 700 as at turn 1. Current rows past `kept` (a compaction,
+   * a trailing user message the prompt joined) are marked replaced by this turn, not deleted, so a fork can
+   * still read the history as it stood before. A session whose history is still an earlier version's
+   * `context` value is written whole, once.
    */
   /** Returns what to cache once the transaction commits (undefined: drop the entry). */
   function appendSession(
     sessionId: string,
     append: SessionAppend,
+    turnIndex: number,
     at: string,
     previous: { history: SessionHistory | undefined; chars: number | undefined } | undefined,
   ): { history: SessionHistory; chars: number } | undefined {
-    const row = statement("SELECT history_tokens FROM sessions WHERE id = ?").get(sessionId) as
-      | { history_tokens: number | null }
-      | undefined;
+    const row = statement("SELECT history_tokens, history_length FROM sessions WHERE id = ?").get(
+      sessionId,
+    ) as { history_tokens: number | null; history_length: number | null } | undefined;
     if (!row) throw new Error(`commitTurn: no session ${sessionId}`);
     const { messages, tokens } = append.history;
-    const from = row.history_tokens === null ? 0 : Math.max(0, Math.min(append.kept, messages.length));
-    statement("DELETE FROM session_messages WHERE session_id = ? AND seq >= ?").run(sessionId, from);
-    const added = insertSessionMessages(sessionId, messages, from);
-    statement("UPDATE sessions SET context = 'null', history_tokens = ?, updated_at = ? WHERE id = ?").run(
-      tokens,
-      at,
-      sessionId,
-    );
+    // Sessions written before migration 6 have no stored length: their rows are all current.
+    const length =
+      row.history_tokens === null
+        ? 0
+        : (row.history_length ??
+          (
+            statement(
+              "SELECT count(*) AS n FROM session_messages WHERE session_id = ? AND replaced_at_turn IS NULL",
+            ).get(sessionId) as { n: number }
+          ).n);
+    const from = Math.max(0, Math.min(append.kept, messages.length, length));
+    if (length > from)
+      // The newest current rows, walked from the end: a prompt joined to a trailing message touches one.
+      statement(
+        `UPDATE session_messages SET replaced_at_turn = ? WHERE session_id = ? AND seq IN (
+           SELECT seq FROM session_messages WHERE session_id = ? AND replaced_at_turn IS NULL
+           ORDER BY seq DESC LIMIT ?)`,
+      ).run(turnIndex, sessionId, sessionId, length - from);
+    const next = (
+      statement("SELECT COALESCE(MAX(seq) + 1, 0) AS next FROM session_messages WHERE session_id = ?").get(
+        sessionId,
+      ) as { next: number }
+    ).next;
+    const added = insertSessionMessages(sessionId, messages, from, next, turnIndex);
+    statement(
+      "UPDATE sessions SET context = 'null', history_tokens = ?, history_length = ?, updated_at = ? WHERE id = ?",
+    ).run(tokens, messages.length, at, sessionId);
     if (from === 0) return { history: { messages, tokens }, chars: added };
     // An append to the history the cache holds (not to a trailing message the turn replaced).
     const cached = previous?.history;
     const chars = previous?.chars;
-    if (cached && chars !== undefined && cached.messages.length === from)
+    if (cached && chars !== undefined && cached.messages.length === from && from === length)
       return { history: { messages, tokens }, chars: chars + added };
     return undefined;
   }
@@ -345,12 +436,55 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     const joined =
       (
         statement(
-          "SELECT group_concat(message, ',' ORDER BY seq) AS joined FROM session_messages WHERE session_id = ?",
+          "SELECT group_concat(message, ',' ORDER BY seq) AS joined FROM session_messages WHERE session_id = ? AND replaced_at_turn IS NULL",
         ).get(sessionId) as { joined: string | null }
       ).joined ?? "";
     const history = { messages: JSON.parse(`[${joined}]`) as unknown[], tokens };
     historyCache.set(sessionId, history, joined.length + 1);
     return history;
+  }
+
+  /**
+   * The parent's history as it stood after turn `uptoTurn - 1`: in the session that holds the newest turn
+   * before it, the rows written before `uptoTurn` and not replaced before it. Copied as stored, in SQL.
+   */
+  function forkSession(fork: SessionFork): boolean {
+    const { parentConversationId, uptoTurn, session } = fork;
+    return transaction(() => {
+      const source = statement(
+        `SELECT m.session_id AS id, s.history_tokens AS tokens FROM session_messages m
+         JOIN sessions s ON s.id = m.session_id
+         WHERE s.conversation_id = ? AND m.turn_index < ?
+         ORDER BY m.turn_index DESC LIMIT 1`,
+      ).get(parentConversationId, uptoTurn) as { id: string; tokens: number | null } | undefined;
+      if (!source || source.tokens === null) return false;
+      const asOf = "turn_index < ? AND (replaced_at_turn IS NULL OR replaced_at_turn >= ?)";
+      const size = statement(
+        `SELECT count(*) FILTER (WHERE ${asOf}) AS n,
+                COALESCE(sum(length(message)) FILTER (WHERE ${asOf}), 0) AS chars,
+                COALESCE(sum(length(message)) FILTER (WHERE replaced_at_turn IS NULL), 0) AS current
+         FROM session_messages WHERE session_id = ?`,
+      ).get(uptoTurn, uptoTurn, uptoTurn, uptoTurn, source.id) as {
+        n: number;
+        chars: number;
+        current: number;
+      };
+      // The upstream measured the whole current history; a prefix of it is taken in proportion to its size.
+      const tokens =
+        size.current > 0
+          ? Math.round((source.tokens * size.chars) / size.current)
+          : Math.ceil(size.chars / 4);
+      statement(
+        "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at, history_tokens, history_length) VALUES (?, ?, 'null', ?, ?, ?, ?)",
+      ).run(session.id, session.conversationId, session.createdAt, session.updatedAt, tokens, size.n);
+      // Rows replaced before uptoTurn go too, still marked: a fork of the child can then go back as far.
+      statement(
+        `INSERT INTO session_messages (session_id, seq, message, turn_index, replaced_at_turn)
+         SELECT ?, seq, message, turn_index, CASE WHEN replaced_at_turn < ? THEN replaced_at_turn END
+         FROM session_messages WHERE session_id = ? AND turn_index < ? ORDER BY seq`,
+      ).run(session.id, uptoTurn, source.id, uptoTurn);
+      return true;
+    });
   }
 
   const allFields = Object.keys(conversationColumns) as ConversationField[];
@@ -494,7 +628,13 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
           ).run(write.conversationId, write.turnIndex, write.compaction.summary, write.at);
         }
         if (write.session && "append" in write.session) {
-          cacheEntry = appendSession(write.session.append.id, write.session.append, write.at, previous);
+          cacheEntry = appendSession(
+            write.session.append.id,
+            write.session.append,
+            write.turnIndex,
+            write.at,
+            previous,
+          );
         } else if (write.session && "clearPointer" in write.session) {
           statement("UPDATE conversations SET agent_session_id = NULL WHERE id = ?").run(
             write.conversationId,
@@ -581,6 +721,8 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       insertSession(record);
     },
 
+    forkSession,
+
     getSession(id) {
       const row = statement(
         "SELECT id, conversation_id, context, created_at, updated_at, history_tokens FROM sessions WHERE id = ?",
@@ -608,9 +750,15 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
         statement("DELETE FROM session_messages WHERE session_id = ?").run(id);
         const history = isSessionHistory(context) ? context : undefined;
         const updated = statement(
-          "UPDATE sessions SET context = ?, history_tokens = ?, updated_at = ? WHERE id = ?",
-        ).run(history ? "null" : JSON.stringify(context ?? null), history ? history.tokens : null, at, id);
-        if (history && updated.changes > 0) insertSessionMessages(id, history.messages, 0);
+          "UPDATE sessions SET context = ?, history_tokens = ?, history_length = ?, updated_at = ? WHERE id = ?",
+        ).run(
+          history ? "null" : JSON.stringify(context ?? null),
+          history ? history.tokens : null,
+          history ? history.messages.length : null,
+          at,
+          id,
+        );
+        if (history && updated.changes > 0) insertSessionMessages(id, history.messages, 0, 0, null);
       });
     },
 
@@ -628,6 +776,9 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     close() {
       historyCache.clear();
       statements.clear();
+      // The checkpointer runs a last checkpoint, closes its connection and ends on its own.
+      checkpointer?.postMessage("close");
+      checkpointer = undefined;
       if (db.isOpen) db.close();
     },
   };

@@ -91,6 +91,15 @@ export interface SessionRecord {
   context: unknown;
   createdAt: string;
   updatedAt: string;
+  /** The turn whose messages a new history holds (a fork reads the history as it stood after any turn). */
+  turnIndex?: number;
+}
+
+/** The session a fork's child gets: the parent's history as it stood when turn `uptoTurn` began. */
+export interface SessionFork {
+  parentConversationId: string;
+  uptoTurn: number;
+  session: Omit<SessionRecord, "context" | "turnIndex">;
 }
 
 export interface CompactionRecord {
@@ -177,6 +186,12 @@ export interface Store {
   copyTurns(parentId: string, childId: string, uptoTurn: number): void;
   getLastCompaction(conversationId: string): CompactionRecord | undefined;
   createSession(record: SessionRecord): void;
+  /**
+   * Creates the session of a fork's child from the parent's stored Messages history as it stood after turn
+   * `uptoTurn - 1` (every block, rows copied unchanged). False, and nothing written, when no session of the
+   * parent holds a turn before `uptoTurn` with its turn recorded.
+   */
+  forkSession(fork: SessionFork): boolean;
   getSession(id: string): SessionRecord | undefined;
   /** Whether the session exists, without reading its history. */
   hasSession(id: string): boolean;

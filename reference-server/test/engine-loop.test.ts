@@ -11,17 +11,24 @@ import { DatabaseSync } from "node:sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StreamErrorEventError } from "../../client/errors.ts";
 import type { AgentClient, SendMessageRequest, TurnEvent } from "../../client/index.ts";
-import { type ScriptedModelServer, serveScriptedModel } from "../engine/scripted-transport.ts";
-import { runTurn, startTestServer, type TestServer } from "./helpers.ts";
+import {
+  type ScriptedModelServer,
+  type ScriptedRequest,
+  serveScriptedModel,
+} from "../engine/scripted-transport.ts";
+import { PHRASES, runTurn, startTestServer, type TestServer } from "./helpers.ts";
 
 let model: ScriptedModelServer;
 let slowModel: ScriptedModelServer;
 let t: TestServer;
 let limited: TestServer;
 let slow: TestServer;
+let delayed: TestServer;
+/** Every request the upstream `model` received, in order (what the model was sent). */
+const requests: ScriptedRequest[] = [];
 
 beforeAll(async () => {
-  model = await serveScriptedModel({ deltasPerBlock: 4 });
+  model = await serveScriptedModel({ deltasPerBlock: 4, onRequest: (request) => requests.push(request) });
   slowModel = await serveScriptedModel({ latencyMs: 400 });
   process.env.ANTHROPIC_API_KEY = "scripted-upstream-key";
   process.env.ANTHROPIC_BASE_URL = model.url;
@@ -33,12 +40,14 @@ beforeAll(async () => {
     turnTimeoutMs: 1500,
     unsafeNoIsolation: true,
   });
+  // A recording delay longer than any test: a new session stays pending in memory.
+  delayed = await startTestServer({ engine: "anthropic", sessionDelayMs: 600_000, unsafeNoIsolation: true });
   process.env.ANTHROPIC_BASE_URL = slowModel.url;
   slow = await startTestServer({ engine: "anthropic", keepAliveMs: 100, unsafeNoIsolation: true });
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all([t?.close(), limited?.close(), slow?.close()]);
+  await Promise.all([t?.close(), limited?.close(), slow?.close(), delayed?.close()]);
   await Promise.all([model?.close(), slowModel?.close()]);
 });
 
@@ -87,7 +96,8 @@ function storedHistory(
     const rows = db
       .prepare(
         `SELECT m.message AS message FROM session_messages m
-         JOIN conversations c ON c.agent_session_id = m.session_id WHERE c.id = ? ORDER BY m.seq`,
+         JOIN conversations c ON c.agent_session_id = m.session_id
+         WHERE c.id = ? AND m.replaced_at_turn IS NULL ORDER BY m.seq`,
       )
       .all(conversationId) as Array<{ message: string }>;
     if (rows.length === 0) throw new Error(`no session recorded for ${conversationId}`);
@@ -273,6 +283,110 @@ describe("the loop against a Messages upstream over HTTP", () => {
     const body = await res.text();
     expect(body).toContain(": keep-alive\n\n");
     expect(body).toContain("event: message_stop");
+  });
+});
+
+/** The first model call of the turn whose prompt this is: the request that carried the resumed history. */
+function firstCallOf(prompt: string): ScriptedRequest {
+  const found = requests.find((request) => {
+    const last = request.messages.at(-1);
+    return (
+      last?.role === "user" &&
+      Array.isArray(last.content) &&
+      last.content.some((b) => b.type === "text" && b.text === prompt)
+    );
+  });
+  if (!found) throw new Error(`no request carried the prompt ${prompt}`);
+  return found;
+}
+
+/** The history a call resumed: every message before its newest user message. */
+function resumed(request: ScriptedRequest): unknown[] {
+  return request.messages.slice(0, -1);
+}
+
+describe("a fork's child resumes the parent's Messages history up to at_turn", () => {
+  it("every block of the turns before at_turn, nothing after; a fork of a fork likewise", async (ctx) => {
+    if (!toolsAvailable()) ctx.skip();
+    const alice = t.client();
+    const n = `f${Date.now().toString(36)}`;
+    const prompts = [
+      `Remember this code word: ${n}-word. Use your tools to create a file named a-${n}.txt containing ${n}-zero.`,
+      `Use your tools to create a file named b-${n}.txt containing ${n}-one. Then use your tools to read the file named a-${n}.txt.`,
+      `Use your tools to run the shell command: echo ${n}-two`,
+    ];
+    const id = (await runTurn(alice, prompts[0])).conversationId;
+    for (const prompt of prompts.slice(1)) await runTurn(alice, prompt, { conversation_id: id });
+    // What the parent's turns 1 and 2 resumed: its history after turn 0, and after turn 1.
+    const afterTurn0 = resumed(firstCallOf(prompts[1]));
+    const afterTurn1 = resumed(firstCallOf(prompts[2]));
+    expect(blockTypes(afterTurn1 as Array<{ role: string; content: unknown }>)).toEqual([
+      "user:text",
+      "assistant:tool_use",
+      "user:tool_result",
+      "assistant:text",
+      "user:text",
+      "assistant:tool_use",
+      "user:tool_result",
+      "assistant:tool_use",
+      "user:tool_result",
+      "assistant:text",
+    ]);
+
+    // In the middle of the tool-using history: turns 0 and 1, every block as the model first sent it.
+    const child = await alice.fork(id, { at_turn: 2 });
+    const childPrompt = `${PHRASES.recall} (${n}-child)`;
+    const childTurn = await runTurn(alice, childPrompt, { conversation_id: child.conversation_id });
+    expect(childTurn.text).toBe(`${n}-word`);
+    const childCall = firstCallOf(childPrompt);
+    expect(resumed(childCall)).toEqual(afterTurn1);
+    expect(JSON.stringify(childCall.messages)).not.toContain(`${n}-two`);
+
+    // A fork of the fork, in the middle: the original parent's turn 0 only.
+    const grandchild = await alice.fork(child.conversation_id, { at_turn: 1 });
+    const grandPrompt = `Use your tools to list your files. (${n}-grand)`;
+    await runTurn(alice, grandPrompt, { conversation_id: grandchild.conversation_id });
+    const grandCall = firstCallOf(grandPrompt);
+    expect(resumed(grandCall)).toEqual(afterTurn0);
+    expect(JSON.stringify(grandCall.messages)).not.toContain(`${n}-one`);
+
+    // A fork of the whole fork: the parent's turns 0 and 1, then the child's own turn, as the child stored it.
+    await alice.waitForSession(child.conversation_id, { intervalMs: 20, timeoutMs: 3000 });
+    const whole = await alice.fork(child.conversation_id);
+    expect(whole.forked_at_turn).toBe(3);
+    const wholePrompt = `${PHRASES.recall} (${n}-whole)`;
+    expect((await runTurn(alice, wholePrompt, { conversation_id: whole.conversation_id })).text).toBe(
+      `${n}-word`,
+    );
+    const wholeCall = firstCallOf(wholePrompt);
+    expect(resumed(wholeCall)).toEqual(storedHistory(t, child.conversation_id));
+    expect(resumed(wholeCall).slice(0, afterTurn1.length)).toEqual(afterTurn1);
+    // The parent, untouched, still resumes its own three turns.
+    const parentPrompt = `${PHRASES.recall} (${n}-parent)`;
+    await runTurn(alice, parentPrompt, { conversation_id: id });
+    expect(resumed(firstCallOf(parentPrompt))).toEqual(storedHistory(t, id).slice(0, -2));
+    expect(JSON.stringify(resumed(firstCallOf(parentPrompt)))).toContain(`${n}-two`);
+  });
+
+  it("takes the newest turn's history while its recording is still pending", async (ctx) => {
+    if (!toolsAvailable()) ctx.skip();
+    const alice = delayed.client();
+    const n = `p${Date.now().toString(36)}`;
+    const prompt = `Remember this code word: ${n}-word. Use your tools to create a file named p-${n}.txt containing ${n}.`;
+    const id = (await runTurn(alice, prompt)).conversationId;
+    expect((await alice.getConversation(id)).conversation.agent_session_id).toBeNull();
+    const child = await alice.fork(id);
+    const childPrompt = `${PHRASES.recall} (${n}-child)`;
+    const turn = await runTurn(alice, childPrompt, { conversation_id: child.conversation_id });
+    expect(turn.text).toBe(`${n}-word`);
+    const history = resumed(firstCallOf(childPrompt)) as Array<{ role: string; content: unknown }>;
+    expect(blockTypes(history)).toEqual([
+      "user:text",
+      "assistant:tool_use",
+      "user:tool_result",
+      "assistant:text",
+    ]);
+    expect(history[0]).toEqual({ role: "user", content: [{ type: "text", text: prompt }] });
   });
 });
 

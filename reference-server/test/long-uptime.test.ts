@@ -181,7 +181,7 @@ describe("a long conversation", () => {
         );
       }
       db.exec(
-        "DROP TABLE session_messages; ALTER TABLE sessions DROP COLUMN history_tokens; PRAGMA user_version = 4;",
+        "DROP TABLE session_messages; ALTER TABLE sessions DROP COLUMN history_tokens; ALTER TABLE sessions DROP COLUMN history_length; PRAGMA user_version = 4;",
       );
       db.close();
 
