@@ -1,41 +1,23 @@
-import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AGENT_AUTHOR_EMAIL, AGENT_AUTHOR_NAME } from "./repo.ts";
-import { TestBed, turnRequest } from "./testing.ts";
+import { hostGit, repoAgent, seededBareRepo, TestBed, turnRequest } from "./testing.ts";
 import type { SandboxAgent } from "./types.ts";
 
 const bed = new TestBed();
 afterEach(() => bed.cleanup());
 
-const gitEnv = {
-  ...process.env,
-  GIT_CONFIG_GLOBAL: "/dev/null",
-  GIT_AUTHOR_NAME: "Human",
-  GIT_AUTHOR_EMAIL: "human@example.com",
-  GIT_COMMITTER_NAME: "Human",
-  GIT_COMMITTER_EMAIL: "human@example.com",
-};
-const git = (cwd: string, ...args: string[]) =>
-  execFileSync("git", args, { cwd, env: gitEnv, encoding: "utf8" });
+const git = hostGit;
 
 let bare: string;
 let agent: SandboxAgent;
 
 /** A bare repository with `main` as default branch and one seed commit (README.md). */
 beforeEach(async () => {
-  const dir = await bed.dir("git");
-  bare = path.join(dir, "acme-site.git");
-  git(dir, "init", "--quiet", "--bare", "--initial-branch=main", bare);
-  const seed = path.join(dir, "seed");
-  git(dir, "clone", "--quiet", bare, seed);
-  await writeFile(path.join(seed, "README.md"), "# Acme\n");
-  git(seed, "add", "README.md");
-  git(seed, "commit", "--quiet", "-m", "seed");
-  git(seed, "push", "--quiet", "origin", "HEAD:main");
-  agent = { workspaceId: "ws1", name: "acme-site", kind: "repo", secrets: {}, repoUrl: bare };
+  bare = await seededBareRepo(bed, "acme-site", "# Acme\n");
+  agent = repoAgent(bare, "acme-site");
 });
 
 const log = () => git(bare, "log", "--format=%H %an <%ae> %cn <%ce> %s", "main").trim().split("\n");

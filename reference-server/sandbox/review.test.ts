@@ -4,14 +4,20 @@
  */
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { OPEN_FILES, openFilesPerProcess } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { conversationDirName } from "./safe-paths.ts";
-import { bwrapWorksHere, storageAgent, TestBed, turnRequest } from "./testing.ts";
-import type { SandboxAgent } from "./types.ts";
+import {
+  bwrapWorksHere,
+  hostGit,
+  repoAgent,
+  seededBareRepo,
+  storageAgent,
+  TestBed,
+  turnRequest,
+} from "./testing.ts";
 
 const hasBwrap = await bwrapWorksHere();
 if (!hasBwrap)
@@ -185,39 +191,12 @@ describe.skipIf(!hasBwrap)("sandbox review", () => {
 describe.skipIf(!hasBwrap)(
   "sandbox review: the server's git stores what a turn wrote outside the disk quota",
   () => {
-    const gitEnv = {
-      ...process.env,
-      GIT_CONFIG_GLOBAL: "/dev/null",
-      GIT_AUTHOR_NAME: "Human",
-      GIT_AUTHOR_EMAIL: "human@example.com",
-      GIT_COMMITTER_NAME: "Human",
-      GIT_COMMITTER_EMAIL: "human@example.com",
-    };
-    const git = (cwd: string, ...args: string[]) =>
-      execFileSync("git", args, { cwd, env: gitEnv, encoding: "utf8" });
-
-    async function seededRepo(): Promise<string> {
-      const dir = await bed.dir("git");
-      const bare = path.join(dir, "site.git");
-      git(dir, "init", "--quiet", "--bare", "--initial-branch=main", bare);
-      const seed = path.join(dir, "seed");
-      git(dir, "clone", "--quiet", bare, seed);
-      await writeFile(path.join(seed, "README.md"), "# site\n");
-      git(seed, "add", "README.md");
-      git(seed, "commit", "--quiet", "-m", "seed");
-      git(seed, "push", "--quiet", "origin", "HEAD:main");
-      return bare;
-    }
+    const git = hostGit;
+    const seededRepo = () => seededBareRepo(bed, "site", "# site\n");
 
     it("a .gitignore pushed by one conversation makes another user's writable turn push that user's attachments to the shared repository", async () => {
       const bare = await seededRepo();
-      const agent: SandboxAgent = {
-        workspaceId: "ws1",
-        name: "site",
-        kind: "repo",
-        secrets: {},
-        repoUrl: bare,
-      };
+      const agent = repoAgent(bare, "site");
       const { manager } = await sandboxManager();
       const attacker = await manager.acquire(turnRequest("attacker", agent, { readOnly: false }));
       await attacker.tools.run("run_command", { command: "printf '!/.uploads/\\n' > .gitignore" });
@@ -238,13 +217,7 @@ describe.skipIf(!hasBwrap)(
 
     it("a .gitattributes working-tree-encoding makes the server's git convert what a turn wrote in memory (134 MB took 6.9 GB and 4 min as root, outside the cgroups)", async () => {
       const bare = await seededRepo();
-      const agent: SandboxAgent = {
-        workspaceId: "ws1",
-        name: "site",
-        kind: "repo",
-        secrets: {},
-        repoUrl: bare,
-      };
+      const agent = repoAgent(bare, "site");
       const { manager } = await sandboxManager();
       const turn = await manager.acquire(turnRequest("wte", agent, { readOnly: false }));
       // A small UTF-16LE file: if the attribute applies, git re-encodes it to UTF-8 when staging; the same code
@@ -256,19 +229,13 @@ describe.skipIf(!hasBwrap)(
       expect(made.isError).toBe(false);
       await turn.finish();
       // Committed as the turn wrote it: the server's git applied no working-tree encoding.
-      const blob = execFileSync("git", ["cat-file", "blob", "main:f.txt"], { cwd: bare, env: gitEnv });
+      const blob = execFileSync("git", ["cat-file", "blob", "main:f.txt"], { cwd: bare });
       expect([...blob]).toEqual([...Buffer.from("h\0i\0", "latin1")]);
     });
 
     it("sparse files under .uploads/, re-included by a .gitignore, are hashed, committed and pushed past the apparent-size check", async () => {
       const bare = await seededRepo();
-      const agent: SandboxAgent = {
-        workspaceId: "ws1",
-        name: "site",
-        kind: "repo",
-        secrets: {},
-        repoUrl: bare,
-      };
+      const agent = repoAgent(bare, "site");
       const { manager } = await sandboxManager({ limits: { diskBytes: 50 * MiB } });
 
       const turn = await manager.acquire(turnRequest("uploads-sparse", agent, { readOnly: false }));
@@ -288,22 +255,8 @@ describe.skipIf(!hasBwrap)(
     });
 
     it("refused commits leave every staged blob in repos/<id>.git: each writable turn adds a disk quota of objects, never pushed or collected", async () => {
-      const dir = await bed.dir("git");
-      const bare = path.join(dir, "site.git");
-      git(dir, "init", "--quiet", "--bare", "--initial-branch=main", bare);
-      const seed = path.join(dir, "seed");
-      git(dir, "clone", "--quiet", bare, seed);
-      await writeFile(path.join(seed, "README.md"), "# site\n");
-      git(seed, "add", "README.md");
-      git(seed, "commit", "--quiet", "-m", "seed");
-      git(seed, "push", "--quiet", "origin", "HEAD:main");
-      const agent: SandboxAgent = {
-        workspaceId: "ws1",
-        name: "site",
-        kind: "repo",
-        secrets: {},
-        repoUrl: bare,
-      };
+      const bare = await seededRepo();
+      const agent = repoAgent(bare, "site");
       const quota = 20 * MiB;
       const { root, manager } = await sandboxManager({ limits: { diskBytes: quota } });
       const before = git(bare, "rev-parse", "main").trim();

@@ -1,5 +1,6 @@
 /** Shared set-up for the sandbox tests: temp roots, agents, a manager per test, bwrap detection. */
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { type CreateSandboxManagerOptions, createSandboxManager } from "./index.ts";
@@ -68,4 +69,38 @@ export class TestBed {
     // GNU rm: a test may leave a tree nested far past PATH_MAX, which Node's rm cannot remove.
     for (const dir of this.dirs.splice(0)) await removeTree(dir);
   }
+}
+
+/** A human's git on the host (not the server's): no global config, a fixed identity. */
+const humanGitEnv = {
+  ...process.env,
+  GIT_CONFIG_GLOBAL: "/dev/null",
+  GIT_AUTHOR_NAME: "Human",
+  GIT_AUTHOR_EMAIL: "human@example.com",
+  GIT_COMMITTER_NAME: "Human",
+  GIT_COMMITTER_EMAIL: "human@example.com",
+};
+
+/** Runs git on the host as a human would, for setting up and inspecting the remote. */
+export function hostGit(cwd: string, ...args: string[]): string {
+  return execFileSync("git", args, { cwd, env: humanGitEnv, encoding: "utf8" });
+}
+
+/** A bare repository `<name>.git` with `main` as default branch and one seed commit (README.md). */
+export async function seededBareRepo(bed: TestBed, name: string, readme: string): Promise<string> {
+  const dir = await bed.dir("git");
+  const bare = path.join(dir, `${name}.git`);
+  hostGit(dir, "init", "--quiet", "--bare", "--initial-branch=main", bare);
+  const seed = path.join(dir, "seed");
+  hostGit(dir, "clone", "--quiet", bare, seed);
+  await writeFile(path.join(seed, "README.md"), readme);
+  hostGit(seed, "add", "README.md");
+  hostGit(seed, "commit", "--quiet", "-m", "seed");
+  hostGit(seed, "push", "--quiet", "origin", "HEAD:main");
+  return bare;
+}
+
+/** A repository-backed agent named `name` over `repoUrl`. */
+export function repoAgent(repoUrl: string, name: string): SandboxAgent {
+  return { workspaceId: "ws1", name, kind: "repo", secrets: {}, repoUrl };
 }
