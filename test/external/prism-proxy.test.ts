@@ -127,7 +127,8 @@ async function startBrokenUpstream(): Promise<Server> {
 beforeAll(async () => {
   // Prism buffers each stream and answers later under load: a longer recording delay keeps the seed's race
   // provokable through it (the timing checks send their follow-up as soon as the stream closes).
-  server = await startDemoServer(1000);
+  // The suite asks for tools: they run unisolated where bubblewrap does not work (the sandbox has its own tests).
+  server = await startDemoServer(1000, { unsafeNoIsolation: true });
   const brokenUpstream = await startBrokenUpstream();
   canary = { upstream: brokenUpstream };
   const brokenUrl = `http://127.0.0.1:${(brokenUpstream.address() as AddressInfo).port}`;

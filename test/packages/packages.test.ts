@@ -25,14 +25,16 @@ let server: TestServer;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "agent-api-pack-"));
   server = await startTestServer();
-  const tarballs: string[] = [];
-  for (const folder of ["client", "conformance", "reference-server", "spec"]) {
-    const packed = await run("npm", ["pack", "--json", "--pack-destination", dir], {
-      cwd: join(root, folder),
-      env,
-    });
-    tarballs.push(join(dir, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0].filename));
-  }
+  // Side by side: each build writes only its own folder's dist/.
+  const tarballs = await Promise.all(
+    ["client", "conformance", "reference-server", "spec"].map(async (folder) => {
+      const packed = await run("npm", ["pack", "--json", "--pack-destination", dir], {
+        cwd: join(root, folder),
+        env,
+      });
+      return join(dir, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0].filename);
+    }),
+  );
   await writeFile(join(dir, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
   // A client author's script: a turn through the installed client, from plain JavaScript.
   await writeFile(
@@ -50,7 +52,7 @@ console.log(JSON.stringify({ id: turn.conversationId, text, names: streamEventNa
     cwd: dir,
     env,
   });
-}, 180_000);
+}, 300_000);
 
 afterAll(async () => {
   await server?.close();
