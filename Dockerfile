@@ -13,10 +13,10 @@
 FROM node:24-slim AS build
 WORKDIR /src
 COPY . .
-# npm ci needs git only for the packages' tests, not here; prepack compiles each workspace (and builds the
-# spec's docs page with Redocly, a devDependency), so the tarballs hold JavaScript, .d.ts and the spec.
+# prepack compiles each workspace (and builds the spec's docs page with Redocly, a devDependency), so the
+# tarballs hold JavaScript, .d.ts and the spec, and the image below needs no devDependency.
 RUN npm ci --no-audit --no-fund \
-  && npm pack --workspaces --pack-destination /packages
+  && mkdir /packages && npm pack --workspaces --pack-destination /packages
 
 FROM node:24-slim
 # bubblewrap: the tools' sandbox; git: repository-backed agents; ca-certificates: the Anthropic engine over HTTPS.
