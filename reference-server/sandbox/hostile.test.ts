@@ -135,12 +135,15 @@ describe("nothing of a turn outlives it", { tags: ["sandbox"] }, () => {
 describe("a shutdown", { tags: ["sandbox"] }, () => {
   it("ends a turn whose command would run on past its grace period, with an error event", async () => {
     const s = await startSandboxServer({ unsafeNoIsolation: false, shutdownGraceMs: 500 });
+    // A duration no other test uses (isolation.test.ts sleeps 60 and may run at the same time), so the
+    // process scan below finds this turn's command only.
+    const sleep = `60.${process.pid % 1000}`;
     try {
       const reply = fetch(`${s.url}/api/agents/demo-agent/v1/messages`, {
         method: "POST",
         headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
         body: JSON.stringify({
-          messages: [{ role: "user", content: phrase.run("sleep 60") }],
+          messages: [{ role: "user", content: phrase.run(`sleep ${sleep}`) }],
           metadata: { conversation_id: "shutdown-grace", stream_tool_calls: true },
         }),
       }).then((response) => response.text());
@@ -149,7 +152,7 @@ describe("a shutdown", { tags: ["sandbox"] }, () => {
       const body = await reply;
       expect(body).toContain("event: error");
       expect(body).toContain("The server is shutting down");
-      expect(sandboxedSleeps(60)).toEqual([]);
+      expect(sandboxedSleeps(sleep)).toEqual([]);
     } finally {
       await s.close();
       await removeDir(s.dataDir);
@@ -207,7 +210,7 @@ async function disconnectedTurn(
 }
 
 /** `sleep N` processes anywhere on the host (a disconnected turn's command, had it survived). */
-function sandboxedSleeps(seconds = 20): number[] {
+function sandboxedSleeps(seconds: number | string = 20): number[] {
   const found: number[] = [];
   for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     try {
