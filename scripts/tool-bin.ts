@@ -71,6 +71,17 @@ export const tools = {
   prism: (purpose?: string) => resolveBin("@stoplight/prism-cli", "prism", purpose),
 } as const;
 
+/** The tool's entry, or null once the message naming its package is on stderr (the command exits 2). */
+export function toolOrSay(find: () => string): string | null {
+  try {
+    return find();
+  } catch (error) {
+    if (!(error instanceof MissingToolError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    return null;
+  }
+}
+
 /** A file of the installed @agent-api/spec package (e.g. `index.html`), or null when it is not installed. */
 export function specPackageFile(file: string): string | null {
   return resolveFrom(`@agent-api/spec/${file}`);

@@ -1,13 +1,6 @@
 /** `agent-api lint`: Redocly lint of the spec with the project's redocly.yaml; Redocly's exit code is passed through. */
 import { Command } from "commander";
-import {
-  inCheckout,
-  MissingToolError,
-  projectRoot,
-  runTool,
-  specPath,
-  tools,
-} from "../../scripts/tool-bin.ts";
+import { inCheckout, projectRoot, runTool, specPath, toolOrSay, tools } from "../../scripts/tool-bin.ts";
 
 /** CLI entry: lints `--spec` (default spec/openapi.yaml); resolves to Redocly's exit code. */
 export async function main(args: string[]): Promise<number> {
@@ -26,14 +19,8 @@ export async function main(args: string[]): Promise<number> {
     return (error as { exitCode?: number }).exitCode ?? 2;
   }
   const opts = program.opts<{ spec: string; format: string }>();
-  let redocly: string;
-  try {
-    redocly = tools.redocly("agent-api lint");
-  } catch (error) {
-    if (!(error instanceof MissingToolError)) throw error;
-    process.stderr.write(`${error.message}\n`);
-    return 2;
-  }
+  const redocly = toolOrSay(() => tools.redocly("agent-api lint"));
+  if (!redocly) return 2;
   // A checkout lints with its redocly.yaml; elsewhere Redocly finds the user's own, or its recommended rules.
   const result = await runTool(redocly, ["lint", opts.spec, "--format", opts.format], {
     inherit: true,

@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { Command } from "commander";
-import { bundledSpecPath, MissingToolError, projectRoot, tools } from "../../scripts/tool-bin.ts";
+import { bundledSpecPath, projectRoot, toolOrSay, tools } from "../../scripts/tool-bin.ts";
 
 /** The bundled spec Prism serves by default (internal refs only, so Prism resolves it quickly). */
 export { bundledSpecPath };
@@ -94,14 +94,8 @@ export async function main(args: string[]): Promise<number> {
     process.stderr.write(`agent-api mock: --port must be an integer 0..65535, got ${opts.port}\n`);
     return 2;
   }
-  let prism: string;
-  try {
-    prism = tools.prism("agent-api mock");
-  } catch (error) {
-    if (!(error instanceof MissingToolError)) throw error;
-    process.stderr.write(`${error.message}\n`);
-    return 2;
-  }
+  const prism = toolOrSay(() => tools.prism("agent-api mock"));
+  if (!prism) return 2;
   const child = spawn(process.execPath, [prism, ...prismArgs({ ...opts, port })], {
     cwd: process.cwd(),
     stdio: "inherit",
