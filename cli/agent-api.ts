@@ -7,7 +7,7 @@ type Command = { main(args: string[]): Promise<number> };
 
 /**
  * Each command is loaded by a computed path, so a compiler following imports from here does not pull every
- * command in: the conformance package compiles only `check`, and the others load where their package is
+ * command in: the conformance package compiles all but `serve` and `model`, which load where their package is
  * installed (in the repository: all of them). Running from .ts (the repository) or .js (a package) alike.
  */
 const extension = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
@@ -51,14 +51,15 @@ try {
   mod = await command.load();
 } catch (error) {
   if (!missing(error)) throw error;
-  // An installed conformance package carries `check` only; `serve` and `model` come with the server package.
+  // An installed conformance package carries `check`, `mock`, `docs` and `lint`; `serve` and `model` come
+  // with the server package.
   const specifier = fromPackages[name];
   try {
     if (!specifier) throw error;
     mod = (await import(specifier)) as Command;
   } catch (inner) {
     if (!missing(inner)) throw inner;
-    const hint = specifier ? ": install @agent-api/reference-server beside it" : " (run it from a checkout)";
+    const hint = specifier ? ": install @agent-api/reference-server beside it" : "";
     process.stderr.write(`agent-api: "${name}" is not part of this installation${hint}\n`);
     process.exit(2);
   }

@@ -20,7 +20,8 @@ beforeAll(async () => {
   if (!serverPresent) return;
   const { startDemoServer } = await import("../cli/demo.ts");
   // 1 s: long enough that a busy 2-core CI machine still sends the race check's follow-up inside the delay.
-  demo = await startDemoServer(1000);
+  // The suite asks for tools: they run unisolated where bubblewrap does not work (the sandbox has its own tests).
+  demo = await startDemoServer(1000, { unsafeNoIsolation: true });
   report = await runSuite({
     checks: catalogue,
     inputs: resolveInputs({}, { ...demo.envVars, AGENT_API_SESSION_WAIT_MS: "5000" }),

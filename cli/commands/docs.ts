@@ -3,14 +3,24 @@
  * the bundled spec with every reference choice (`x-reference-behavior`) shown in its description and the
  * stream's events (JSON in each event's `data`, `contentSchema`) shown as schemas.
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { Command } from "commander";
-import { projectRoot, runTool, specPath, tools } from "../../scripts/tool-bin.ts";
+import {
+  inCheckout,
+  MissingToolError,
+  projectRoot,
+  runTool,
+  specPackageFile,
+  specPath,
+  tools,
+} from "../../scripts/tool-bin.ts";
 
-/** Where `agent-api docs` writes the page unless `--output` says otherwise. */
-export const defaultDocsPath = join(projectRoot, "dist", "docs", "index.html");
+/** Where `agent-api docs` writes the page unless `--output` says otherwise (never into node_modules). */
+export const defaultDocsPath = inCheckout
+  ? join(projectRoot, "dist", "docs", "index.html")
+  : resolve("agent-api-docs", "index.html");
 
 /** What the page says before each reference choice (`x-reference-behavior`). */
 export const REFERENCE_LABEL = "Reference server's choice:";
@@ -72,7 +82,14 @@ export async function buildDocs(output: string = defaultDocsPath, spec: string =
     const shown = join(work, "openapi.json");
     // Resolved here: Redocly runs in the project root, where a relative path from the caller would miss.
     const source = resolve(spec);
-    const bundled = await runTool(tools.redocly(), ["bundle", source, "--output", shown, "--ext", "json"]);
+    const bundled = await runTool(tools.redocly("agent-api docs"), [
+      "bundle",
+      source,
+      "--output",
+      shown,
+      "--ext",
+      "json",
+    ]);
     if (bundled.code !== 0) throw new Error(`redocly bundle failed:\n${bundled.stderr}${bundled.stdout}`);
     const doc = JSON.parse(await readFile(shown, "utf8")) as unknown;
     await writeFile(shown, JSON.stringify(withJsonContentShown(withReferenceBehaviorShown(doc))));
@@ -84,7 +101,7 @@ export async function buildDocs(output: string = defaultDocsPath, spec: string =
 }
 
 async function render(spec: string, target: string): Promise<void> {
-  const result = await runTool(tools.redocly(), [
+  const result = await runTool(tools.redocly("agent-api docs"), [
     "build-docs",
     spec,
     "--output",
@@ -110,12 +127,32 @@ export async function main(args: string[]): Promise<number> {
     return (error as { exitCode?: number }).exitCode ?? 2;
   }
   const opts = program.opts<{ output: string; spec: string }>();
+  // Installed packages: the page of the kit's own spec is prebuilt in @agent-api/spec, no Redocly needed.
+  const prebuilt =
+    inCheckout || program.getOptionValueSource("spec") !== "default" ? null : specPackageFile("index.html");
   try {
-    const path = await buildDocs(opts.output, opts.spec);
+    let path: string;
+    if (prebuilt) {
+      path = resolve(opts.output);
+      await mkdir(dirname(path), { recursive: true });
+      await copyFile(prebuilt, path);
+    } else {
+      path = await buildDocs(opts.output, opts.spec);
+    }
     process.stdout.write(`API documentation written to ${path}\n`);
     return 0;
   } catch (error) {
+    if (
+      error instanceof MissingToolError &&
+      !inCheckout &&
+      program.getOptionValueSource("spec") === "default"
+    ) {
+      process.stderr.write(
+        "agent-api docs: the built page comes with @agent-api/spec (npm install @agent-api/spec), or is built by @redocly/cli (npm install --save-dev @redocly/cli)\n",
+      );
+      return 2;
+    }
     process.stderr.write(`${(error as Error).message}\n`);
-    return 1;
+    return error instanceof MissingToolError ? 2 : 1;
   }
 }

@@ -4,12 +4,11 @@
  * `startPrismMock` is the same server for tests, on a free port, with its URL once it listens.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { join } from "node:path";
 import { Command } from "commander";
-import { projectRoot, tools } from "../../scripts/tool-bin.ts";
+import { bundledSpecPath, projectRoot, toolOrSay, tools } from "../../scripts/tool-bin.ts";
 
 /** The bundled spec Prism serves by default (internal refs only, so Prism resolves it quickly). */
-export const bundledSpecPath = join(projectRoot, "generated", "openapi.json");
+export { bundledSpecPath };
 
 export interface PrismMock {
   /** e.g. `http://127.0.0.1:40733` */
@@ -95,8 +94,10 @@ export async function main(args: string[]): Promise<number> {
     process.stderr.write(`agent-api mock: --port must be an integer 0..65535, got ${opts.port}\n`);
     return 2;
   }
-  const child = spawn(process.execPath, [tools.prism(), ...prismArgs({ ...opts, port })], {
-    cwd: projectRoot,
+  const prism = toolOrSay(() => tools.prism("agent-api mock"));
+  if (!prism) return 2;
+  const child = spawn(process.execPath, [prism, ...prismArgs({ ...opts, port })], {
+    cwd: process.cwd(),
     stdio: "inherit",
   });
   const stop = () => child.kill("SIGTERM");

@@ -2,17 +2,12 @@ import { readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { bwrapWorksHere, storageAgent, TestBed, turnRequest } from "./testing.ts";
+import { storageAgent, TestBed, turnRequest } from "./testing.ts";
 
 const bed = new TestBed();
 afterEach(() => bed.cleanup());
 
-const hasBwrap = await bwrapWorksHere();
-const SKIP_REASON =
-  "bubblewrap is not installed or cannot create namespaces here (apt-get install bubblewrap)";
-if (!hasBwrap) console.warn(`isolation tests skipped: ${SKIP_REASON}`);
-
-describe.skipIf(!hasBwrap)("tools in bubblewrap", () => {
+describe("tools in bubblewrap", { tags: ["sandbox"] }, () => {
   let listener: Server;
   let port = 0;
   let connections = 0;

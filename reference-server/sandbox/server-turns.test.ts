@@ -200,7 +200,10 @@ describe("storage-backed agent (notes-agent)", () => {
 });
 
 describe("isolated: true", () => {
-  it("runs in a throwaway sandbox with no workspace files, leaving the conversation's own sandbox untouched", async () => {
+  // Its working directory is /workspace only inside bubblewrap.
+  it("runs in a throwaway sandbox with no workspace files, leaving the conversation's own sandbox untouched", {
+    tags: ["sandbox"],
+  }, async () => {
     const id = "isolated-1";
     await main.turn("notes-agent", phrase.write("keep.txt", "kept"), { conversation_id: id });
 

@@ -1,10 +1,9 @@
-/** Shared set-up for the sandbox tests: temp roots, agents, a manager per test, bwrap detection. */
+/** Shared set-up for the sandbox tests: temp roots, agents, a manager per test (vitest.config.ts probes bwrap). */
 import { execFileSync } from "node:child_process";
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { type CreateSandboxManagerOptions, createSandboxManager } from "./index.ts";
-import { probeBwrap, resolveExecutable } from "./isolation.ts";
 import { removeTree } from "./tree-ops.ts";
 import type { SandboxAgent, SandboxManager, SandboxRequest } from "./types.ts";
 
@@ -13,16 +12,6 @@ export async function makeTempDir(prefix: string): Promise<string> {
   // Sandbox users pass through it to their working directories, as through a server's data directory.
   await chmod(dir, 0o711);
   return dir;
-}
-
-/** Whether bubblewrap works on this machine (the isolation tests skip with a reason otherwise). */
-export async function bwrapWorksHere(): Promise<boolean> {
-  const dir = await makeTempDir("probe");
-  try {
-    return await probeBwrap(resolveExecutable("bwrap"), dir);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
 }
 
 export function storageAgent(overrides: Partial<SandboxAgent> = {}): SandboxAgent {

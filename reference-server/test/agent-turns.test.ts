@@ -39,9 +39,6 @@ async function statusOf(promise: Promise<unknown>): Promise<number> {
   }
 }
 
-/** Tools run only in a bubblewrap sandbox here (the server refuses them otherwise). */
-const toolsAvailable = () => t.server.isolation !== "unavailable";
-
 describe("the events of a turn", () => {
   it("a thinking block (with its signature) comes first, then the text; blocks are whole with a running index", async () => {
     const turn = await runTurn(t.client(), `${PHRASES.think} Then say something.`);
@@ -77,8 +74,9 @@ describe("the events of a turn", () => {
 });
 
 describe("tools and files", () => {
-  it("files the agent wrote are there in the next turn; tool blocks stream only with stream_tool_calls", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
+  it("files the agent wrote are there in the next turn; tool blocks stream only with stream_tool_calls", {
+    tags: ["sandbox"],
+  }, async () => {
     const alice = t.client();
     const write = await runTurn(
       alice,
@@ -147,8 +145,7 @@ describe("tools and files", () => {
     expect(inFork.text).toBe("kept-value");
   });
 
-  it("a storage-backed agent's own files are restored fresh every turn", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
+  it("a storage-backed agent's own files are restored fresh every turn", { tags: ["sandbox"] }, async () => {
     const notes = t.client(KEYS.admin, "notes-agent");
     const first = await runTurn(
       notes,
@@ -177,8 +174,9 @@ describe("tools and files", () => {
 describe("delete while a turn runs", () => {
   // The seed does not say what a delete does to a running turn; either it waits for the turn or the turn
   // ends with an error event. What must hold: the stream ends properly, the delete wins, the id starts clean.
-  it("the running stream ends properly, the conversation is gone afterwards, and the id starts clean", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
+  it("the running stream ends properly, the conversation is gone afterwards, and the id starts clean", {
+    tags: ["sandbox"],
+  }, async () => {
     const alice = t.client();
     const id = "deleted-mid-turn";
     const running = await alice.sendMessage({
@@ -217,8 +215,9 @@ describe("attachments", () => {
     expectTypeOf<Attachment>().toEqualTypeOf<{ name: string; mediaType: string; dataBase64: string }>();
   });
 
-  it("are written to .uploads/ with safe, de-duplicated names; malformed entries are dropped silently", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
+  it("are written to .uploads/ with safe, de-duplicated names; malformed entries are dropped silently", {
+    tags: ["sandbox"],
+  }, async () => {
     const turn = await runTurn(
       t.client(),
       "List the attached files. Use your tools to read the attached file a.txt and reply with its contents.",
@@ -274,8 +273,9 @@ describe("read_only on a repository-backed agent", () => {
       env: { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" },
     }).trim();
 
-  it("API-key turns never push by default; read_only false commits and pushes to the default branch, without attachments", async (ctx) => {
-    if (!toolsAvailable()) ctx.skip("bubblewrap is not usable on this machine, so the server refuses tools");
+  it("API-key turns never push by default; read_only false commits and pushes to the default branch, without attachments", {
+    tags: ["sandbox"],
+  }, async () => {
     const repo = t.client(KEYS.admin, "acme-widgets");
     const before = git("rev-parse", "refs/heads/main");
     const readOnly = await runTurn(

@@ -329,7 +329,8 @@ describe("transcript", () => {
   });
 
   it("marks an automatic compaction as a user message with is_compact_summary, and last-compaction returns it", async () => {
-    const small = await startTestServer({ compactionBudgetTokens: 500 });
+    // Tools (their outputs fill the budget) run unisolated where bubblewrap does not work.
+    const small = await startTestServer({ compactionBudgetTokens: 500, unsafeNoIsolation: true });
     try {
       const alice = small.client();
       const id = uid("compact");

@@ -27,9 +27,10 @@ async function conversation(id: string, key: string = KEYS.admin) {
 }
 
 describe("a turn deleted under the agent", () => {
-  it("ends with an error event and never writes into a conversation that later takes its id", async (ctx) => {
-    if (t.server.isolation === "unavailable")
-      ctx.skip("needs a tool that runs for a while, and bubblewrap is not usable here");
+  // Needs a tool that runs for a while.
+  it("ends with an error event and never writes into a conversation that later takes its id", {
+    tags: ["sandbox"],
+  }, async () => {
     const bobsId = uid("bob-parent");
     const id = uid("deleted");
     await runTurn(t.client(KEYS.member), "hello from bob", { conversation_id: bobsId });

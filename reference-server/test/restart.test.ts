@@ -41,7 +41,8 @@ async function everything(server: TestServer) {
 
 describe("restart on the same data directory", () => {
   it("keeps every conversation and transcript, and resumes them", async () => {
-    const first = await startTestServer({ compactionBudgetTokens: 500 });
+    // Tools (their outputs fill the budget) run unisolated where bubblewrap does not work.
+    const first = await startTestServer({ compactionBudgetTokens: 500, unsafeNoIsolation: true });
     servers.push(first);
     const alice = first.client();
     const bob = first.client(KEYS.member);
@@ -72,7 +73,11 @@ describe("restart on the same data directory", () => {
     const pending = (await runTurn(alice, PHRASES.remember("pending-word"))).conversationId;
     await first.stop();
 
-    const second = await startTestServer({ dataDir: first.dataDir, compactionBudgetTokens: 500 });
+    const second = await startTestServer({
+      dataDir: first.dataDir,
+      compactionBudgetTokens: 500,
+      unsafeNoIsolation: true,
+    });
     servers.push(second);
     const after = await everything(second);
     const withoutPending = (x: Record<string, unknown>) =>
@@ -123,7 +128,10 @@ describe("restart on the same data directory", () => {
     expect(transcript.messages).toHaveLength(6);
   });
 
-  it("a server killed with SIGKILL in the middle of a turn restarts with every completed turn intact, and the interrupted turn recorded", async (ctx) => {
+  // Needs a tool that runs for a while.
+  it("a server killed with SIGKILL in the middle of a turn restarts with every completed turn intact, and the interrupted turn recorded", {
+    tags: ["sandbox"],
+  }, async () => {
     const dataDir = await mkdtemp(join(tmpdir(), "agent-api-kill-"));
     const child = spawn(
       process.execPath,
@@ -154,8 +162,6 @@ describe("restart on the same data directory", () => {
         url = /listening on (http:\/\/\S+)/.exec(output)?.[1];
       }
       expect(url).toBeDefined();
-      if (output.includes("bubblewrap (bwrap) is not usable"))
-        ctx.skip("needs a tool that runs for a while, and bubblewrap is not usable here");
       const alice = createAgentClient({ baseUrl: url as string, apiKey: KEYS.admin, agent: "demo-agent" });
       const id = "killed-mid-turn";
       await runTurn(alice, PHRASES.remember("survivor"), { conversation_id: id });

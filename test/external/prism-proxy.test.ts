@@ -127,24 +127,27 @@ async function startBrokenUpstream(): Promise<Server> {
 beforeAll(async () => {
   // Prism buffers each stream and answers later under load: a longer recording delay keeps the seed's race
   // provokable through it (the timing checks send their follow-up as soon as the stream closes).
-  server = await startDemoServer(1000);
+  // The suite asks for tools: they run unisolated where bubblewrap does not work (the sandbox has its own tests).
+  server = await startDemoServer(1000, { unsafeNoIsolation: true });
   const brokenUpstream = await startBrokenUpstream();
   canary = { upstream: brokenUpstream };
   const brokenUrl = `http://127.0.0.1:${(brokenUpstream.address() as AddressInfo).port}`;
-  // Prism takes seconds to start: start all three at once, then run the suites one after the other
-  // (the suite has timing-sensitive checks that a parallel run would disturb).
-  const [errorsPrism, observePrism, canaryPrism] = await Promise.all([
+  // Prism takes seconds to start: start all three at once, with the direct run beside them (Prism is not
+  // in its path), then run the suites through Prism one after the other (the suite has timing-sensitive
+  // checks that two runs through Prism at once would disturb).
+  const [errorsPrism, observePrism, canaryPrism, directReport] = await Promise.all([
     startPrismProxy({ upstream: server.url, errors: true, validateRequest: false }),
     startPrismProxy({ upstream: server.url, errors: false, validateRequest: true }),
     startPrismProxy({ upstream: brokenUrl, errors: true, validateRequest: false }),
+    suiteAt(server.url),
   ]);
+  direct = directReport;
   modes.errors.prism = errorsPrism;
   modes.observe.prism = observePrism;
   canary.prism = canaryPrism;
   modes.errors.tap = await startTap(errorsPrism.url);
   modes.observe.tap = await startTap(observePrism.url);
   canary.tap = await startTap(canaryPrism.url);
-  direct = await suiteAt(server.url);
   modes.errors.report = await suiteAt(modes.errors.tap.url);
   modes.observe.report = await suiteAt(modes.observe.tap.url);
 }, 180_000);

@@ -6,11 +6,12 @@
  * outside what it packs.
  */
 import { execFile, spawn } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KEYS, startTestServer, type TestServer } from "../../reference-server/test/helpers.ts";
 
 const run = promisify(execFile);
@@ -24,28 +25,18 @@ let server: TestServer;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "agent-api-pack-"));
   server = await startTestServer();
-  const tarballs: string[] = [];
-  for (const folder of ["client", "conformance", "reference-server", "spec"]) {
-    const packed = await run("npm", ["pack", "--json", "--pack-destination", dir], {
-      cwd: join(root, folder),
-      env,
-    });
-    tarballs.push(join(dir, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0].filename));
-  }
+  // Side by side: each build writes only its own folder's dist/.
+  const tarballs = await Promise.all(
+    ["client", "conformance", "reference-server", "spec"].map(async (folder) => {
+      const packed = await run("npm", ["pack", "--json", "--pack-destination", dir], {
+        cwd: join(root, folder),
+        env,
+      });
+      return join(dir, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0].filename);
+    }),
+  );
   await writeFile(join(dir, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
-  // --prefer-offline: the dependencies are in npm's cache after the repository's own `npm ci`.
-  await run("npm", ["install", "--omit=dev", "--prefer-offline", "--no-audit", "--no-fund", ...tarballs], {
-    cwd: dir,
-    env,
-  });
-}, 180_000);
-
-afterAll(async () => {
-  await server?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
-
-it("installs, imports from plain JavaScript and runs a turn", async () => {
+  // A client author's script: a turn through the installed client, from plain JavaScript.
   await writeFile(
     join(dir, "turn.js"),
     `import { collectText, createAgentClient } from "@agent-api/client";
@@ -56,6 +47,19 @@ const text = await collectText(turn);
 console.log(JSON.stringify({ id: turn.conversationId, text, names: streamEventNames.length }));
 `,
   );
+  // --prefer-offline: the dependencies are in npm's cache after the repository's own `npm ci`.
+  await run("npm", ["install", "--omit=dev", "--prefer-offline", "--no-audit", "--no-fund", ...tarballs], {
+    cwd: dir,
+    env,
+  });
+}, 300_000);
+
+afterAll(async () => {
+  await server?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+it("installs, imports from plain JavaScript and runs a turn", async () => {
   const { stdout } = await run(
     join(root, "node_modules", ".bin", "node"),
     ["turn.js", server.url, KEYS.admin],
@@ -115,10 +119,94 @@ it("runs `npx agent-api serve` from the server package, and check judges it", as
   }
 }, 120_000);
 
-it("says which commands an installation lacks", async () => {
-  const failed = await run("npx", ["agent-api", "mock"], { cwd: dir, env }).catch((error) => error);
-  expect(failed.code).toBe(2);
-  expect(failed.stderr).toContain("run it from a checkout");
+it("`agent-api docs` copies the page @agent-api/spec ships, with no Redocly installed", async () => {
+  const { stdout } = await run("npx", ["agent-api", "docs", "--output", "site/api.html"], { cwd: dir, env });
+  expect(stdout).toContain(join(dir, "site", "api.html"));
+  const shipped = await readFile(
+    join(dir, "node_modules", "@agent-api", "spec", "dist", "index.html"),
+    "utf8",
+  );
+  expect(await readFile(join(dir, "site", "api.html"), "utf8")).toBe(shipped);
+});
+
+it("`agent-api mock`, `lint` and `docs --spec` name the dev tool they need when it is not installed", async () => {
+  const cases = [
+    { args: ["mock"], pkg: "@stoplight/prism-cli" },
+    { args: ["lint"], pkg: "@redocly/cli" },
+    { args: ["docs", "--spec", "node_modules/@agent-api/spec/dist/openapi.yaml"], pkg: "@redocly/cli" },
+  ];
+  for (const { args, pkg } of cases) {
+    const failed = await run("npx", ["agent-api", ...args], { cwd: dir, env }).catch((error) => error);
+    expect(failed.code, args.join(" ")).toBe(2);
+    expect(failed.stderr, args.join(" ")).toContain(`npm install --save-dev ${pkg}`);
+  }
+});
+
+it("holds one copy of the protocol: the suite and the server import it from @agent-api/client", async () => {
+  const copies: string[] = [];
+  for (const pkg of ["conformance", "reference-server"]) {
+    const dist = join(dir, "node_modules", "@agent-api", pkg, "dist");
+    // The spec document stays (the validators read it); compiled protocol or client modules must not.
+    for (const file of await readdir(dist, { recursive: true })) {
+      if (/^(client|generated)\/.*\.js$/.test(file)) copies.push(`${pkg}/dist/${file}`);
+    }
+  }
+  expect(copies).toEqual([]);
+  const client = join(dir, "node_modules", "@agent-api", "client", "dist");
+  expect(existsSync(join(client, "generated", "protocol.js"))).toBe(true);
+  expect(existsSync(join(client, "client", "sse.js"))).toBe(true);
+});
+
+/** Node 22 exactly, so every run installs the same binary (from npm's cache after the first). */
+const NODE_22 = "22.23.3";
+
+describe(`on Node ${NODE_22}`, () => {
+  let node22: string;
+  let env22: NodeJS.ProcessEnv;
+
+  beforeAll(async () => {
+    // Under node_modules: `npm ci` starts CI from scratch, and a repeated local run reuses it.
+    const prefix = join(root, "node_modules", ".cache", `node-${NODE_22}`);
+    const bin = join(prefix, "node_modules", ".bin");
+    node22 = join(bin, "node");
+    if (!existsSync(node22)) {
+      await run(
+        "npm",
+        [
+          "install",
+          "--no-save",
+          "--prefer-offline",
+          "--no-audit",
+          "--no-fund",
+          "--prefix",
+          prefix,
+          `node@${NODE_22}`,
+        ],
+        { env },
+      );
+    }
+    // First on PATH: the installed `agent-api` starts with `#!/usr/bin/env node`.
+    env22 = { ...env, PATH: `${bin}:${env.PATH}` };
+    const { stdout } = await run("node", ["--version"], { env: env22 });
+    expect(stdout.trim()).toBe(`v${NODE_22}`);
+  }, 300_000);
+
+  it("imports the client from plain JavaScript and runs a turn", async () => {
+    const { stdout } = await run(node22, ["turn.js", server.url, KEYS.admin], { cwd: dir, env: env22 });
+    const result = JSON.parse(stdout);
+    expect(result.text.length).toBeGreaterThan(0);
+    expect(result.names).toBe(7);
+  });
+
+  it("runs the installed `agent-api check` against a deployment", async () => {
+    const args = ["check", "--base-url", server.url, "--agent", "demo-agent", "--key", KEYS.admin];
+    const { stdout } = await run(
+      join(dir, "node_modules", ".bin", "agent-api"),
+      [...args, "--only", "AUTH-401-*,SSE-*", "--no-color"],
+      { cwd: dir, env: env22 },
+    );
+    expect(stdout).toMatch(/all MUST checks that ran passed/);
+  }, 120_000);
 });
 
 /** The `AGENT_API_*` variables `serve --write-env-file` writes once the server listens. */

@@ -42,6 +42,11 @@ export interface Mutation {
    * why. The self-test then asserts it is still not caught, so a fixed suite says "remove this".
    */
   knownGap?: string;
+  /**
+   * Checks whose traffic the mutation feeds on, run beside `breaks` in the self-test: a mutation that
+   * serves a request "as a key that works" learns that key from a turn some other check ran.
+   */
+  needs?: string[];
   onRequest?(call: ProxyCall, tools: ProxyTools): Maybe<ProxyResponse> | Promise<Maybe<ProxyResponse>>;
   onEvents?(events: SseEvent[], call: ProxyCall, tools: ProxyTools): Maybe<SseEvent[]>;
   onSseText?(text: string, call: ProxyCall): string;
@@ -53,8 +58,8 @@ export interface Mutation {
 }
 
 /**
- * The checks that exercise each area: the self-test runs these plus a mutation's `breaks` (the full suite
- * runs for the unbroken proxy and in `npm run mutation-score`).
+ * The checks that exercise each area: `npm run mutation-score -- --area-only` runs these plus a mutation's
+ * `breaks` (the full suite runs for the unbroken proxy and in `npm run mutation-score`).
  */
 export const AREA_CHECKS: Record<Area, string[]> = {
   status: ["AUTH-*", "ERR-*", "CONVID-*"],
@@ -73,6 +78,9 @@ export function checksFor(mutation: Mutation): string[] {
 
 // ---------------------------------------------------------------------------------------------------------
 // Small helpers the mutations share.
+
+/** A check that runs a turn with the run's own key, from which `ledger.workingKey()` learns it. */
+const WORKING_KEY = ["SEND-200-STREAM"];
 
 const isSend = (call: ProxyCall) => call.route.kind === "send" || call.route.kind === "routed";
 
@@ -210,6 +218,7 @@ export const mutations: Mutation[] = [
     area: "status",
     description: "A revoked key is not refused: the request runs (as a key that works) instead of 401",
     breaks: ["AUTH-401-REVOKED"],
+    needs: WORKING_KEY,
     async onResponse(call, res, tools) {
       if (res.status !== 401 || jsonOf(res)?.message !== "API key has been revoked") return;
       return replayWith(call, await tools.ledger.workingKey(), tools);
@@ -230,6 +239,7 @@ export const mutations: Mutation[] = [
     area: "status",
     description: "A request without X-Api-Key is served (as a key that works) instead of 401",
     breaks: ["AUTH-401-MISSING"],
+    needs: WORKING_KEY,
     async onRequest(call, tools) {
       if (call.key !== undefined || call.route.kind === "flow" || call.headers.authorization) return;
       call.key = await tools.ledger.workingKey();
@@ -250,6 +260,7 @@ export const mutations: Mutation[] = [
     area: "status",
     description: "A Viewer-role key may run a turn (no 403 on send-message)",
     breaks: ["AUTH-403-VIEWER-SEND"],
+    needs: WORKING_KEY,
     async onResponse(call, res, tools) {
       if (res.status !== 403 || call.route.kind !== "send") return;
       if (!String(jsonOf(res)?.message).includes("Viewer")) return;
@@ -1355,6 +1366,7 @@ export const mutations: Mutation[] = [
     description:
       "The routes of one conversation (fetch, transcript, compaction, fork) serve a request without X-Api-Key",
     breaks: ["AUTH-401-EVERY-ROUTE"],
+    needs: WORKING_KEY,
     async onRequest(call, tools) {
       if (call.key !== undefined || !CONVERSATION_ROUTES.includes(call.route.kind)) return;
       call.key = await tools.ledger.workingKey();

@@ -18,10 +18,19 @@ afterAll(async () => {
 });
 
 describe("agent-api docs", () => {
+  // One Redocly build (the slow part) for both tests that read the page.
+  let built: Promise<string> | undefined;
+  const page = () => {
+    built ??= (async () => {
+      const output = join(dir, "site", "api.html");
+      expect(await docs(["--output", output])).toBe(0);
+      return readFile(output, "utf8");
+    })();
+    return built;
+  };
+
   it("writes one self-contained HTML page of the API", async () => {
-    const output = join(dir, "site", "api.html");
-    expect(await docs(["--output", output])).toBe(0);
-    const html = await readFile(output, "utf8");
+    const html = await page();
     expect(html).toContain("<title>Agent Conversation API</title>");
     expect(html).toContain("sendMessage");
     // Self-contained: the Redoc script is embedded, not loaded from a CDN.
@@ -30,9 +39,7 @@ describe("agent-api docs", () => {
   });
 
   it("shows every reference choice (x-reference-behavior) in the description beside it", async () => {
-    const output = join(dir, "choices", "api.html");
-    expect(await docs(["--output", output])).toBe(0);
-    const html = await readFile(output, "utf8");
+    const html = await page();
     const bundle = JSON.parse(
       await readFile(join(projectRoot, "generated", "openapi.json"), "utf8"),
     ) as unknown;
