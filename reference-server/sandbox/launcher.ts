@@ -46,6 +46,13 @@ export interface LaunchInput {
   fileSizeBytes: number;
   /** No cgroup bounds memory: fall back to an address-space rlimit. */
   memoryRlimit: boolean;
+  /**
+   * Bytes of output the server reads at most. Set, the command's stdout and stderr go through one pipe to a
+   * drain in the command's own cgroup (`head -c`, then `wc -c`), which passes the first bytes on as stdout
+   * and writes how many it dropped to stderr: a command flooding its output costs its own CPU share, not the
+   * server's, and never sees a closed pipe.
+   */
+  outputCapBytes?: number;
 }
 
 export interface LaunchSpec {
@@ -83,7 +90,15 @@ function launcherScript(input: LaunchInput, lastFd: number): string {
     'while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n - 1)); done',
     ...limits,
     // -c: an empty environment (bash would otherwise export PWD, SHLVL and _ into bwrap's own).
-    'exec -c "$@"',
+    ...(input.outputCapBytes === undefined
+      ? ['exec -c "$@"']
+      : [
+          "set +e",
+          // head reads no further than the cap, so wc counts exactly what was dropped.
+          `exec -c "$@" 2>&1 | { head -c ${Math.max(0, Math.floor(input.outputCapBytes))}; wc -c >&2; }`,
+          // The command's status, as bubblewrap gave it (128 + n for a signal), not the drain's.
+          'exit "$PIPESTATUS"',
+        ]),
   ].join("\n");
 }
 

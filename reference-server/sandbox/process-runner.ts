@@ -22,6 +22,11 @@ export interface ProcessSpec {
   signal?: AbortSignal;
   /** Kills whatever of the command escaped its process group; awaited before the result is returned. */
   reap?: () => Promise<void>;
+  /**
+   * The launcher's drain (launcher.ts `outputCapBytes`) already cut the output: stdout is the output, and
+   * stderr ends with the number of bytes the drain dropped (anything before it is the launcher's own errors).
+   */
+  drained?: boolean;
 }
 
 export interface ProcessResult {
@@ -68,7 +73,13 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
       }
     };
     child.stdout?.on("data", collect);
-    child.stderr?.on("data", collect);
+    // The drain's report is one short line; the launcher's own errors before it are bounded too.
+    let report = "";
+    if (spec.drained)
+      child.stderr?.on("data", (chunk: Buffer) => {
+        report = (report + chunk.toString("utf8")).slice(-4096);
+      });
+    else child.stderr?.on("data", collect);
     const killGroup = () => {
       try {
         if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
@@ -98,6 +109,16 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
       // A background process may still hold the group, or have left it: it must not outlive the call.
       killGroup();
       await spec.reap?.().catch(() => undefined);
+      if (spec.drained) {
+        const lines = report.trimEnd().split("\n");
+        const count = /^\s*(\d+)\s*$/.exec(lines.at(-1) ?? "");
+        if (count) {
+          droppedBytes += Number(count[1]);
+          lines.pop();
+        }
+        const errors = lines.join("\n").trim();
+        if (errors !== "") collect(Buffer.from(`${errors}\n`));
+      }
       resolve({
         output: Buffer.concat(chunks).toString("utf8"),
         droppedBytes,

@@ -133,10 +133,7 @@ describe("sandbox review", { tags: ["sandbox"] }, () => {
     expect(peak).toBeLessThan(100);
   });
 
-  // Skipped: an open finding, not fixed yet (sandbox README, "Not isolated": output past the cap). Both simple
-  // fixes change what a command sees (SIGPIPE at the cap, or blocking until its time limit); the fix meant is
-  // a drain inside the command's cgroup. The tool time-out bounds the cost meanwhile.
-  it.skip("output past the cap is still read by the server: a command writing as fast as it can costs the server's own CPU, outside the command's cgroup", async () => {
+  it("output past the cap is drained inside the command's cgroup: a command writing as fast as it can does not cost the server's CPU", async () => {
     const { manager } = await sandboxManager();
     const turn = await manager.acquire(turnRequest("flood-out", storageAgent()));
     const cpuBefore = process.cpuUsage();
@@ -144,10 +141,18 @@ describe("sandbox review", { tags: ["sandbox"] }, () => {
     const flood = await turn.tools.run("run_command", { command: "timeout 5 cat /dev/zero; true" });
     const wallMs = Date.now() - started;
     const cpu = process.cpuUsage(cpuBefore);
-    await turn.finish();
     expect(flood.content).toContain("[output truncated:");
-    // The server's share of the flood: it reads and drops every byte after the first 64 KiB. Stopping reading
-    // at the cap would let the pipe fill and the command block, at no cost to the server.
+    // The drain keeps the order of stdout and stderr, the exact count of what it dropped, and the exit code.
+    const mixed = await turn.tools.run("run_command", {
+      command: "echo a; echo b >&2; head -c 70000 /dev/zero | tr '\\0' x; echo; echo c >&2; exit 3",
+    });
+    expect(mixed.isError).toBe(true);
+    expect(mixed.content.startsWith("a\nb\nxxx")).toBe(true);
+    expect(mixed.content).toContain(`[output truncated: ${4 + 70001 + 2 - OUTPUT_CAP} more bytes not shown]`);
+    expect(mixed.content).toContain("[exit code 3]");
+    await turn.finish();
+    // The server's share of the flood: it used to read and drop every byte after the first 64 KiB (0.29 of a
+    // core). Now a drain in the command's cgroup does, and the command never sees its pipe closed.
     expect((cpu.user + cpu.system) / 1000 / wallMs).toBeLessThan(0.2);
   });
 

@@ -312,6 +312,7 @@ async function runCommandTool(
         procsFiles: cgroup?.procsFiles ?? [],
         fileSizeBytes: await options.disk.remaining(),
         memoryRlimit: cgroup === null,
+        outputCapBytes: options.outputCapBytes,
       });
       // The launcher starts with an empty environment; the sandbox's variables go through fd 3.
       result = await runProcess({
@@ -321,6 +322,7 @@ async function runCommandTool(
         env: {},
         pipes: spec.pipes,
         reap: cgroup?.killAll,
+        drained: true,
       });
     } finally {
       // Its members are gone already (runProcess reaps them before it returns); the empty group's directory
