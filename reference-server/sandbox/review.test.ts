@@ -178,7 +178,8 @@ describe("sandbox review", { tags: ["sandbox"] }, () => {
     );
     // 1600 entries published by a conversation allowed 500: nothing bounds the store's entries.
     expect(entriesBelow(store)).toBeLessThanOrEqual(500);
-  });
+    // Four turns of 200 directories each, published: slow on a loaded machine.
+  }, 60_000);
 });
 
 describe("sandbox review: the server's git stores what a turn wrote outside the disk quota", {
@@ -268,5 +269,6 @@ describe("sandbox review: the server's git stores what a turn wrote outside the 
     const gitDir = path.join(root, "repos", `${conversationDirName("git-pile")}.git`);
     // 60 MiB of objects for a conversation whose quota is 20 MiB, and nothing ever removes them.
     expect(bytesBelow(gitDir)).toBeLessThanOrEqual(quota);
-  });
+    // Four writable turns hashing 15 MiB each: 30 s was not enough in CI with three test files at once.
+  }, 120_000);
 });
