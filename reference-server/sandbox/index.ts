@@ -358,6 +358,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
 
     let repo: RepoPaths | null = null;
     let gitWrote = false;
+    /** Whether the server changed the working directory since the quota last measured it. */
+    let changed = cold;
     if (request.agent.kind === "repo") {
       repo = await prepareRepo(request, workdir, entry, cold);
       // A fetch, merge or an earlier turn's rebase wrote files as the server: the head tells.
@@ -366,16 +368,20 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       entry.ownedHead = head;
     } else {
       if (request.agent.filesDir) {
-        entry.manifest = await restoreAgentFiles(request.agent.filesDir, workdir, entry.manifest, user);
+        const previous = entry.manifest;
+        entry.manifest = await restoreAgentFiles(request.agent.filesDir, workdir, previous, user);
+        // A file left as it was keeps its manifest entry (the same object): anything else was copied.
+        for (const [rel, stamps] of entry.manifest) if (previous?.get(rel) !== stamps) changed = true;
       }
-      await resetOutputs(workdir, user);
+      if (await resetOutputs(workdir, user)) changed = true;
     }
     // What the server wrote as itself (a clone, a checkout, files of an older server) becomes the sandbox
     // user's; warm turns where git changed nothing skip the walk.
     if (user && (cold || gitWrote)) await chownTree(workdir, user);
     const disk = quotaFor(key, workdir);
-    // What the last turn left was measured before the server emptied outputs/ or restored and checked out.
-    disk.forget();
+    // What the last turn left was measured before the server emptied outputs/, restored files or checked out:
+    // measured anew then (a warm turn where nothing changed keeps the measurement, and saves a walk).
+    if (changed || gitWrote) disk.forget();
     const attachments = await writeAttachments(workdir, request.attachments, user, disk);
     // What a writable turn changed is measured from here (attachments are excluded from the repository).
     const baseline = repo && !request.readOnly ? await snapshotWorkTree(repo, limits.diskBytes) : undefined;

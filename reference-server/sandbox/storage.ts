@@ -3,7 +3,7 @@
  * directory every turn, and what a turn writes to `outputs/` is published to the workspace store.
  */
 import { constants } from "node:fs";
-import { copyFile, lchown, lstat, mkdir, open, readFile, rm } from "node:fs/promises";
+import { copyFile, lchown, lstat, mkdir, open, readdir, readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import { at, withBeneath } from "./beneath.ts";
 import {
@@ -80,13 +80,19 @@ export async function restoreAgentFiles(
   return manifest;
 }
 
-/** `outputs/` is the turn's outbox: it starts empty each turn (earlier turns' files are in the store). */
-export async function resetOutputs(workdir: string, user: HostUser | null = null): Promise<void> {
+/**
+ * `outputs/` is the turn's outbox: it starts empty each turn (earlier turns' files are in the store).
+ * Resolves whether anything was there to remove (the disk quota's last measurement is then out of date).
+ */
+export async function resetOutputs(workdir: string, user: HostUser | null = null): Promise<boolean> {
   const outputs = path.join(workdir, OUTPUTS_DIR);
+  const stats = await lstat(outputs).catch(() => null);
+  const held = stats === null ? false : !stats.isDirectory() || (await readdir(outputs)).length > 0;
   // Node's rm costs no process; GNU rm only for what it cannot do (a tree nested past PATH_MAX).
   await rm(outputs, { recursive: true, force: true }).catch(() => removeTree(outputs));
   await mkdir(outputs, { mode: 0o755 });
   if (user) await lchown(outputs, user.uid, user.gid);
+  return held;
 }
 
 /**
