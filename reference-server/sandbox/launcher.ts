@@ -66,7 +66,8 @@ export interface LaunchSpec {
  * The launcher: closes every inherited descriptor but 0-2 and bubblewrap's pipes (a server started with an open file would otherwise
  * hand it to every sandbox, root-only files included), joins each cgroup.procs file given first, sets the
  * rlimits while it still may (inherited by the sandbox user, who cannot raise them), then becomes the rest of
- * its arguments. bash, not sh: dash cannot close descriptors above 9. Only numbers are written into it.
+ * its arguments, or, with an output cap, runs them into the drain and exits with their status. bash, not sh:
+ * dash cannot close descriptors above 9, and has no PIPESTATUS. Only numbers are written into it.
  */
 function launcherScript(input: LaunchInput, lastFd: number): string {
   const limits = [
