@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -474,6 +474,20 @@ describe("WAL checkpoints", () => {
     while (walState().copied < walState().frames && Date.now() < until)
       await new Promise((resolve) => setTimeout(resolve, 20));
     expect(walState().copied).toBe(walState().frames);
+  });
+
+  it("close() returns once the checkpointer's connection is closed: the file is left as a stopped server's", async () => {
+    store.close();
+    store = openSqliteStore(file, { checkpointIntervalMs: 20 });
+    writeTurns(store, 20);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    store.close();
+    // The last connection to close checkpoints and removes the WAL: ours, not a worker still closing later.
+    expect(existsSync(`${file}-wal`)).toBe(false);
+    const next = new DatabaseSync(file);
+    next.exec("BEGIN EXCLUSIVE; COMMIT");
+    next.close();
+    store = openSqliteStore(file);
   });
 
   it("without a checkpointer, SQLite leaves a short WAL uncopied until 1,000 pages", async () => {

@@ -262,9 +262,15 @@ parentPort.on("message", () => {
   clearInterval(timer);
   checkpoint();
   db.close();
+  // The server's close() waits on this: once it returns, no connection of ours holds the file.
+  Atomics.store(workerData.closed, 0, 1);
+  Atomics.notify(workerData.closed, 0);
   parentPort.close();
 });
 `;
+
+/** How long close() waits for the checkpointer's last checkpoint (a worker that hangs must not hold a shutdown). */
+const CHECKPOINTER_CLOSE_MS = 5_000;
 
 /**
  * SQLite's own checkpoint stays as a backstop. The WAL starts over only when a write begins with every frame
@@ -290,6 +296,8 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
   }
   const checkpointIntervalMs = options.checkpointIntervalMs ?? 0;
   let checkpointer: Worker | undefined;
+  /** Set to 1 by the checkpointer once its connection is closed. */
+  const checkpointerClosed = new Int32Array(new SharedArrayBuffer(4));
   if (checkpointIntervalMs > 0) {
     db.exec(`PRAGMA wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
     checkpointer = new Worker(CHECKPOINTER, {
@@ -298,10 +306,12 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
         file,
         intervalMs: Math.trunc(checkpointIntervalMs),
         busyTimeoutMs: Math.trunc(options.busyTimeoutMs ?? 5000),
+        closed: checkpointerClosed,
       },
     });
     // A checkpointer that fails leaves the backstop: SQLite checkpoints inside commits again.
     checkpointer.on("error", () => {
+      checkpointer = undefined;
       if (db.isOpen) db.exec("PRAGMA wal_autocheckpoint = 1000");
     });
     checkpointer.unref();
@@ -776,9 +786,14 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     close() {
       historyCache.clear();
       statements.clear();
-      // The checkpointer runs a last checkpoint, closes its connection and ends on its own.
-      checkpointer?.postMessage("close");
-      checkpointer = undefined;
+      // The checkpointer runs a last checkpoint, closes its connection and ends on its own; close() returns
+      // once its connection is closed, so whoever opens the file next (a restart, an operator's sqlite3, a
+      // backup) never finds it locked by a server that said it stopped.
+      if (checkpointer) {
+        checkpointer.postMessage("close");
+        checkpointer = undefined;
+        Atomics.wait(checkpointerClosed, 0, 0, CHECKPOINTER_CLOSE_MS);
+      }
       if (db.isOpen) db.close();
     },
   };

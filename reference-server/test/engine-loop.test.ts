@@ -91,7 +91,7 @@ function storedHistory(
   server: TestServer,
   conversationId: string,
 ): Array<{ role: string; content: unknown }> {
-  const db = new DatabaseSync(server.dbFile, { readOnly: true });
+  const db = new DatabaseSync(server.dbFile, { readOnly: true, timeout: 5000 });
   try {
     const rows = db
       .prepare(

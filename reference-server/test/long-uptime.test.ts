@@ -127,7 +127,7 @@ describe("after a burst of turns", () => {
 describe("a long conversation", () => {
   it("each turn inserts only its own history rows; the whole history is still resumed", async () => {
     const s = await startTestServer({ sessionDelayMs: 0 });
-    const spy = new DatabaseSync(s.dbFile);
+    const spy = new DatabaseSync(s.dbFile, { timeout: 5000 });
     try {
       spy.exec(`
         CREATE TABLE write_counts (what TEXT PRIMARY KEY, n INTEGER NOT NULL);
@@ -165,7 +165,7 @@ describe("a long conversation", () => {
       await runTurn(s.client(), "Say hello.", { conversation_id: first.conversationId });
       await s.stop();
       // Back to schema 4 as that version wrote it: the history as one JSON value in sessions.context.
-      const db = new DatabaseSync(s.dbFile);
+      const db = new DatabaseSync(s.dbFile, { timeout: 5000 });
       const sessions = db
         .prepare("SELECT id, history_tokens FROM sessions WHERE history_tokens IS NOT NULL")
         .all() as Array<{
@@ -200,7 +200,7 @@ describe("a long conversation", () => {
         conversation_id: first.conversationId,
       });
       expect(again.text).toBe("old-fig");
-      const check = new DatabaseSync(s.dbFile, { readOnly: true });
+      const check = new DatabaseSync(s.dbFile, { readOnly: true, timeout: 5000 });
       try {
         expect(check.prepare("PRAGMA user_version").get()).toEqual({ user_version: SCHEMA_VERSION });
         // Two turns before, two after: eight messages, all in rows now.
