@@ -10,7 +10,8 @@ import { DatabaseSync } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { migrate } from "./schema.ts";
 import { openSqliteStore } from "./sqlite.ts";
-import type { ConversationRecord, SessionHistory, Store, TurnWrite } from "./types.ts";
+import { conversationRecord } from "./testing.ts";
+import type { SessionHistory, Store, TurnWrite } from "./types.ts";
 
 let dir: string;
 let file: string;
@@ -28,31 +29,7 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function conversation(id: string): ConversationRecord {
-  return {
-    id,
-    workspaceId: "demo",
-    agent: "demo-agent",
-    ownerMemberId: "alice",
-    channel: "INTERACTIVE",
-    channelId: null,
-    notebookPath: null,
-    automation: null,
-    title: "Long",
-    shared: false,
-    agentSessionId: null,
-    parentConversationId: null,
-    forkedAtTurnIndex: null,
-    defaultModel: null,
-    defaultAutomation: null,
-    turnModel: null,
-    turnAutomation: null,
-    hidden: false,
-    createdAt: "2026-01-01T00:00:00.000Z",
-    updatedAt: "2026-01-01T00:00:00.000Z",
-    turnCount: 0,
-  };
-}
+const conversation = (id: string) => conversationRecord({ id, title: "Long" });
 
 const user = (text: string) => ({ role: "user", content: [{ type: "text", text }] });
 const assistant = (text: string) => ({ role: "assistant", content: [{ type: "text", text }] });

@@ -5,7 +5,8 @@ import { DatabaseSync } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SCHEMA_VERSION } from "./schema.ts";
 import { openSqliteStore } from "./sqlite.ts";
-import { ConversationExistsError, type ConversationRecord, type Store, type TurnWrite } from "./types.ts";
+import { conversationRecord } from "./testing.ts";
+import { ConversationExistsError, type Store, type TurnWrite } from "./types.ts";
 
 let dir: string;
 let file: string;
@@ -22,32 +23,7 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function conversation(overrides: Partial<ConversationRecord> = {}): ConversationRecord {
-  return {
-    id: "c1",
-    workspaceId: "demo",
-    agent: "demo-agent",
-    ownerMemberId: "alice",
-    channel: "INTERACTIVE",
-    channelId: null,
-    notebookPath: null,
-    automation: null,
-    title: "Hello",
-    shared: false,
-    agentSessionId: null,
-    parentConversationId: null,
-    forkedAtTurnIndex: null,
-    defaultModel: null,
-    defaultAutomation: null,
-    turnModel: null,
-    turnAutomation: null,
-    hidden: false,
-    createdAt: "2026-01-01T00:00:00.000Z",
-    updatedAt: "2026-01-01T00:00:00.000Z",
-    turnCount: 0,
-    ...overrides,
-  };
-}
+const conversation = conversationRecord;
 
 function turn(conversationId: string, turnIndex: number, overrides: Partial<TurnWrite> = {}): TurnWrite {
   return {

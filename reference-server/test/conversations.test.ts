@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentApiError, type Conversation } from "../../client/index.ts";
 import { openSqliteStore } from "../store/sqlite.ts";
+import { conversationRecord } from "../store/testing.ts";
 import type { ConversationRecord } from "../store/types.ts";
 import {
   ISO_MS,
@@ -50,30 +51,17 @@ function insertDirectly(records: ConversationRecord[]): void {
   }
 }
 
+/** A channel-owned (SLACK) conversation seeded straight into the store, titled by its id. */
 function record(fields: Partial<ConversationRecord> & Pick<ConversationRecord, "id" | "agent">) {
   const at = "2020-01-01T00:00:00.000Z";
-  return {
-    workspaceId: "demo",
+  return conversationRecord({
     ownerMemberId: null,
     channel: "SLACK",
-    channelId: null,
-    notebookPath: null,
-    automation: null,
     title: fields.id,
-    shared: false,
-    agentSessionId: null,
-    parentConversationId: null,
-    forkedAtTurnIndex: null,
-    defaultModel: null,
-    defaultAutomation: null,
-    turnModel: null,
-    turnAutomation: null,
-    hidden: false,
     createdAt: at,
     updatedAt: at,
-    turnCount: 0,
     ...fields,
-  } satisfies ConversationRecord;
+  });
 }
 
 describe("list conversations", () => {
