@@ -15,16 +15,12 @@ import { bwrapArgs, bwrapPipes, resolveExecutable } from "../reference-server/sa
 import { DEFAULT_SANDBOX_LIMITS } from "../reference-server/sandbox/limits.ts";
 import { runProcess } from "../reference-server/sandbox/process-runner.ts";
 import type { SandboxAgent, SandboxManager } from "../reference-server/sandbox/types.ts";
+import { percentile } from "./stats.ts";
 
 const TURNS = Math.max(50, Number(process.argv[2] ?? 60));
 const RECLAIM_MS = 1;
 const TARGET_WARM_OVERHEAD_MS = 25;
 const BASELINE = "baseline (direct spawn)";
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
 
 const median = (samples: number[]) => percentile(samples, 50);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -32,6 +32,7 @@ import { SessionRecorder } from "../reference-server/service/sessions.ts";
 import type { Caller } from "../reference-server/service/types.ts";
 import { openSqliteStore } from "../reference-server/store/sqlite.ts";
 import type { Channel, ConversationRecord, Store } from "../reference-server/store/types.ts";
+import { percentile } from "./stats.ts";
 
 const WORKSPACE = "bench";
 const AGENT = "bench-agent";
@@ -177,11 +178,6 @@ function seed(store: Store, n: number, longCount: number): Seeded {
     if (owner !== null && !record.hidden) (isLong ? long : owned).push({ id: record.id, owner });
   }
   return { owned, long, seconds: (performance.now() - started) / 1000 };
-}
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
 interface Figure {

@@ -23,6 +23,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Agent, request } from "undici";
+import { percentile } from "./stats.ts";
 
 const SELF = fileURLToPath(import.meta.url);
 const API_KEY = "demo-admin-key";
@@ -196,11 +197,6 @@ interface LevelResult {
   serverCpuMsPerTurn: number;
   /** CPU time of this load generator per measured turn, in ms. */
   clientCpuMsPerTurn: number;
-}
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
 async function runLevel(
