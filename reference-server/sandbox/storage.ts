@@ -113,6 +113,8 @@ export async function publishOutputs(
   const stats = await lstat(outputs).catch(() => null);
   if (!stats?.isDirectory()) return [];
   const files = await listRegularFiles(outputs);
+  // Most turns publish nothing: the store folder is walked only when there is something to add to it.
+  if (files.length === 0) return [];
   const published: string[] = [];
   const seen = new Set<number>();
   const stored = await storedSizes(storeDir);
