@@ -18,15 +18,16 @@ const serverPresent = existsSync(new URL("../reference-server/index.ts", import.
 let demo: DemoServer | undefined;
 let model: { url: string; close(): Promise<void> } | undefined;
 let report: RunReport;
+let restoreEnv = () => {};
 
 beforeAll(async () => {
   if (!serverPresent) return;
   const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
   // 100 ms per model call and a keep-alive every 40 ms: the suite also reads streams with comment lines.
   model = await serveScriptedModel({ deltasPerBlock: 3, latencyMs: 100 });
-  // This file runs in its own worker process: the variables reach only this server's engine.
-  process.env.ANTHROPIC_BASE_URL = model.url;
-  process.env.ANTHROPIC_API_KEY = "scripted-upstream-key";
+  // The engine reads them when the server starts; they are put back afterwards (test files share a worker).
+  const { setEnv } = await import("../reference-server/test/helpers.ts");
+  restoreEnv = setEnv({ ANTHROPIC_BASE_URL: model.url, ANTHROPIC_API_KEY: "scripted-upstream-key" });
   const { startDemoServer } = await import("../cli/demo.ts");
   // The suite asks for tools: they run unisolated where bubblewrap does not work (the sandbox has its own tests).
   demo = await startDemoServer(1000, { engine: "anthropic", keepAliveMs: 40, unsafeNoIsolation: true });
@@ -37,6 +38,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
+  restoreEnv();
   await demo?.close();
   await model?.close();
 });

@@ -4,6 +4,7 @@
  * ENAMETOOLONG; neither tool follows a symlink or leaves the tree's file system.
  */
 import { spawn } from "node:child_process";
+import { lstat, rmdir, unlink } from "node:fs/promises";
 import { setPriority } from "node:os";
 
 interface RunResult {
@@ -41,8 +42,23 @@ export async function chownTree(dir: string, user: { uid: number; gid: number })
   if (result.code !== 0) throw new Error(`chown of a sandbox directory failed: ${result.stderrTail}`);
 }
 
-/** `rm -rf`: gone however deep; a missing path is fine. */
+/**
+ * `rm -rf`: gone however deep; a missing path is fine. A missing path, a lone file or an empty directory is
+ * handled in-process: forking the server (page tables and all) costs milliseconds of kernel time, and most
+ * conversations never ran a tool, so their directories do not exist.
+ */
 export async function removeTree(path: string): Promise<void> {
+  const stat = await lstat(path).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT") return null;
+    throw error;
+  });
+  if (stat === null) return;
+  const removedInProcess = await (stat.isDirectory() ? rmdir(path) : unlink(path)).then(
+    () => true,
+    // Not empty (or anything else): the walk below decides, as it always did.
+    () => false,
+  );
+  if (removedInProcess) return;
   const result = await run("rm", ["-rf", "--one-file-system", "--", path]);
   if (result.code !== 0) throw new Error(`rm failed: ${result.stderrTail}`);
 }

@@ -16,7 +16,7 @@ import {
   type ScriptedRequest,
   serveScriptedModel,
 } from "../engine/scripted-transport.ts";
-import { PHRASES, runTurn, startTestServer, type TestServer } from "./helpers.ts";
+import { PHRASES, runTurn, setEnv, startTestServer, type TestServer } from "./helpers.ts";
 
 let model: ScriptedModelServer;
 let slowModel: ScriptedModelServer;
@@ -27,11 +27,13 @@ let delayed: TestServer;
 /** Every request the upstream `model` received, in order (what the model was sent). */
 const requests: ScriptedRequest[] = [];
 
+/** Puts back the upstream variables the engines read at start. */
+let restoreEnv = () => {};
+
 beforeAll(async () => {
   model = await serveScriptedModel({ deltasPerBlock: 4, onRequest: (request) => requests.push(request) });
   slowModel = await serveScriptedModel({ latencyMs: 400 });
-  process.env.ANTHROPIC_API_KEY = "scripted-upstream-key";
-  process.env.ANTHROPIC_BASE_URL = model.url;
+  restoreEnv = setEnv({ ANTHROPIC_API_KEY: "scripted-upstream-key", ANTHROPIC_BASE_URL: model.url });
   t = await startTestServer({ engine: "anthropic", sessionDelayMs: 0, unsafeNoIsolation: true });
   limited = await startTestServer({
     engine: "anthropic",
@@ -47,6 +49,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  restoreEnv();
   await Promise.all([t?.close(), limited?.close(), slow?.close(), delayed?.close()]);
   await Promise.all([model?.close(), slowModel?.close()]);
 });

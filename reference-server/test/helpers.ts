@@ -247,3 +247,18 @@ export function uid(prefix: string): string {
   counter += 1;
   return `${prefix}-${process.pid}-${counter}-${Math.random().toString(36).slice(2, 8)}`;
 }
+
+/**
+ * Sets process environment variables and returns what puts them back. Test files share a worker
+ * (`isolate: false`), so a variable one file sets for its server must not reach the next file's.
+ */
+export function setEnv(vars: Record<string, string>): () => void {
+  const before = Object.fromEntries(Object.keys(vars).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, vars);
+  return () => {
+    for (const [name, value] of Object.entries(before)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  };
+}
