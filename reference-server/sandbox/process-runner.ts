@@ -4,7 +4,7 @@
  * command's cgroup, when there is one) empties everything else it started: the returned promise settles
  * only once nothing of the command is left, so nothing it started outlives it.
  */
-import { spawn } from "node:child_process";
+import { spawnProcess } from "./spawner.ts";
 
 export interface ProcessSpec {
   file: string;
@@ -49,18 +49,16 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
     let droppedBytes = 0;
     let timedOut = false;
     let aborted = false;
-    const child = spawn(spec.file, spec.args, {
+    const child = spawnProcess({
+      file: spec.file,
+      args: spec.args,
       cwd: spec.cwd,
       env: spec.env,
-      stdio: ["ignore", "pipe", "pipe", ...(spec.pipes ?? []).map(() => "pipe" as const)],
+      stdout: true,
+      stderr: true,
+      pipes: spec.pipes,
       detached: true,
     });
-    for (const [index, payload] of (spec.pipes ?? []).entries()) {
-      const pipe = child.stdio[3 + index] as NodeJS.WritableStream;
-      // The child may die before reading it (a failed launch): that is reported by its exit, not here.
-      pipe.on("error", () => undefined);
-      pipe.end(payload);
-    }
     const collect = (chunk: Buffer) => {
       const room = spec.outputCapBytes - kept;
       if (room >= chunk.length) {
@@ -72,19 +70,22 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
         droppedBytes += chunk.length - Math.max(room, 0);
       }
     };
-    child.stdout?.on("data", collect);
+    child.on("stdout", collect);
     // The drain's report is one short line; the launcher's own errors before it are bounded too.
     let report = "";
     if (spec.drained)
-      child.stderr?.on("data", (chunk: Buffer) => {
+      child.on("stderr", (chunk: Buffer) => {
         report = (report + chunk.toString("utf8")).slice(-4096);
       });
-    else child.stderr?.on("data", collect);
+    else child.on("stderr", collect);
     const killGroup = () => {
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
-      } catch {
-        // Already gone.
+      if (!child.closed) child.kill("SIGKILL", true);
+      else if (child.pid !== undefined) {
+        try {
+          process.kill(-child.pid, "SIGKILL");
+        } catch {
+          // Already gone.
+        }
       }
     };
     const timer = setTimeout(() => {
@@ -100,10 +101,10 @@ export function runProcess(spec: ProcessSpec): Promise<ProcessResult> {
     if (spec.signal?.aborted) onAbort();
     else spec.signal?.addEventListener("abort", onAbort, { once: true });
     let spawnError: string | undefined;
-    child.on("error", (error) => {
+    child.on("error", (error: Error) => {
       spawnError = error.message;
     });
-    child.on("close", async (exitCode, signal) => {
+    child.on("close", async (exitCode: number | null, signal: NodeJS.Signals | null) => {
       clearTimeout(timer);
       spec.signal?.removeEventListener("abort", onAbort);
       // A background process may still hold the group, or have left it: it must not outlive the call.

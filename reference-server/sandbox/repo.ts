@@ -4,11 +4,10 @@
  * anything into the working tree (even a `.git`), but never the config or hooks that the server's
  * own git runs with.
  */
-import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { setPriority } from "node:os";
 import path from "node:path";
 import { UPLOADS_DIR } from "./attachments.ts";
+import { runCollected } from "./spawner.ts";
 import { sumFind } from "./tree-ops.ts";
 
 export const AGENT_AUTHOR_NAME = "Agent";
@@ -108,38 +107,28 @@ export class OversizedWorkTreeError extends Error {
  */
 const GIT_TIMEOUT_MS = 10 * 60_000;
 
-export function git(args: string[], cwd: string, repo?: RepoPaths): Promise<string> {
+export async function git(args: string[], cwd: string, repo?: RepoPaths): Promise<string> {
   const location = repo ? [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`] : [];
-  return new Promise((resolve, reject) => {
-    const child = execFile(
-      "git",
-      [...SAFE_CONFIG, ...location, ...args],
-      {
-        cwd,
-        env: gitEnvironment(),
-        maxBuffer: 64 * 1024 * 1024,
-        timeout: GIT_TIMEOUT_MS,
-        killSignal: "SIGKILL",
-      },
-      (error, stdout, stderr) => {
-        if (error) {
-          const code = typeof error.code === "number" ? error.code : null;
-          const why = error.killed
-            ? `timed out after ${GIT_TIMEOUT_MS / 1000} s`
-            : String(stderr).trim() || error.message;
-          reject(new GitError(`git ${args[0]} failed: ${why}`, code));
-        } else {
-          resolve(String(stdout));
-        }
-      },
-    );
-    try {
-      // Hashing what a turn wrote is the server's work on the turn's behalf: other turns come first.
-      if (child.pid !== undefined) setPriority(child.pid, 10);
-    } catch {
-      // A courtesy, not a requirement.
-    }
+  const result = await runCollected({
+    file: "git",
+    args: [...SAFE_CONFIG, ...location, ...args],
+    cwd,
+    env: gitEnvironment(),
+    maxBuffer: 64 * 1024 * 1024,
+    timeoutMs: GIT_TIMEOUT_MS,
+    // Hashing what a turn wrote is the server's work on the turn's behalf: other turns come first.
+    nice: 10,
   });
+  if (result.code === 0 && result.error === undefined && !result.overflowed)
+    return result.stdout.toString("utf8");
+  const why = result.timedOut
+    ? `timed out after ${GIT_TIMEOUT_MS / 1000} s`
+    : result.overflowed
+      ? "its output passed 64 MiB"
+      : result.stderr.toString("utf8").trim() ||
+        result.error ||
+        `exit ${result.code ?? result.signal ?? "unknown"}`;
+  throw new GitError(`git ${args[0]} failed: ${why}`, result.code);
 }
 
 /**

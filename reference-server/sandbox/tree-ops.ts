@@ -3,9 +3,8 @@
  * nested thousands of levels deep (a path far past PATH_MAX) is removed, where Node's recursive rm fails with
  * ENAMETOOLONG; neither tool follows a symlink or leaves the tree's file system.
  */
-import { spawn } from "node:child_process";
 import { lstat, rmdir, unlink } from "node:fs/promises";
-import { setPriority } from "node:os";
+import { spawnProcess } from "./spawner.ts";
 
 interface RunResult {
   code: number | null;
@@ -17,19 +16,20 @@ interface RunResult {
 
 function run(file: string, args: string[]): Promise<RunResult> {
   return new Promise((resolve) => {
-    const child = spawn(file, args, { env: { LANG: "C" }, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawnProcess({ file, args, env: { LANG: "C" }, stderr: true });
     let tail = "";
     let partial = "";
     let onlyTooLong = true;
-    child.stderr.setEncoding("utf8");
-    child.stderr.on("data", (chunk: string) => {
+    // Whole lines are what is tested, so a character split across chunks does not matter.
+    child.on("stderr", (bytes: Buffer) => {
+      const chunk = bytes.toString("utf8");
       tail = (tail + chunk).slice(-4096);
       const lines = (partial + chunk).split("\n");
       partial = lines.pop() ?? "";
       for (const line of lines) if (line !== "" && !line.endsWith("File name too long")) onlyTooLong = false;
     });
-    child.on("error", (error) => resolve({ code: -1, stderrTail: error.message, onlyTooLong: false }));
-    child.on("close", (code) => {
+    child.on("error", (error: Error) => resolve({ code: -1, stderrTail: error.message, onlyTooLong: false }));
+    child.on("close", (code: number | null) => {
       if (partial !== "" && !partial.endsWith("File name too long")) onlyTooLong = false;
       resolve({ code, stderrTail: tail.trim(), onlyTooLong });
     });
@@ -91,18 +91,13 @@ export async function copyTree(from: string, to: string): Promise<void> {
  */
 export function sumFind(args: string[], timeoutMs: number): Promise<{ lines: number; sum: number } | null> {
   return new Promise((resolve) => {
-    const child = spawn("find", args, { env: { LANG: "C" }, stdio: ["ignore", "pipe", "ignore"] });
-    try {
-      if (child.pid !== undefined) setPriority(child.pid, 10);
-    } catch {
-      // Lowering the priority is a courtesy, not a requirement.
-    }
+    // Niced: a courtesy to other turns, not a requirement.
+    const child = spawnProcess({ file: "find", args, env: { LANG: "C" }, stdout: true, nice: 10 });
     let lines = 0;
     let sum = 0;
     let rest = "";
-    child.stdout.setEncoding("utf8");
-    child.stdout.on("data", (chunk: string) => {
-      const parts = (rest + chunk).split("\n");
+    child.on("stdout", (bytes: Buffer) => {
+      const parts = (rest + bytes.toString("latin1")).split("\n");
       rest = parts.pop() ?? "";
       for (const line of parts) {
         lines++;
@@ -114,7 +109,7 @@ export function sumFind(args: string[], timeoutMs: number): Promise<{ lines: num
       clearTimeout(timer);
       resolve(null);
     });
-    child.on("close", (_code, signal) => {
+    child.on("close", (_code: number | null, signal: NodeJS.Signals | null) => {
       clearTimeout(timer);
       resolve(signal === "SIGKILL" ? null : { lines, sum });
     });
