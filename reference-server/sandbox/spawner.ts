@@ -68,7 +68,7 @@ const helperPath = fileURLToPath(
 class Helper {
   private readonly running = new Map<number, SpawnedProcess>();
   private nextId = 1;
-  private readonly process: ChildProcess;
+  readonly process: ChildProcess;
   dead = false;
 
   constructor() {
@@ -168,6 +168,11 @@ let current: Helper | undefined;
 /** An `error` event for whoever listens (an EventEmitter throws one nobody listens to). */
 function fail(child: SpawnedProcess, message: string): void {
   if (child.listenerCount("error") > 0) child.emit("error", new Error(message));
+}
+
+/** The running helper's pid (for tests and diagnostics); undefined before the first spawn. */
+export function spawnerProcessId(): number | undefined {
+  return current?.dead === false ? current.process.pid : undefined;
 }
 
 /** Starts a child process through the helper (started on first use). */

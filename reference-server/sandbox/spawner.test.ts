@@ -1,0 +1,141 @@
+/**
+ * The spawner (spawner.ts) with real processes: children are forked by the helper, not by this process;
+ * output, extra pipes, exit codes, signals and process groups come through as Node's own spawn gives them;
+ * and a helper that dies takes what it was running with it.
+ */
+import { describe, expect, it } from "vitest";
+import { runCollected, type SpawnedProcess, spawnerProcessId, spawnProcess } from "./spawner.ts";
+
+function closed(child: SpawnedProcess): Promise<[number | null, NodeJS.Signals | null]> {
+  return new Promise((resolve) => child.once("close", (code, signal) => resolve([code, signal])));
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(condition: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe("the spawner", () => {
+  it("forks children itself: their parent is the helper, not the server", async () => {
+    const run = await runCollected({
+      file: "/bin/sh",
+      args: ["-c", "echo $PPID"],
+      env: {},
+      timeoutMs: 10_000,
+      maxBuffer: 1024,
+    });
+    const parent = Number(run.stdout.toString().trim());
+    expect(parent).toBe(spawnerProcessId());
+    expect(parent).not.toBe(process.pid);
+  });
+
+  it("passes stdout, stderr, the exit code, the environment and the working directory", async () => {
+    const run = await runCollected({
+      file: "/bin/sh",
+      args: ["-c", 'printf "%s|%s" "$GREETING" "$(pwd)"; echo oops >&2; exit 3'],
+      cwd: "/tmp",
+      env: { GREETING: "hello" },
+      timeoutMs: 10_000,
+      maxBuffer: 1024,
+    });
+    expect(run.stdout.toString()).toBe("hello|/tmp");
+    expect(run.stderr.toString()).toBe("oops\n");
+    expect(run.code).toBe(3);
+  });
+
+  it("writes each extra pipe to fds 3, 4, … and closes it", async () => {
+    const run = await runCollected({
+      file: "/bin/sh",
+      args: ["-c", "cat <&3; echo; cat <&4"],
+      env: {},
+      pipes: [Buffer.from("first"), Buffer.from("second")],
+      timeoutMs: 10_000,
+      maxBuffer: 1024,
+    });
+    expect(run.stdout.toString()).toBe("first\nsecond");
+  });
+
+  it("kills a whole process group, and stops a run at its time-out or output limit", async () => {
+    const child = spawnProcess({
+      file: "/bin/sh",
+      args: ["-c", "sleep 30 & echo $!; wait"],
+      env: {},
+      stdout: true,
+      detached: true,
+    });
+    let out = "";
+    child.on("stdout", (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    await until(() => out.includes("\n"));
+    const sleeper = Number(out.trim());
+    expect(alive(sleeper)).toBe(true);
+    child.kill("SIGKILL", true);
+    expect((await closed(child))[1]).toBe("SIGKILL");
+    await until(() => !alive(sleeper));
+
+    const slow = await runCollected({
+      file: "sleep",
+      args: ["30"],
+      env: {},
+      timeoutMs: 200,
+      maxBuffer: 1024,
+    });
+    expect(slow.timedOut).toBe(true);
+    const loud = await runCollected({ file: "yes", args: [], env: {}, timeoutMs: 10_000, maxBuffer: 4096 });
+    expect(loud.overflowed).toBe(true);
+    expect(loud.stdout.length).toBeLessThanOrEqual(4096);
+  });
+
+  it("reports a command that cannot start", async () => {
+    const run = await runCollected({
+      file: "/no/such/program",
+      args: [],
+      env: {},
+      timeoutMs: 10_000,
+      maxBuffer: 1024,
+    });
+    expect(run.error).toMatch(/ENOENT/);
+    expect(run.code).not.toBe(0);
+  });
+
+  it("gives a child the priority asked for", async () => {
+    const run = await runCollected({
+      file: "/bin/sh",
+      args: ["-c", "sleep 0.2; cut -d ' ' -f 19 /proc/$$/stat"],
+      env: {},
+      nice: 10,
+      timeoutMs: 10_000,
+      maxBuffer: 1024,
+    });
+    expect(run.stdout.toString().trim()).toBe("10");
+  });
+
+  it("a helper that dies kills what it ran, reports it, and the next spawn starts a new helper", async () => {
+    const child = spawnProcess({ file: "sleep", args: ["30"], env: {}, detached: true });
+    const errors: string[] = [];
+    child.on("error", (error: Error) => errors.push(error.message));
+    await new Promise((resolve) => child.once("spawn", resolve));
+    const sleeper = child.pid as number;
+    const helper = spawnerProcessId() as number;
+    process.kill(helper, "SIGKILL");
+    expect(await closed(child)).toEqual([null, "SIGKILL"]);
+    expect(errors.join()).toMatch(/spawner process ended/);
+    await until(() => !alive(sleeper));
+    const again = await runCollected({ file: "true", args: [], env: {}, timeoutMs: 10_000, maxBuffer: 64 });
+    expect(again.code).toBe(0);
+    expect(spawnerProcessId()).not.toBe(helper);
+  });
+});
