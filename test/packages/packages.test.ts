@@ -7,12 +7,13 @@
  */
 import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KEYS, startTestServer, type TestServer } from "../../reference-server/test/helpers.ts";
+import { SANDBOX_ENV } from "../../scripts/sandbox-probe.ts";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "..", "..");
@@ -24,11 +25,18 @@ let server: TestServer;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "agent-api-pack-"));
+  // The data directory of `serve` is in here: sandbox users must be able to pass through (mkdtemp gives 0700).
+  await chmod(dir, 0o711);
   server = await startTestServer();
-  // Side by side: each build writes only its own folder's dist/.
+  // The build each compiled package's prepack runs, for the three at once (one compiler process), then
+  // `npm pack` without scripts; the spec's prepack (the bundle and the docs page) runs as it would.
+  await run(join(root, "node_modules", ".bin", "node"), [join(root, "scripts", "build-packages.ts")], {
+    env,
+  });
   const tarballs = await Promise.all(
     ["client", "conformance", "reference-server", "spec"].map(async (folder) => {
-      const packed = await run("npm", ["pack", "--json", "--pack-destination", dir], {
+      const scripts = folder === "spec" ? [] : ["--ignore-scripts"];
+      const packed = await run("npm", ["pack", "--json", ...scripts, "--pack-destination", dir], {
         cwd: join(root, folder),
         env,
       });
@@ -87,8 +95,11 @@ it("ships the bundled spec (exactly what the kit validates with), as YAML too, a
   expect(await readFile(html, "utf8")).toContain("<html");
 });
 
+/** The installed command itself: what `npx agent-api` runs, without npm's own start-up each time. */
+const agentApi = () => join(dir, "node_modules", ".bin", "agent-api");
+
 it("runs `npx agent-api check` against a deployment", async () => {
-  const help = await run("npx", ["agent-api", "check", "--help"], { cwd: dir, env });
+  const help = await run(agentApi(), ["check", "--help"], { cwd: dir, env });
   expect(help.stdout).toContain("--base-url");
   const args = ["agent-api", "check", "--base-url", server.url, "--agent", "demo-agent", "--key", KEYS.admin];
   const { stdout } = await run("npx", [...args, "--only", "AUTH-401-*,SSE-*", "--no-color"], {
@@ -99,20 +110,25 @@ it("runs `npx agent-api check` against a deployment", async () => {
   expect(stdout).not.toMatch(/^FAIL/m);
 }, 120_000);
 
-it("runs `npx agent-api serve` from the server package, and check judges it", async () => {
+it("runs `agent-api serve` from the server package, tools included, and check judges it", async () => {
   const envFile = join(dir, "agent-api.env");
-  // Detached: its own process group, so the npx wrapper and the server it starts stop together.
+  // Where bubblewrap does not work the server refuses tools; unisolated they still go through its spawner.
+  const isolation = process.env[SANDBOX_ENV] ? ["--unsafe-no-isolation"] : [];
+  // Detached: its own process group, so the server and what it starts stop together.
   const child = spawn(
-    "npx",
-    ["agent-api", "serve", "--port", "0", "--data", join(dir, "data"), "--write-env-file", envFile],
+    agentApi(),
+    ["serve", "--port", "0", "--data", join(dir, "data"), "--write-env-file", envFile, ...isolation],
     { cwd: dir, env, detached: true, stdio: "ignore" },
   );
   try {
     const vars = await waitForEnvFile(envFile, 60_000);
-    const { stdout } = await run("npx", ["agent-api", "check", "--only", "AUTH-401-*,SSE-*", "--no-color"], {
+    // STATE-RESUME-KEEPS-FILES runs commands in the sandbox: the installed spawner (a .js beside the server).
+    const only = "AUTH-401-*,SSE-*,STATE-RESUME-KEEPS-FILES";
+    const { stdout } = await run(agentApi(), ["check", "--only", only, "--no-color"], {
       cwd: dir,
       env: { ...env, ...vars },
     });
+    expect(stdout).toMatch(/STATE-RESUME-KEEPS-FILES/);
     expect(stdout).toMatch(/all MUST checks that ran passed/);
   } finally {
     if (child.pid) process.kill(-child.pid, "SIGTERM");
@@ -120,7 +136,7 @@ it("runs `npx agent-api serve` from the server package, and check judges it", as
 }, 120_000);
 
 it("`agent-api docs` copies the page @agent-api/spec ships, with no Redocly installed", async () => {
-  const { stdout } = await run("npx", ["agent-api", "docs", "--output", "site/api.html"], { cwd: dir, env });
+  const { stdout } = await run(agentApi(), ["docs", "--output", "site/api.html"], { cwd: dir, env });
   expect(stdout).toContain(join(dir, "site", "api.html"));
   const shipped = await readFile(
     join(dir, "node_modules", "@agent-api", "spec", "dist", "index.html"),
@@ -136,7 +152,7 @@ it("`agent-api mock`, `lint` and `docs --spec` name the dev tool they need when 
     { args: ["docs", "--spec", "node_modules/@agent-api/spec/dist/openapi.yaml"], pkg: "@redocly/cli" },
   ];
   for (const { args, pkg } of cases) {
-    const failed = await run("npx", ["agent-api", ...args], { cwd: dir, env }).catch((error) => error);
+    const failed = await run(agentApi(), args, { cwd: dir, env }).catch((error) => error);
     expect(failed.code, args.join(" ")).toBe(2);
     expect(failed.stderr, args.join(" ")).toContain(`npm install --save-dev ${pkg}`);
   }
