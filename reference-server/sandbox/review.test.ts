@@ -1,15 +1,10 @@
-/**
- * Attacks found by the sandbox review (an attacker controlling one conversation's commands and tool inputs).
- * Real bubblewrap, real git, real processes. Each test fails on the code as it was reviewed.
- */
-import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { OPEN_FILES, openFilesPerProcess } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { conversationDirName } from "./safe-paths.ts";
-import { hostGit, repoAgent, seededBareRepo, storageAgent, TestBed, turnRequest } from "./testing.ts";
+import { entriesBelow, storageAgent, TestBed, turnRequest } from "./testing.ts";
 
 const bed = new TestBed();
 afterEach(() => bed.cleanup());
@@ -17,26 +12,9 @@ afterEach(() => bed.cleanup());
 const MiB = 1024 * 1024;
 const OUTPUT_CAP = 64 * 1024;
 
-async function sandboxManager(overrides: Parameters<TestBed["manager"]>[1] = {}) {
-  const root = await bed.dir("root");
-  const manager = await bed.manager(root, {
-    unsafeNoIsolation: false,
-    toolTimeoutMs: 60_000,
-    toolOutputCapBytes: OUTPUT_CAP,
-    ...overrides,
-  });
-  return { root, manager };
-}
-
-/** Entries (files and directories) below dir, counted by find. */
-function entriesBelow(dir: string): number {
-  return Number(execFileSync("sh", ["-c", `find "$1" -mindepth 1 | wc -l`, "sh", dir], { encoding: "utf8" }));
-}
-
-/** Blocks allocated below dir, in bytes. */
-function bytesBelow(dir: string): number {
-  return Number(execFileSync("du", ["-sk", dir], { encoding: "utf8" }).split("\t")[0]) * 1024;
-}
+/** Real isolation, the output cap above, and a minute per command (some of these fill a lot). */
+const sandboxManager = (overrides: Parameters<TestBed["isolated"]>[0] = {}) =>
+  bed.isolated({ toolTimeoutMs: 60_000, toolOutputCapBytes: OUTPUT_CAP, ...overrides });
 
 describe("sandbox review", { tags: ["sandbox"] }, () => {
   it("list_files over a deep chain of long directory names returns far more than the output cap (server memory, event log, model input)", async () => {
@@ -180,95 +158,4 @@ describe("sandbox review", { tags: ["sandbox"] }, () => {
     expect(entriesBelow(store)).toBeLessThanOrEqual(500);
     // Four turns of 200 directories each, published: slow on a loaded machine.
   }, 60_000);
-});
-
-describe("sandbox review: the server's git stores what a turn wrote outside the disk quota", {
-  tags: ["sandbox"],
-}, () => {
-  const git = hostGit;
-  const seededRepo = () => seededBareRepo(bed, "site", "# site\n");
-
-  it("a .gitignore pushed by one conversation makes another user's writable turn push that user's attachments to the shared repository", async () => {
-    const bare = await seededRepo();
-    const agent = repoAgent(bare, "site");
-    const { manager } = await sandboxManager();
-    const attacker = await manager.acquire(turnRequest("attacker", agent, { readOnly: false }));
-    await attacker.tools.run("run_command", { command: "printf '!/.uploads/\\n' > .gitignore" });
-    expect((await attacker.finish()).pushedCommit).toMatch(/^[0-9a-f]{40}$/);
-    // Another member's conversation on the same agent: a private attachment and an ordinary edit.
-    const secret = {
-      name: "payroll.csv",
-      mediaType: "text/csv",
-      dataBase64: Buffer.from("alice,1\n").toString("base64"),
-    };
-    const victim = await manager.acquire(
-      turnRequest("victim", agent, { readOnly: false, attachments: [secret] }),
-    );
-    await victim.tools.run("run_command", { command: "echo edit >> README.md" });
-    expect((await victim.finish()).pushedCommit).toMatch(/^[0-9a-f]{40}$/);
-    expect(git(bare, "ls-tree", "-r", "--name-only", "main")).not.toContain(".uploads/payroll.csv");
-  });
-
-  it("a .gitattributes working-tree-encoding makes the server's git convert what a turn wrote in memory (134 MB took 6.9 GB and 4 min as root, outside the cgroups)", async () => {
-    const bare = await seededRepo();
-    const agent = repoAgent(bare, "site");
-    const { manager } = await sandboxManager();
-    const turn = await manager.acquire(turnRequest("wte", agent, { readOnly: false }));
-    // A small UTF-16LE file: if the attribute applies, git re-encodes it to UTF-8 when staging; the same code
-    // path buffers and converts a large file whole, with ~50 times its size in memory.
-    const made = await turn.tools.run("run_command", {
-      command:
-        "printf 'f.txt working-tree-encoding=UTF-16LE\\n' > .gitattributes && printf 'h\\000i\\000' > f.txt && od -An -c f.txt",
-    });
-    expect(made.isError).toBe(false);
-    await turn.finish();
-    // Committed as the turn wrote it: the server's git applied no working-tree encoding.
-    const blob = execFileSync("git", ["cat-file", "blob", "main:f.txt"], { cwd: bare });
-    expect([...blob]).toEqual([...Buffer.from("h\0i\0", "latin1")]);
-  });
-
-  it("sparse files under .uploads/, re-included by a .gitignore, are hashed, committed and pushed past the apparent-size check", async () => {
-    const bare = await seededRepo();
-    const agent = repoAgent(bare, "site");
-    const { manager } = await sandboxManager({ limits: { diskBytes: 50 * MiB } });
-
-    const turn = await manager.acquire(turnRequest("uploads-sparse", agent, { readOnly: false }));
-    // The size check skips .uploads/ because info/exclude ignores it; a .gitignore outranks info/exclude.
-    const made = await turn.tools.run("run_command", {
-      command:
-        "printf '!/.uploads/\\n' > .gitignore && mkdir -p .uploads && for i in 1 2 3 4 5; do truncate -s 30M .uploads/f$i; done && du -sk . | cut -f1",
-    });
-    expect(Number(made.content.trim())).toBeLessThan(1024);
-    await turn.finish().catch(() => undefined);
-    // 150 MiB of zeros (any size: the files are sparse) staged and pushed by the server's git as root.
-    expect(git(bare, "ls-tree", "-r", "--name-only", "main")).not.toContain(".uploads/");
-    // Refused as oversized, or committed without them: never staged, whatever the .gitignore says.
-    expect(git(bare, "ls-tree", "-r", "--name-only", "main").trim().split("\n")).not.toContain(".uploads/f1");
-  });
-
-  it("refused commits leave every staged blob in repos/<id>.git: each writable turn adds a disk quota of objects, never pushed or collected", async () => {
-    const bare = await seededRepo();
-    const agent = repoAgent(bare, "site");
-    const quota = 20 * MiB;
-    const { root, manager } = await sandboxManager({ limits: { diskBytes: quota } });
-    const before = git(bare, "rev-parse", "main").trim();
-    for (let round = 0; round < 4; round++) {
-      const turn = await manager.acquire(turnRequest("git-pile", agent, { readOnly: false }));
-      // 15 MiB of fresh random data (within the quota) and a nested repository, so the commit is refused
-      // after `git add --all` has already hashed and stored the data as loose objects.
-      // (Removed first, in a command of its own: each command's largest file is what is left of the quota.)
-      await turn.tools.run("run_command", { command: "rm -rf big sub" });
-      const made = await turn.tools.run("run_command", {
-        command:
-          "head -c 15728640 /dev/urandom > big && git init -q sub && git -C sub -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && echo ok",
-      });
-      expect(made).toMatchObject({ isError: false, content: "ok\n" });
-      await expect(turn.finish()).rejects.toThrow(/nested git repository/);
-    }
-    expect(git(bare, "rev-parse", "main").trim()).toBe(before);
-    const gitDir = path.join(root, "repos", `${conversationDirName("git-pile")}.git`);
-    // 60 MiB of objects for a conversation whose quota is 20 MiB, and nothing ever removes them.
-    expect(bytesBelow(gitDir)).toBeLessThanOrEqual(quota);
-    // Four writable turns hashing 15 MiB each: 30 s was not enough in CI with three test files at once.
-  }, 120_000);
 });

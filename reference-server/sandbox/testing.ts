@@ -3,6 +3,7 @@ import { execFileSync } from "node:child_process";
 import { chmod, mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { detectCgroups } from "./cgroups.ts";
 import { type CreateSandboxManagerOptions, createSandboxManager } from "./index.ts";
 import { removeTree } from "./tree-ops.ts";
 import type { SandboxAgent, SandboxManager, SandboxRequest } from "./types.ts";
@@ -53,6 +54,24 @@ export class TestBed {
     return manager;
   }
 
+  /** A manager that isolates for real (bubblewrap), in a fresh root, with time for a slow loaded machine. */
+  async isolatedManager(overrides: Partial<CreateSandboxManagerOptions> = {}): Promise<SandboxManager> {
+    return (await this.isolated(overrides)).manager;
+  }
+
+  /** As isolatedManager, with the root it runs in (for tests that look at what it stored). */
+  async isolated(
+    overrides: Partial<CreateSandboxManagerOptions> = {},
+  ): Promise<{ root: string; manager: SandboxManager }> {
+    const root = await this.dir("root");
+    const manager = await this.manager(root, {
+      unsafeNoIsolation: false,
+      toolTimeoutMs: 20_000,
+      ...overrides,
+    });
+    return { root, manager };
+  }
+
   async cleanup(): Promise<void> {
     for (const manager of this.managers.splice(0)) await manager.close();
     // GNU rm: a test may leave a tree nested far past PATH_MAX, which Node's rm cannot remove.
@@ -92,4 +111,25 @@ export async function seededBareRepo(bed: TestBed, name: string, readme: string)
 /** A repository-backed agent named `name` over `repoUrl`. */
 export function repoAgent(repoUrl: string, name: string): SandboxAgent {
   return { workspaceId: "ws1", name, kind: "repo", secrets: {}, repoUrl };
+}
+
+/**
+ * Why memory and CPU limits cannot be tested here (null when they can): they need a writable cgroup hierarchy
+ * and a root server to place commands in it.
+ */
+export async function cgroupsUnavailable(): Promise<string | null> {
+  if (process.getuid?.() !== 0) return "the tests do not run as root";
+  const support = await detectCgroups();
+  await support.close();
+  return support.version === "none" ? support.reason : null;
+}
+
+/** Entries (files and directories) below dir, counted by find. */
+export function entriesBelow(dir: string): number {
+  return Number(execFileSync("sh", ["-c", `find "$1" -mindepth 1 | wc -l`, "sh", dir], { encoding: "utf8" }));
+}
+
+/** Blocks allocated below dir, in bytes. */
+export function bytesBelow(dir: string): number {
+  return Number(execFileSync("du", ["-sk", dir], { encoding: "utf8" }).split("\t")[0]) * 1024;
 }

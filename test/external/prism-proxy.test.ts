@@ -1,8 +1,8 @@
 /**
  * The reference server judged by a validator we did not write: Stoplight Prism's proxy, reading the same
- * bundled spec. The whole conformance suite runs three times against one demo server: directly, through
- * `prism proxy --errors` (a response that breaks the spec becomes Prism's 500), and through Prism in
- * observe mode with request validation on (every violation is only reported, in `sl-violations`).
+ * bundled spec. The whole conformance suite runs three times against demo servers of one configuration:
+ * directly, through `prism proxy --errors` (a response that breaks the spec becomes Prism's 500), and through
+ * Prism in observe mode with request validation on (every violation is only reported, in `sl-violations`).
  *
  * Asserted: every check that passes directly passes through Prism, except the few Prism cannot carry
  * (each must then fail for exactly Prism's reason), and Prism reports no response violation at all; its
@@ -87,6 +87,8 @@ const DELIBERATE_REQUEST_VIOLATIONS: RegExp[] = [
 ];
 
 let server: DemoServer;
+/** The observe-mode run's own server (the errors-mode run and the direct run share `server`). */
+let observeServer: DemoServer;
 let direct: RunReport;
 const modes: Record<"errors" | "observe", { prism?: PrismProxy; tap?: Tap; report?: RunReport }> = {
   errors: {},
@@ -94,13 +96,13 @@ const modes: Record<"errors" | "observe", { prism?: PrismProxy; tap?: Tap; repor
 };
 let canary: { upstream: Server; prism?: PrismProxy; tap?: Tap } | undefined;
 
-function suiteAt(url: string): Promise<RunReport> {
+function suiteAt(url: string, target: DemoServer): Promise<RunReport> {
   return runSuite({
     checks: catalogue,
     inputs: resolveInputs(
       {},
       {
-        ...server.envVars,
+        ...target.envVars,
         AGENT_API_BASE_URL: url,
         AGENT_API_FLOW_URL: url,
         AGENT_API_SESSION_WAIT_MS: "5000",
@@ -129,18 +131,21 @@ beforeAll(async () => {
   // provokable through it (the timing checks send their follow-up as soon as the stream closes). 2 s: with
   // 1 s, the race was lost once in CI with three test files running at once.
   // The suite asks for tools: they run unisolated where bubblewrap does not work (the sandbox has its own tests).
-  server = await startDemoServer(2000, { unsafeNoIsolation: true });
+  [server, observeServer] = await Promise.all([
+    startDemoServer(2000, { unsafeNoIsolation: true }),
+    startDemoServer(2000, { unsafeNoIsolation: true }),
+  ]);
   const brokenUpstream = await startBrokenUpstream();
   canary = { upstream: brokenUpstream };
   const brokenUrl = `http://127.0.0.1:${(brokenUpstream.address() as AddressInfo).port}`;
   // Prism takes seconds to start: start all three at once, with the direct run beside them (Prism is not
-  // in its path), then run the suites through Prism one after the other (the suite has timing-sensitive
-  // checks that two runs through Prism at once would disturb).
+  // in its path), then the two runs through Prism side by side, each against a demo server of its own (the
+  // suite's timing checks then share no server; the 2 s recording delay covers Prism's buffering under load).
   const [errorsPrism, observePrism, canaryPrism, directReport] = await Promise.all([
     startPrismProxy({ upstream: server.url, errors: true, validateRequest: false }),
-    startPrismProxy({ upstream: server.url, errors: false, validateRequest: true }),
+    startPrismProxy({ upstream: observeServer.url, errors: false, validateRequest: true }),
     startPrismProxy({ upstream: brokenUrl, errors: true, validateRequest: false }),
-    suiteAt(server.url),
+    suiteAt(server.url, server),
   ]);
   direct = directReport;
   modes.errors.prism = errorsPrism;
@@ -149,8 +154,10 @@ beforeAll(async () => {
   modes.errors.tap = await startTap(errorsPrism.url);
   modes.observe.tap = await startTap(observePrism.url);
   canary.tap = await startTap(canaryPrism.url);
-  modes.errors.report = await suiteAt(modes.errors.tap.url);
-  modes.observe.report = await suiteAt(modes.observe.tap.url);
+  [modes.errors.report, modes.observe.report] = await Promise.all([
+    suiteAt(modes.errors.tap.url, server),
+    suiteAt(modes.observe.tap.url, observeServer),
+  ]);
 }, 180_000);
 
 afterAll(async () => {
@@ -162,6 +169,7 @@ afterAll(async () => {
   await canary?.prism?.close();
   await new Promise((resolve) => canary?.upstream.close(resolve));
   await server?.close();
+  await observeServer?.close();
 });
 
 const describeResult = (r: CheckResult) =>
