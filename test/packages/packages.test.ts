@@ -23,7 +23,43 @@ const env = { ...process.env, PATH: `${join(root, "node_modules", ".bin")}:${pro
 let dir: string;
 let server: TestServer;
 
+/** Node 22 exactly, so every run installs the same binary (from npm's cache after the first). */
+const NODE_22 = "22.23.3";
+let node22: string;
+let env22: NodeJS.ProcessEnv;
+
+/** Installs Node 22 (once per checkout) and puts it first on the PATH the Node 22 tests use. */
+async function ensureNode22(): Promise<void> {
+  // Under node_modules: `npm ci` starts CI from scratch, and a repeated local run reuses it.
+  const prefix = join(root, "node_modules", ".cache", `node-${NODE_22}`);
+  const bin = join(prefix, "node_modules", ".bin");
+  node22 = join(bin, "node");
+  if (!existsSync(node22)) {
+    await run(
+      "npm",
+      [
+        "install",
+        "--no-save",
+        "--prefer-offline",
+        "--no-audit",
+        "--no-fund",
+        "--prefix",
+        prefix,
+        `node@${NODE_22}`,
+      ],
+      { env },
+    );
+  }
+  // First on PATH: the installed `agent-api` starts with `#!/usr/bin/env node`.
+  env22 = { ...env, PATH: `${bin}:${env.PATH}` };
+  const { stdout } = await run("node", ["--version"], { env: env22 });
+  expect(stdout.trim()).toBe(`v${NODE_22}`);
+}
+
 beforeAll(async () => {
+  // Beside the packing: Node 22's own install.
+  const node22Ready = ensureNode22();
+  node22Ready.catch(() => undefined);
   dir = await mkdtemp(join(tmpdir(), "agent-api-pack-"));
   // The data directory of `serve` is in here: sandbox users must be able to pass through (mkdtemp gives 0700).
   await chmod(dir, 0o711);
@@ -60,6 +96,7 @@ console.log(JSON.stringify({ id: turn.conversationId, text, names: streamEventNa
     cwd: dir,
     env,
   });
+  await node22Ready;
 }, 300_000);
 
 afterAll(async () => {
@@ -173,40 +210,7 @@ it("holds one copy of the protocol: the suite and the server import it from @age
   expect(existsSync(join(client, "client", "sse.js"))).toBe(true);
 });
 
-/** Node 22 exactly, so every run installs the same binary (from npm's cache after the first). */
-const NODE_22 = "22.23.3";
-
 describe(`on Node ${NODE_22}`, () => {
-  let node22: string;
-  let env22: NodeJS.ProcessEnv;
-
-  beforeAll(async () => {
-    // Under node_modules: `npm ci` starts CI from scratch, and a repeated local run reuses it.
-    const prefix = join(root, "node_modules", ".cache", `node-${NODE_22}`);
-    const bin = join(prefix, "node_modules", ".bin");
-    node22 = join(bin, "node");
-    if (!existsSync(node22)) {
-      await run(
-        "npm",
-        [
-          "install",
-          "--no-save",
-          "--prefer-offline",
-          "--no-audit",
-          "--no-fund",
-          "--prefix",
-          prefix,
-          `node@${NODE_22}`,
-        ],
-        { env },
-      );
-    }
-    // First on PATH: the installed `agent-api` starts with `#!/usr/bin/env node`.
-    env22 = { ...env, PATH: `${bin}:${env.PATH}` };
-    const { stdout } = await run("node", ["--version"], { env: env22 });
-    expect(stdout.trim()).toBe(`v${NODE_22}`);
-  }, 300_000);
-
   it("imports the client from plain JavaScript and runs a turn", async () => {
     const { stdout } = await run(node22, ["turn.js", server.url, KEYS.admin], { cwd: dir, env: env22 });
     const result = JSON.parse(stdout);
