@@ -25,6 +25,8 @@ if (!process.env[SANDBOX_ENV] && cgroupsHere !== null)
   console.warn(`memory and CPU limit tests skipped: ${cgroupsHere}`);
 
 const bed = new TestBed();
+/** A directory on the host's disk (the test run's own temporary directory may be a tmpfs). */
+const DISK_TMP = "/var/tmp";
 afterEach(() => bed.cleanup());
 const sandboxManager = (overrides: Parameters<TestBed["isolatedManager"]>[0] = {}) =>
   bed.isolatedManager(overrides);
@@ -202,7 +204,10 @@ describe("the kernel calls that get around the limits are refused", { tags: ["sa
 
 describe("what costs the host without filling blocks", { tags: ["sandbox"] }, () => {
   it("empty files count against a file quota: past it the command is stopped and nothing may grow", async () => {
-    const manager = await sandboxManager({ limits: { files: 500 } });
+    // On the disk, not the test run's tmpfs (scripts/test-tmpdir.ts): there bash creates the 20,000 files
+    // within one 250 ms poll of the quota, the inexactness the sandbox README states. A data directory on a disk
+    // is what this test is about; see reference-server/sandbox/README.md for the exact bound that is missing.
+    const manager = await bed.isolatedManager({ limits: { files: 500 } }, DISK_TMP);
     const turn = await manager.acquire(turnRequest("inodes", storageAgent()));
     const flood = await turn.tools.run("run_command", {
       command: "i=0; while [ $i -lt 20000 ]; do : > f$i; i=$((i + 1)); done",
@@ -252,7 +257,8 @@ describe("what costs the host without filling blocks", { tags: ["sandbox"] }, ()
   });
 
   it("attachments past the disk quota are dropped silently", async () => {
-    const manager = await sandboxManager({ limits: { diskBytes: 3 * 1024 * 1024 } });
+    // 2.5 MiB: two 1 MiB files fit and a third does not, whatever the file system adds for directories.
+    const manager = await sandboxManager({ limits: { diskBytes: 2.5 * 1024 * 1024 } });
     const oneMiB = base64(Buffer.alloc(1024 * 1024, 1));
     const attachments = [1, 2, 3, 4, 5].map((i) => ({
       name: `a${i}.bin`,

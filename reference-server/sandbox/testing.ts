@@ -8,8 +8,8 @@ import { type CreateSandboxManagerOptions, createSandboxManager } from "./index.
 import { removeTree } from "./tree-ops.ts";
 import type { SandboxAgent, SandboxManager, SandboxRequest } from "./types.ts";
 
-export async function makeTempDir(prefix: string): Promise<string> {
-  const dir = await mkdtemp(path.join(tmpdir(), `sandbox-test-${prefix}-`));
+export async function makeTempDir(prefix: string, base = tmpdir()): Promise<string> {
+  const dir = await mkdtemp(path.join(base, `sandbox-test-${prefix}-`));
   // Sandbox users pass through it to their working directories, as through a server's data directory.
   await chmod(dir, 0o711);
   return dir;
@@ -32,8 +32,8 @@ export class TestBed {
   private readonly managers: SandboxManager[] = [];
   private readonly dirs: string[] = [];
 
-  async dir(prefix: string): Promise<string> {
-    const dir = await makeTempDir(prefix);
+  async dir(prefix: string, base?: string): Promise<string> {
+    const dir = await makeTempDir(prefix, base);
     this.dirs.push(dir);
     return dir;
   }
@@ -54,16 +54,23 @@ export class TestBed {
     return manager;
   }
 
-  /** A manager that isolates for real (bubblewrap), in a fresh root, with time for a slow loaded machine. */
-  async isolatedManager(overrides: Partial<CreateSandboxManagerOptions> = {}): Promise<SandboxManager> {
-    return (await this.isolated(overrides)).manager;
+  /**
+   * A manager that isolates for real (bubblewrap), in a fresh root (in `base`, else the temporary directory),
+   * with time for a slow loaded machine.
+   */
+  async isolatedManager(
+    overrides: Partial<CreateSandboxManagerOptions> = {},
+    base?: string,
+  ): Promise<SandboxManager> {
+    return (await this.isolated(overrides, base)).manager;
   }
 
   /** As isolatedManager, with the root it runs in (for tests that look at what it stored). */
   async isolated(
     overrides: Partial<CreateSandboxManagerOptions> = {},
+    base?: string,
   ): Promise<{ root: string; manager: SandboxManager }> {
-    const root = await this.dir("root");
+    const root = await this.dir("root", base);
     const manager = await this.manager(root, {
       unsafeNoIsolation: false,
       toolTimeoutMs: 20_000,
