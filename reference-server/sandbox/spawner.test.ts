@@ -3,6 +3,7 @@
  * output, extra pipes, exit codes, signals and process groups come through as Node's own spawn gives them;
  * and a helper that dies takes what it was running with it.
  */
+import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { runCollected, type SpawnedProcess, spawnerProcessId, spawnProcess } from "./spawner.ts";
 
@@ -39,6 +40,24 @@ describe("the spawner", () => {
     const parent = Number(run.stdout.toString().trim());
     expect(parent).toBe(spawnerProcessId());
     expect(parent).not.toBe(process.pid);
+  });
+
+  it("passes no descriptor of its own to a child (its IPC channel stays with it): the same as a direct spawn", async () => {
+    const list = "ls /proc/$$/fd";
+    const viaSpawner = await runCollected({
+      file: "/bin/sh",
+      args: ["-c", list],
+      env: {},
+      timeoutMs: 10_000,
+      maxBuffer: 4096,
+    });
+    const direct = execFileSync("/bin/sh", ["-c", list], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    const fds = (text: string) => text.split("\n").filter((line) => /^\d+$/.test(line));
+    // 0 and 2 are /dev/null and 1 the output pipe in both; anything above is what this test process inherited.
+    expect(fds(viaSpawner.stdout.toString())).toEqual(fds(direct));
   });
 
   it("passes stdout, stderr, the exit code, the environment and the working directory", async () => {
