@@ -3,6 +3,7 @@
  * (visible to every member of the workspace, the seed's third visibility rule) and one of a notebook, so
  * the list filters `channel`, `channel_id` and `notebook_path` have something to find. Seeded once.
  */
+import { newConversation } from "../store/new-conversation.ts";
 import type { ConversationRecord, Store } from "../store/types.ts";
 
 export const DEMO_CHANNEL_CONVERSATION_ID = "demo-slack-ops-thread";
@@ -38,26 +39,10 @@ function seedOne(
 
 export function seedDemoConversations(store: Store, at: Date = new Date()): void {
   const time = at.toISOString();
-  const base = {
-    workspaceId: "demo",
-    agent: "demo-agent",
-    automation: null,
-    shared: false,
-    agentSessionId: null,
-    parentConversationId: null,
-    forkedAtTurnIndex: null,
-    defaultModel: null,
-    defaultAutomation: null,
-    turnModel: null,
-    turnAutomation: null,
-    hidden: false,
-    createdAt: time,
-    updatedAt: time,
-    turnCount: 0,
-  } satisfies Partial<ConversationRecord>;
+  const base = { workspaceId: "demo", agent: "demo-agent", createdAt: time };
   seedOne(
     store,
-    {
+    newConversation({
       ...base,
       id: DEMO_CHANNEL_CONVERSATION_ID,
       ownerMemberId: null,
@@ -65,14 +50,14 @@ export function seedDemoConversations(store: Store, at: Date = new Date()): void
       channelId: "C0DEMOOPS",
       notebookPath: null,
       title: "Is the deploy done?",
-    },
+    }),
     { id: "slack:U0DEMOBOB", name: "bob (Slack)" },
     "Is the deploy done?",
     "Yes: the last deploy finished without errors.",
   );
   seedOne(
     store,
-    {
+    newConversation({
       ...base,
       id: DEMO_NOTEBOOK_CONVERSATION_ID,
       ownerMemberId: "alice",
@@ -80,7 +65,7 @@ export function seedDemoConversations(store: Store, at: Date = new Date()): void
       channelId: null,
       notebookPath: "notebooks/weekly-report.ipynb",
       title: "Summarise this week's numbers",
-    },
+    }),
     { id: "alice", name: "Alice Admin" },
     "Summarise this week's numbers",
     "Revenue is up 4% on last week.",

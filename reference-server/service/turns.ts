@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
 import type { AgentEvent, TurnOutcome } from "../engine/types.ts";
+import { newConversation } from "../store/new-conversation.ts";
 import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
@@ -215,29 +216,16 @@ export class TurnService {
       throw conversationNotFound();
     }
     const at = this.#now();
-    const record: ConversationRecord = {
+    const record = newConversation({
       id,
       workspaceId: caller.workspaceId,
       agent: agent.name,
       ownerMemberId: caller.memberId,
-      channel: "INTERACTIVE",
-      channelId: null,
-      notebookPath: null,
       automation: creation.automation?.name ?? null,
       title: titleFrom(creation.prompt),
-      shared: false,
-      agentSessionId: null,
-      parentConversationId: null,
-      forkedAtTurnIndex: null,
-      defaultModel: null,
-      defaultAutomation: null,
-      turnModel: null,
-      turnAutomation: null,
       hidden: creation.hidden,
       createdAt: at,
-      updatedAt: at,
-      turnCount: 0,
-    };
+    });
     this.#deps.store.insertConversation(record);
     return record;
   }
