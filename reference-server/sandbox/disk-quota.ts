@@ -13,7 +13,10 @@ export interface DiskQuota {
   remaining(): Promise<number>;
   /** Measures again after something wrote; returns a message for the model when the quota is exceeded. */
   remeasure(): Promise<string | null>;
-  /** While a command runs: joins a measurement in progress instead of starting another. */
+  /**
+   * While a command runs: joins a measurement in progress instead of starting another; a message only when the
+   * directory is over the quota and grew since the last measurement.
+   */
   poll(): Promise<string | null>;
   /** Accounts for bytes the server itself is about to write; false when they do not fit. */
   fits(bytes: number): Promise<boolean>;
@@ -85,7 +88,12 @@ export function createDiskQuota(
       return verdict(await measure());
     },
     async poll() {
-      return verdict(await measure());
+      // Only a command that is filling the directory is stopped: one that removes files while the directory is
+      // over the quota (the way back under it) must be let finish.
+      const before = { bytes: used, files };
+      const now = await measure();
+      const grew = before.bytes === undefined || now > before.bytes || files > before.files;
+      return grew ? verdict(now) : null;
     },
     async fits(bytes) {
       const now = used ?? (await measure());

@@ -222,6 +222,21 @@ describe("what costs the host without filling blocks", { tags: ["sandbox"] }, ()
     await turn.finish();
   });
 
+  it("a command that removes files while over the file quota is let finish: it is the way back under it", async () => {
+    const manager = await bed.isolatedManager({ limits: { files: 50 } }, DISK_TMP);
+    const turn = await manager.acquire(turnRequest("cleanup", storageAgent()));
+    await turn.tools.run("run_command", { command: "for i in $(seq 1 200); do : > f$i; done" });
+    const before = Number(execFileSync("sh", ["-c", `ls -f ${turn.workdir} | wc -l`], { encoding: "utf8" }));
+    expect(before).toBeGreaterThan(50);
+    // Slowly (over several of the 250 ms polls), while the directory is still over the quota.
+    const cleanup = await turn.tools.run("run_command", {
+      command: 'for f in f*; do rm -f "$f"; sleep 0.01; done; echo cleaned',
+    });
+    expect(cleanup).toMatchObject({ isError: false, content: expect.stringContaining("cleaned") });
+    expect((await turn.tools.run("run_command", { command: "echo ok > ok.txt" })).isError).toBe(false);
+    await turn.finish();
+  });
+
   it("publishing outputs copies a hard-linked file once and at most the disk quota of apparent size", async () => {
     const MiB = 1024 * 1024;
     const manager = await sandboxManager({ limits: { diskBytes: 50 * MiB } });
