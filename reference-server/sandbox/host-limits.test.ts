@@ -105,12 +105,12 @@ describe("secrets and limits", { tags: ["sandbox"] }, () => {
   });
 
   it.skipIf(cgroupsHere !== null)("CPU burners get the command's CPU share, not the host's", async () => {
-    /** CPU seconds two 1 s burners used (the children line of `times`) under a CPU limit of `cpus`. */
+    /** CPU seconds four 1 s burners used (the children line of `times`) under a CPU limit of `cpus`. */
     async function burnerSeconds(cpus: number): Promise<number> {
       const manager = await sandboxManager({ limits: { cpus } });
       const turn = await manager.acquire(turnRequest(`cpu-${cpus}`, storageAgent()));
       const burn = await turn.tools.run("run_command", {
-        command: "for i in 1 2; do timeout 1 sh -c 'while :; do :; done' & done; wait; times",
+        command: "for i in 1 2 3 4; do timeout 1 sh -c 'while :; do :; done' & done; wait; times",
       });
       await turn.finish();
       const [, children] = burn.content.trim().split("\n");

@@ -84,8 +84,16 @@ class Helper {
     this.idle();
   }
 
+  /** A message the helper cannot take means the helper is gone: what it runs is failed, never left waiting. */
   send(message: unknown): void {
-    if (!this.dead && this.process.connected) this.process.send(message as object);
+    if (this.dead) return;
+    if (!this.process.connected) {
+      this.died();
+      return;
+    }
+    this.process.send(message as object, (error) => {
+      if (error) this.died();
+    });
   }
 
   spawn(spec: SpawnSpec): SpawnedProcess {
@@ -132,7 +140,7 @@ class Helper {
   }
 
   /** The helper is gone: nothing it started may run on unwatched. */
-  private died(): void {
+  died(): void {
     if (this.dead) return;
     this.dead = true;
     if (current === this) current = undefined;
@@ -146,8 +154,11 @@ class Helper {
           }
         }
       }
-      fail(child, "the spawner process ended while the command ran");
-      this.finish(child, null, "SIGKILL");
+      // On the next tick: a child failed inside spawn() gets its listeners first.
+      process.nextTick(() => {
+        fail(child, "the spawner process ended while the command ran");
+        this.finish(child, null, "SIGKILL");
+      });
     }
   }
 
@@ -177,6 +188,7 @@ export function spawnerProcessId(): number | undefined {
 
 /** Starts a child process through the helper (started on first use). */
 export function spawnProcess(spec: SpawnSpec): SpawnedProcess {
+  if (current && !current.dead && !current.process.connected) current.died();
   if (!current || current.dead) current = new Helper();
   return current.spawn(spec);
 }

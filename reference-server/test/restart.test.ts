@@ -131,6 +131,7 @@ describe("restart on the same data directory", () => {
   // Needs a tool that runs for a while.
   it("a server killed with SIGKILL in the middle of a turn restarts with every completed turn intact, and the interrupted turn recorded", {
     tags: ["sandbox"],
+    timeout: 90_000,
   }, async () => {
     const dataDir = await mkdtemp(join(tmpdir(), "agent-api-kill-"));
     const child = spawn(
@@ -157,7 +158,9 @@ describe("restart on the same data directory", () => {
     });
     try {
       let url: string | undefined;
-      for (let i = 0; i < 200 && !url; i++) {
+      // Up to 20 s: a loaded 2-core machine took more than 5 s to start the server (type stripping, Fastify,
+      // the sandbox probes).
+      for (let i = 0; i < 800 && !url; i++) {
         await sleep(25);
         url = /listening on (http:\/\/\S+)/.exec(output)?.[1];
       }
