@@ -147,15 +147,19 @@ it("runs `npx agent-api check` against a deployment", async () => {
   expect(stdout).not.toMatch(/^FAIL/m);
 }, 120_000);
 
-it("runs `agent-api serve` from the server package, tools included, and check judges it", async () => {
-  const envFile = join(dir, "agent-api.env");
+/**
+ * Starts the installed `agent-api serve` (on whatever `node` heads PATH in `runEnv`), runs check against it,
+ * tools included, and stops it. `name` keeps each run's data and env file apart.
+ */
+async function serveAndCheck(name: string, runEnv: NodeJS.ProcessEnv): Promise<string> {
+  const envFile = join(dir, `${name}.env`);
   // Where bubblewrap does not work the server refuses tools; unisolated they still go through its spawner.
   const isolation = process.env[SANDBOX_ENV] ? ["--unsafe-no-isolation"] : [];
   // Detached: its own process group, so the server and what it starts stop together.
   const child = spawn(
     agentApi(),
-    ["serve", "--port", "0", "--data", join(dir, "data"), "--write-env-file", envFile, ...isolation],
-    { cwd: dir, env, detached: true, stdio: "ignore" },
+    ["serve", "--port", "0", "--data", join(dir, `${name}-data`), "--write-env-file", envFile, ...isolation],
+    { cwd: dir, env: runEnv, detached: true, stdio: "ignore" },
   );
   try {
     const vars = await waitForEnvFile(envFile, 60_000);
@@ -163,13 +167,18 @@ it("runs `agent-api serve` from the server package, tools included, and check ju
     const only = "AUTH-401-*,SSE-*,STATE-RESUME-KEEPS-FILES";
     const { stdout } = await run(agentApi(), ["check", "--only", only, "--no-color"], {
       cwd: dir,
-      env: { ...env, ...vars },
+      env: { ...runEnv, ...vars },
     });
-    expect(stdout).toMatch(/STATE-RESUME-KEEPS-FILES/);
-    expect(stdout).toMatch(/all MUST checks that ran passed/);
+    return stdout;
   } finally {
     if (child.pid) process.kill(-child.pid, "SIGTERM");
   }
+}
+
+it("runs `agent-api serve` from the server package, tools included, and check judges it", async () => {
+  const stdout = await serveAndCheck("serve", env);
+  expect(stdout).toMatch(/STATE-RESUME-KEEPS-FILES/);
+  expect(stdout).toMatch(/all MUST checks that ran passed/);
 }, 120_000);
 
 it("`agent-api docs` copies the page @agent-api/spec ships, with no Redocly installed", async () => {
@@ -217,6 +226,12 @@ describe(`on Node ${NODE_22}`, () => {
     expect(result.text.length).toBeGreaterThan(0);
     expect(result.names).toBe(7);
   });
+
+  it("runs the installed server, tools included (its spawner), and check judges it", async () => {
+    const stdout = await serveAndCheck("serve22", env22);
+    expect(stdout).toMatch(/STATE-RESUME-KEEPS-FILES/);
+    expect(stdout).toMatch(/all MUST checks that ran passed/);
+  }, 120_000);
 
   it("runs the installed `agent-api check` against a deployment", async () => {
     const args = ["check", "--base-url", server.url, "--agent", "demo-agent", "--key", KEYS.admin];
