@@ -27,9 +27,8 @@ function buildProgram(): Command {
     )
     .option(
       "--retry-after <seconds>",
-      "Retry-After of the transient 429/529 answers",
+      "Retry-After of the transient 429/529 answers (unset: retry-after-ms 10)",
       integer("model", "--retry-after"),
-      0,
     )
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
@@ -45,7 +44,7 @@ export async function main(args: string[]): Promise<number> {
     latencyMs: number;
     blockDelayMs: number;
     deltasPerBlock: number;
-    retryAfter: number;
+    retryAfter?: number;
   }>();
   let server: Awaited<ReturnType<typeof serveScriptedModel>>;
   try {

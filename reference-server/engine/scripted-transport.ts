@@ -21,7 +21,11 @@ export interface ScriptedUpstreamOptions extends ScriptedModelOptions {
   blockDelayMs?: number;
   /** Deltas a block's content is split into (the official API sends many; the default is 1). */
   deltasPerBlock?: number;
-  /** `Retry-After` (seconds) sent with a transient 429/529; 0 by default so tests do not wait. */
+  /**
+   * `Retry-After` (seconds) sent with a transient 429/529. Unset, the answer says `retry-after-ms: 10`
+   * instead (the SDK reads it first), so tests do not wait: the SDK ignores a `Retry-After` of 0 and falls
+   * back to its own backoff of 0.5 s and more.
+   */
   retryAfterSeconds?: number;
   /** Observer of each well-formed request, as it arrived (tests read what the model was sent). */
   onRequest?: (request: ScriptedRequest & { stream?: boolean }) => void;
@@ -85,7 +89,10 @@ export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): S
           if (failures.size <= MAX_TRACKED_FAILURES) break;
           failures.delete(oldest);
         }
-        const retryAfter = { "retry-after": String(options.retryAfterSeconds ?? 0) };
+        const retryAfter: Record<string, string> =
+          options.retryAfterSeconds === undefined
+            ? { "retry-after-ms": "10" }
+            : { "retry-after": String(options.retryAfterSeconds) };
         if (scripted.transient.kind === "overloaded")
           return errorResponse(529, "overloaded_error", "Overloaded", retryAfter);
         if (scripted.transient.kind === "rate_limited")
@@ -327,7 +334,9 @@ async function bridge(upstream: ScriptedUpstream, req: IncomingMessage, res: Ser
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
-      res.write(value);
+      // Waiting for each write to reach the socket keeps what was sent before a drop: destroy() discards
+      // writes still buffered, which turned a drop mid-stream into a connection refused before any header.
+      await new Promise<void>((resolve) => res.write(value, () => resolve()));
     }
     res.end();
   } catch {
