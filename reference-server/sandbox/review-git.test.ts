@@ -86,26 +86,26 @@ describe("sandbox review: the server's git stores what a turn wrote outside the 
   it("refused commits leave every staged blob in repos/<id>.git: each writable turn adds a disk quota of objects, never pushed or collected", async () => {
     const bare = await seededRepo();
     const agent = repoAgent(bare, "site");
-    const quota = 20 * MiB;
+    const quota = 8 * MiB;
     const { root, manager } = await sandboxManager({ limits: { diskBytes: quota } });
     const before = git(bare, "rev-parse", "main").trim();
-    for (let round = 0; round < 4; round++) {
+    for (let round = 0; round < 2; round++) {
       const turn = await manager.acquire(turnRequest("git-pile", agent, { readOnly: false }));
-      // 15 MiB of fresh random data (within the quota) and a nested repository, so the commit is refused
+      // 6 MiB of fresh random data (within the quota) and a nested repository, so the commit is refused
       // after `git add --all` has already hashed and stored the data as loose objects.
       // (Removed first, in a command of its own: each command's largest file is what is left of the quota.)
       await turn.tools.run("run_command", { command: "rm -rf big sub" });
       const made = await turn.tools.run("run_command", {
         command:
-          "head -c 15728640 /dev/urandom > big && git init -q sub && git -C sub -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && echo ok",
+          "head -c 6291456 /dev/urandom > big && git init -q sub && git -C sub -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && echo ok",
       });
       expect(made).toMatchObject({ isError: false, content: "ok\n" });
       await expect(turn.finish()).rejects.toThrow(/nested git repository/);
     }
     expect(git(bare, "rev-parse", "main").trim()).toBe(before);
     const gitDir = path.join(root, "repos", `${conversationDirName("git-pile")}.git`);
-    // 60 MiB of objects for a conversation whose quota is 20 MiB, and nothing ever removes them.
+    // 12 MiB of objects for a conversation whose quota is 8 MiB, and nothing ever removes them.
     expect(bytesBelow(gitDir)).toBeLessThanOrEqual(quota);
-    // Four writable turns hashing 15 MiB each: 30 s was not enough in CI with three test files at once.
+    // Writable turns hashing megabytes: 30 s was not enough in CI with three test files at once.
   }, 120_000);
 });

@@ -40,11 +40,12 @@ describe("sandbox review", { tags: ["sandbox"] }, () => {
     // default 256 processes, a command holds pids × NOFILE struct files, past fs.file-max (2.4 M here),
     // and every unprivileged process of the host then gets ENFILE.
     const running = turn.tools.run("run_command", {
-      command: `for i in $(seq 20); do perl -e 'while (open(my $f, "<", "/dev/null")) { push @a, $f } sleep 6' & done; wait`,
+      command: `for i in $(seq 20); do perl -e 'while (open(my $f, "<", "/dev/null")) { push @a, $f } sleep 3' & done; wait`,
     });
     let peak = 0;
     const started = Date.now();
-    while (Date.now() - started < 5_000) {
+    // Opening 20,000 files takes a process milliseconds: the peak comes long before the sleeps end.
+    while (Date.now() - started < 2_500) {
       peak = Math.max(peak, fileNr() - before);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -116,7 +117,7 @@ describe("sandbox review", { tags: ["sandbox"] }, () => {
     const turn = await manager.acquire(turnRequest("flood-out", storageAgent()));
     const cpuBefore = process.cpuUsage();
     const started = Date.now();
-    const flood = await turn.tools.run("run_command", { command: "timeout 5 cat /dev/zero; true" });
+    const flood = await turn.tools.run("run_command", { command: "timeout 2 cat /dev/zero; true" });
     const wallMs = Date.now() - started;
     const cpu = process.cpuUsage(cpuBefore);
     expect(flood.content).toContain("[output truncated:");
