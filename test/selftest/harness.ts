@@ -12,8 +12,8 @@ import type { RunReport } from "../../conformance/types.ts";
 import type { Mutation } from "./mutations.ts";
 import { startFaultProxy } from "./proxy.ts";
 
-/** Bound for waiting on agent_session_id; far above the demo's session delay. */
-export const SESSION_WAIT_MS = 5_000;
+/** Bound for waiting on agent_session_id: three times the demo's session delay (1 s), which a mutation that never records it waits out in full. */
+export const SESSION_WAIT_MS = 3_000;
 
 export interface MutationOutcome {
   mutation: Mutation;

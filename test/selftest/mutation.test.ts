@@ -17,7 +17,7 @@ import { AREA_CHECKS, type Area, mutations } from "./mutations.ts";
 import { startFaultProxy } from "./proxy.ts";
 
 /** Mutation runs at once (each a proxy and a suite run against the one server). */
-const PARALLEL = 6;
+const PARALLEL = 12;
 
 let demo: DemoServer;
 let validator: SpecValidator;
