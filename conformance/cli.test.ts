@@ -1,6 +1,6 @@
 /** `agent-api check` as users run it: a real child process, real flags and environment, real exit codes. */
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -99,6 +99,13 @@ describe("agent-api check (child process)", () => {
     expect(missing.stderr).toContain("AGENT_API_KEY");
   });
 
+  it("exits 2 when AGENT_API_BASE_URL is set but empty (a CI variable nobody defined), never checking the demo", async () => {
+    const empty = await runCli([], { AGENT_API_BASE_URL: "", AGENT_API_AGENT: "a", AGENT_API_KEY: "k" });
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain("AGENT_API_BASE_URL is set but empty");
+    expect(empty.stdout).not.toContain("demo");
+  });
+
   it("exits 2 with one clear line when the base URL cannot be reached at all", async () => {
     const closed = await runCli(["--base-url", "http://127.0.0.1:1", "--agent", "a", "--key", "k"]);
     expect(closed.code).toBe(2);
@@ -107,7 +114,8 @@ describe("agent-api check (child process)", () => {
   });
 
   it("exits 1 against a server that does nothing, with progress lines and the reports written", async () => {
-    const junit = join(dir, "r.xml");
+    // In a folder that does not exist yet, as a CI job's reports/ in a fresh checkout.
+    const junit = join(dir, "reports", "new", "r.xml");
     const html = join(dir, "r.html");
     const { code, stdout } = await runCli(
       ["--only", "AUTH-*,SSE-FIRST-MESSAGE-START", "--junit", junit, "--html", html],
@@ -122,5 +130,17 @@ describe("agent-api check (child process)", () => {
     expect(stdout).toMatch(/SKIP MUST +AUTH-401-REVOKED/);
     expect(await readFile(junit, "utf8")).toContain("<testsuites");
     expect(await readFile(html, "utf8")).toContain("<h2>Authentication");
+  });
+
+  it("exits 2, naming the flag and the file, when a report cannot be written", async () => {
+    await writeFile(join(dir, "a-file"), "");
+    const blocked = join(dir, "a-file", "inside-a-file.xml");
+    const { code, stderr } = await runCli(["--only", "AUTH-401-MISSING", "--junit", blocked], {
+      AGENT_API_BASE_URL: url,
+      AGENT_API_AGENT: "demo-agent",
+      AGENT_API_KEY: "some-key",
+    });
+    expect(code).toBe(2);
+    expect(stderr).toContain(`could not write --junit ${blocked}`);
   });
 });

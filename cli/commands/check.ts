@@ -3,7 +3,8 @@
  * departs from the API. Exit 0 when every MUST check that ran passed, 1 when one failed, 2 on a usage error.
  * With no --base-url (and no AGENT_API_BASE_URL) it checks the reference server's demo, started in-process.
  */
-import { writeFile } from "node:fs/promises";
+import { mkdir, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
 import { Command, CommanderError, Option } from "commander";
 import { request } from "undici";
 import {
@@ -157,7 +158,16 @@ export async function main(args: string[]): Promise<number> {
 
   let demo: { envVars: Record<string, string>; close(): Promise<void> } | undefined;
   let environment: Record<string, string | undefined> = env;
-  if (!flagOrEnv(opts, "--base-url", env)) {
+  const baseUrl = flagOrEnv(opts, "--base-url", env);
+  if (!baseUrl && env.AGENT_API_BASE_URL === "") {
+    // Set but empty is what a CI runner passes for a variable nobody defined: checking the demo then would
+    // report a pass that says nothing about the deployment the job was written for.
+    process.stderr.write(
+      "agent-api check: AGENT_API_BASE_URL is set but empty; give the deployment's address (or unset it to check the reference demo)\n",
+    );
+    return 2;
+  }
+  if (!baseUrl) {
     process.stdout.write("No --base-url given: starting the reference server's demo in-process…\n");
     try {
       // A computed path, so that the conformance package (which has no server) does not compile the demo in.
@@ -214,13 +224,24 @@ export async function main(args: string[]): Promise<number> {
       ["--json", jsonReport],
       ["--html", htmlReport],
     ];
+    let unwritten = false;
     for (const [flag, render] of outputs) {
       const file = flagOrEnv(opts, flag, env);
       if (typeof file === "string") {
-        await writeFile(file, render(report));
-        process.stdout.write(`wrote ${file}\n`);
+        try {
+          // A CI job names reports/x.xml in a fresh checkout: the folder is made, as a user expects.
+          await mkdir(dirname(file), { recursive: true });
+          await writeFile(file, render(report));
+          process.stdout.write(`wrote ${file}\n`);
+        } catch (error) {
+          unwritten = true;
+          const reason = error instanceof Error ? error.message : String(error);
+          process.stderr.write(`agent-api check: could not write ${flag} ${file}: ${reason}\n`);
+        }
       }
     }
+    // A report asked for and not written is a broken run (CI would keep no artifact), whatever the verdict.
+    if (unwritten) return 2;
     return report.passed ? 0 : 1;
   } finally {
     await demo?.close();

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse as parseYaml } from "yaml";
 import { KEYS, startTestServer, type TestServer } from "../../reference-server/test/helpers.ts";
 import { SANDBOX_ENV } from "../../scripts/sandbox-probe.ts";
 
@@ -151,16 +152,21 @@ it("runs `npx agent-api check` against a deployment", async () => {
  * Starts the installed `agent-api serve` (on whatever `node` heads PATH in `runEnv`), runs check against it,
  * tools included, and stops it. `name` keeps each run's data and env file apart.
  */
-async function serveAndCheck(name: string, runEnv: NodeJS.ProcessEnv): Promise<string> {
+async function serveAndCheck(
+  name: string,
+  runEnv: NodeJS.ProcessEnv,
+  serveArgs = ["--port", "0", "--data", join(dir, `${name}-data`)],
+): Promise<string> {
   const envFile = join(dir, `${name}.env`);
   // Where bubblewrap does not work the server refuses tools; unisolated they still go through its spawner.
   const isolation = process.env[SANDBOX_ENV] ? ["--unsafe-no-isolation"] : [];
   // Detached: its own process group, so the server and what it starts stop together.
-  const child = spawn(
-    agentApi(),
-    ["serve", "--port", "0", "--data", join(dir, `${name}-data`), "--write-env-file", envFile, ...isolation],
-    { cwd: dir, env: runEnv, detached: true, stdio: "ignore" },
-  );
+  const child = spawn(agentApi(), ["serve", ...serveArgs, "--write-env-file", envFile, ...isolation], {
+    cwd: dir,
+    env: runEnv,
+    detached: true,
+    stdio: "ignore",
+  });
   try {
     const vars = await waitForEnvFile(envFile, 60_000);
     // STATE-RESUME-KEEPS-FILES runs commands in the sandbox: the installed spawner (a .js beside the server).
@@ -174,12 +180,6 @@ async function serveAndCheck(name: string, runEnv: NodeJS.ProcessEnv): Promise<s
     if (child.pid) process.kill(-child.pid, "SIGTERM");
   }
 }
-
-it("runs `agent-api serve` from the server package, tools included, and check judges it", async () => {
-  const stdout = await serveAndCheck("serve", env);
-  expect(stdout).toMatch(/STATE-RESUME-KEEPS-FILES/);
-  expect(stdout).toMatch(/all MUST checks that ran passed/);
-}, 120_000);
 
 it("`agent-api docs` copies the page @agent-api/spec ships, with no Redocly installed", async () => {
   const { stdout } = await run(agentApi(), ["docs", "--output", "site/api.html"], { cwd: dir, env });
@@ -217,6 +217,87 @@ it("holds one copy of the protocol: the suite and the server import it from @age
   const client = join(dir, "node_modules", "@agent-api", "client", "dist");
   expect(existsSync(join(client, "generated", "protocol.js"))).toBe(true);
   expect(existsSync(join(client, "client", "sse.js"))).toBe(true);
+});
+
+/** The step of examples/agent-api-check.yml that runs the suite: its shell command and its env block. */
+async function recipeStep(): Promise<{ run: string; env: Record<string, string> }> {
+  const workflow = parseYaml(await readFile(join(root, "examples", "agent-api-check.yml"), "utf8")) as {
+    jobs: Record<string, { steps: Array<{ run?: string; env?: Record<string, string> }> }>;
+  };
+  const steps = Object.values(workflow.jobs).flatMap((job) => job.steps);
+  const step = steps.find((s) => s.run?.includes("agent-api check"));
+  if (!step?.run) throw new Error("no step of the recipe runs agent-api check");
+  return { run: step.run, env: step.env ?? {} };
+}
+
+/**
+ * Runs the recipe's check step the way GitHub Actions does: `${{ vars.X }}` and `${{ secrets.X }}` replaced
+ * by their value, or by "" when the repository does not define them, and the command run by bash -e.
+ */
+async function runRecipe(defined: Record<string, string>, extra: Record<string, string> = {}) {
+  const step = await recipeStep();
+  const stepEnv = Object.fromEntries(
+    Object.entries(step.env).map(([name, value]) => [
+      name,
+      value.replace(
+        /\$\{\{\s*(?:vars|secrets)\.([A-Z0-9_]+)\s*\}\}/g,
+        (_, key: string) => defined[key] ?? "",
+      ),
+    ]),
+  );
+  const workspace = await mkdtemp(join(dir, "workspace-"));
+  const outcome = await run("bash", ["--noprofile", "--norc", "-eo", "pipefail", "-c", step.run], {
+    cwd: workspace,
+    env: { ...env, ...stepEnv, ...extra },
+  }).then(
+    ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+    (error: { code: number; stdout: string; stderr: string }) => error,
+  );
+  return { ...outcome, workspace };
+}
+
+describe("the CI recipe, examples/agent-api-check.yml", () => {
+  it("runs as written against a deployment: a pass, the three reports, and a skip for each secret not defined", async () => {
+    const result = await runRecipe(
+      { AGENT_API_BASE_URL: server.url, AGENT_API_AGENT: "demo-agent", AGENT_API_KEY: KEYS.admin },
+      // Fewer checks than the recipe's whole suite (AGENT_API_ONLY is --only), among them ones that need the
+      // member and viewer keys the repository did not define.
+      { AGENT_API_ONLY: "AUTH-*,SSE-FIRST-MESSAGE-START" },
+    );
+    expect(result.code, result.stderr).toBe(0);
+    for (const file of ["conformance.xml", "conformance.html", "conformance.json"])
+      expect(existsSync(join(result.workspace, "reports", file)), file).toBe(true);
+    const report = JSON.parse(await readFile(join(result.workspace, "reports", "conformance.json"), "utf8"));
+    const skipped = JSON.stringify(report).match(/--member-key|--viewer-key/g) ?? [];
+    expect(skipped.length).toBeGreaterThan(0);
+  }, 120_000);
+
+  it("fails the job, naming the variable, when the repository did not define the deployment's address", async () => {
+    const result = await runRecipe({ AGENT_API_AGENT: "demo-agent", AGENT_API_KEY: KEYS.admin });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("AGENT_API_BASE_URL");
+  }, 60_000);
+});
+
+describe("the Dockerfile", () => {
+  it("its command runs `agent-api serve` from the installed server package, tools included, and check judges it", async () => {
+    const dockerfile = await readFile(join(root, "Dockerfile"), "utf8");
+    const last = (instruction: string) =>
+      JSON.parse(
+        [...dockerfile.matchAll(new RegExp(`^${instruction} (\\[.*\\])$`, "gm"))].at(-1)?.[1] ?? "[]",
+      ) as string[];
+    expect(last("ENTRYPOINT")).toEqual(["agent-api"]);
+    const command = last("CMD");
+    expect(command.slice(0, 1)).toEqual(["serve"]);
+    // The image's port and volume, swapped for a free port and a directory of this test.
+    const args = command.map((arg, i) =>
+      command[i - 1] === "--port" ? "0" : command[i - 1] === "--data" ? join(dir, "image-data") : arg,
+    );
+    expect(args).toContain("0");
+    const stdout = await serveAndCheck("serve", env, args.slice(1));
+    expect(stdout).toMatch(/STATE-RESUME-KEEPS-FILES/);
+    expect(stdout).toMatch(/all MUST checks that ran passed/);
+  }, 120_000);
 });
 
 describe(`on Node ${NODE_22}`, () => {
