@@ -120,6 +120,19 @@ it("installs, imports from plain JavaScript and runs a turn", async () => {
   expect(result.names).toBe(7);
 });
 
+it("runs the README's client example as pasted (turn.js, with the AGENT_API_* variables set)", async () => {
+  const readme = await readFile(join(root, "README.md"), "utf8");
+  const example = /```js\n(\/\/ turn\.js[^]*?)```/.exec(readme)?.[1];
+  expect(example, "the README's turn.js block").toBeDefined();
+  await writeFile(join(dir, "readme-turn.js"), example as string);
+  const { stdout } = await run(join(root, "node_modules", ".bin", "node"), ["readme-turn.js"], {
+    cwd: dir,
+    env: { ...env, AGENT_API_BASE_URL: server.url, AGENT_API_KEY: KEYS.admin, AGENT_API_AGENT: "demo-agent" },
+  });
+  // The conversation id, then the reply's text.
+  expect(stdout).toMatch(/^\S+ \S/);
+});
+
 it("ships the bundled spec (exactly what the kit validates with), as YAML too, and the docs page", async () => {
   const script = `for (const f of ["openapi.json", "openapi.yaml", "index.html"]) console.log(import.meta.resolve("@agent-api/spec/" + f));`;
   await writeFile(join(dir, "spec.js"), script);
