@@ -122,7 +122,7 @@ it("installs, imports from plain JavaScript and runs a turn", async () => {
 
 it("runs the README's client example as pasted (turn.js, with the AGENT_API_* variables set)", async () => {
   const readme = await readFile(join(root, "README.md"), "utf8");
-  const example = /```js\n(\/\/ turn\.js[^]*?)```/.exec(readme)?.[1];
+  const example = /```js\n(\/\/ turn\.js[\s\S]*?)```/.exec(readme)?.[1];
   expect(example, "the README's turn.js block").toBeDefined();
   await writeFile(join(dir, "readme-turn.js"), example as string);
   const { stdout } = await run(join(root, "node_modules", ".bin", "node"), ["readme-turn.js"], {
