@@ -75,6 +75,9 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** After the grace period: time for the interrupted turns to send their error event before sockets close. */
+const FORCE_CLOSE_AFTER_GRACE_MS = 1_000;
+
 export const DEFAULTS = {
   port: 3001,
   host: "127.0.0.1",
@@ -160,12 +163,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     closed = true;
     // Running turns get a grace period to finish; past it they end with an error event, so a stuck client
     // or tool cannot hold the shutdown (and with it a restart) for ever.
-    const grace = setTimeout(
-      () => service.turns.interruptAll("The server is shutting down"),
-      options.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs,
-    );
+    let forced: NodeJS.Timeout | undefined;
+    const grace = setTimeout(() => {
+      service.turns.interruptAll("The server is shutting down");
+      // What is still open a moment later is no turn: a request whose body never finished arriving (a hung
+      // client, a proxy that lost its own). Node would wait up to its 300 s request timeout for it.
+      forced = setTimeout(() => app.server.closeAllConnections(), FORCE_CLOSE_AFTER_GRACE_MS);
+    }, options.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs);
     await app.close();
     clearTimeout(grace);
+    clearTimeout(forced);
     service.close();
     await sandbox.close();
     store.close();

@@ -150,3 +150,25 @@ describe("edge cases of a turn's inputs", () => {
     expect(res.text).toContain("Flow step draft failed");
   });
 });
+
+describe("a shutdown with a request that never finishes sending its body", () => {
+  it("still completes once the grace period is over (the client's socket is closed)", async () => {
+    const s = await startTestServer({ shutdownGraceMs: 200 });
+    const socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    // Half a body, then silence: a client that hung, or a proxy that lost its own client mid-request.
+    socket.write(
+      `POST /api/agents/demo-agent/v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${KEYS.admin}\r\ncontent-type: application/json\r\ncontent-length: 200\r\n\r\n{"messages":`,
+    );
+    const socketClosed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    socket.on("error", () => undefined);
+    await sleep(100);
+    // Node's own bound on a request is 300 s: before the fix, close() waited for it.
+    const outcome = await Promise.race([
+      s.close().then(() => "closed"),
+      sleep(15_000).then(() => "still waiting after 15 s"),
+    ]);
+    expect(outcome).toBe("closed");
+    await socketClosed;
+  }, 30_000);
+});

@@ -75,7 +75,15 @@ async function startFaultyProxy(upstream: string, memberKey: string): Promise<Se
         });
       },
     );
-    up.on("error", () => res.writeHead(502).end());
+    up.on("error", () => {
+      if (!res.headersSent) res.writeHead(502);
+      res.end();
+    });
+    // A client gone mid-request takes its upstream request with it: left half-sent, the server would hold
+    // it open until its shutdown grace period (seen: a 30 s close).
+    res.on("close", () => {
+      if (!res.writableFinished) up.destroy();
+    });
     req.pipe(up);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
