@@ -9,6 +9,13 @@
 # bubblewrap needs user namespaces, which Docker's default seccomp and AppArmor profiles refuse; without the
 # two --security-opt flags the server starts but refuses every tool (it says so in its log). The default
 # command serves the demo workspace; `serve --config FILE` serves your own.
+#
+# Docker mounts /sys/fs/cgroup read-only in a container that is not privileged, so commands get no cgroup of
+# their own (the start-up line says `tool limits (cgroups): none` and why). Processes (RLIMIT_NPROC) and memory
+# (RLIMIT_AS) stay bounded per command; CPU per command does not: bound the container with --cpus and --memory.
+#
+# Not built here (no Docker engine on this project's machines): the build stage's commands run in a clean
+# clone, and test/packages installs the same tarballs with --omit=dev and starts this CMD.
 
 FROM node:24-slim AS build
 WORKDIR /src
