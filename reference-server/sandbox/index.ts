@@ -469,7 +469,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       ...(isolation === "bwrap" && identity.warning ? [identity.warning] : []),
       ...(isolation === "bwrap" && cgroups.version === "none"
         ? [
-            `no cgroups for tool limits (${cgroups.reason}): processes, memory and CPU are bounded by rlimits only`,
+            `no cgroups for tool limits (${cgroups.reason}): processes and memory per command are bounded by rlimits only, CPU per command not at all`,
           ]
         : []),
     ],
