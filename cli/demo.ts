@@ -14,15 +14,6 @@ export interface DemoServer {
   close(): Promise<void>;
 }
 
-/**
- * The list filters' inputs, naming the conversations reference-server/config/demo-data.ts seeds (a Slack
- * thread and a notebook conversation): the API cannot create either, so a check needs them given.
- */
-export const DEMO_FILTER_INPUTS: Record<string, string> = {
-  AGENT_API_CHANNEL_ID: "C0DEMOOPS",
-  AGENT_API_NOTEBOOK_PATH: "notebooks/weekly-report.ipynb",
-};
-
 /** `options`: further server options (e.g. `engine: "anthropic"` for the suite against a Messages upstream). */
 export async function startDemoServer(
   sessionDelayMs = 500,
@@ -40,7 +31,7 @@ export async function startDemoServer(
   });
   return {
     url: server.url,
-    envVars: { ...server.envVars, ...DEMO_FILTER_INPUTS },
+    envVars: server.envVars,
     async close() {
       await server.close();
       await rm(dataDir, { recursive: true, force: true });

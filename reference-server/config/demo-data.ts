@@ -8,6 +8,9 @@ import type { ConversationRecord, Store } from "../store/types.ts";
 
 export const DEMO_CHANNEL_CONVERSATION_ID = "demo-slack-ops-thread";
 export const DEMO_NOTEBOOK_CONVERSATION_ID = "demo-notebook-weekly";
+/** The seeded Slack thread's channel and the notebook's path: the list filters' inputs for a check. */
+export const DEMO_CHANNEL_ID = "C0DEMOOPS";
+export const DEMO_NOTEBOOK_PATH = "notebooks/weekly-report.ipynb";
 
 function seedOne(
   store: Store,
@@ -47,7 +50,7 @@ export function seedDemoConversations(store: Store, at: Date = new Date()): void
       id: DEMO_CHANNEL_CONVERSATION_ID,
       ownerMemberId: null,
       channel: "SLACK",
-      channelId: "C0DEMOOPS",
+      channelId: DEMO_CHANNEL_ID,
       notebookPath: null,
       title: "Is the deploy done?",
     }),
@@ -63,7 +66,7 @@ export function seedDemoConversations(store: Store, at: Date = new Date()): void
       ownerMemberId: "alice",
       channel: "NOTEBOOK",
       channelId: null,
-      notebookPath: "notebooks/weekly-report.ipynb",
+      notebookPath: DEMO_NOTEBOOK_PATH,
       title: "Summarise this week's numbers",
     }),
     { id: "alice", name: "Alice Admin" },

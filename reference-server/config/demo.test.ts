@@ -84,6 +84,8 @@ describe("createDemo", () => {
       AGENT_API_FLOW_KEY: "demo-flow-key",
       AGENT_API_FLOW_INPUT: "topic=testing",
       AGENT_API_ROUTING_PREFIX: "acme",
+      AGENT_API_CHANNEL_ID: "C0DEMOOPS",
+      AGENT_API_NOTEBOOK_PATH: "notebooks/weekly-report.ipynb",
     });
     // The repository clones like any remote.
     const clone = join(dir, "clone");

@@ -10,6 +10,7 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { stringify as stringifyYaml } from "yaml";
+import { DEMO_CHANNEL_ID, DEMO_NOTEBOOK_PATH } from "./demo-data.ts";
 import { parseConfig } from "./load.ts";
 import type { ConfigFile } from "./schema.ts";
 import type { ServerConfig } from "./types.ts";
@@ -262,6 +263,9 @@ export async function createDemo(dataDir: string, opts: DemoOptions): Promise<De
     AGENT_API_FLOW_KEY: DEMO_FLOW_KEY,
     AGENT_API_FLOW_INPUT: "topic=testing",
     AGENT_API_ROUTING_PREFIX: opts.routingPrefix,
+    // Conversations the API cannot create (a Slack thread, a notebook's), seeded with the demo's data.
+    AGENT_API_CHANNEL_ID: DEMO_CHANNEL_ID,
+    AGENT_API_NOTEBOOK_PATH: DEMO_NOTEBOOK_PATH,
   };
   return { config, keys: { ...demoKeys }, envVars };
 }

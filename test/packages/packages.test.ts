@@ -183,7 +183,8 @@ async function serveAndCheck(
   try {
     const vars = await waitForEnvFile(envFile, 60_000);
     // STATE-RESUME-KEEPS-FILES runs commands in the sandbox: the installed spawner (a .js beside the server).
-    const only = "AUTH-401-*,SSE-*,STATE-RESUME-KEEPS-FILES";
+    // The list filters need the seeded conversations' channel and notebook, which the env file must name.
+    const only = "AUTH-401-*,SSE-*,STATE-RESUME-KEEPS-FILES,LIST-CHANNEL-ID-FILTER,LIST-NOTEBOOK-PATH-FILTER";
     const { stdout } = await run(agentApi(), ["check", "--only", only, "--no-color"], {
       cwd: dir,
       env: { ...runEnv, ...vars },
@@ -308,6 +309,8 @@ describe("the Dockerfile", () => {
     );
     expect(args).toContain("0");
     const stdout = await serveAndCheck("serve", env, args.slice(1));
+    expect(stdout).toMatch(/^PASS MUST +LIST-CHANNEL-ID-FILTER /m);
+    expect(stdout).toMatch(/^PASS MUST +LIST-NOTEBOOK-PATH-FILTER /m);
     expect(stdout).toMatch(/STATE-RESUME-KEEPS-FILES/);
     expect(stdout).toMatch(/all MUST checks that ran passed/);
   }, 120_000);
