@@ -1,8 +1,8 @@
 /** `agent-api check` as users run it: a real child process, real flags and environment, real exit codes. */
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import { type AddressInfo, connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -130,6 +130,65 @@ describe("agent-api check (child process)", () => {
     expect(stdout).toMatch(/SKIP MUST +AUTH-401-REVOKED/);
     expect(await readFile(junit, "utf8")).toContain("<testsuites");
     expect(await readFile(html, "utf8")).toContain("<h2>Authentication");
+  });
+
+  it("sends through the proxy HTTP_PROXY names, and past it to the hosts NO_PROXY names", async () => {
+    // A forward proxy as squid is one: clients tunnel through it with CONNECT host:port, which it records.
+    const seen: string[] = [];
+    const proxy = createServer((_req, res) => res.writeHead(405).end());
+    proxy.on("connect", (req: IncomingMessage, client: Socket, head: Buffer) => {
+      seen.push(`CONNECT ${req.url}`);
+      const [host, port] = (req.url ?? "").split(":");
+      const upstream = connect(Number(port), host, () => {
+        client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+        upstream.write(head);
+        upstream.pipe(client);
+        client.pipe(upstream);
+      });
+      upstream.on("error", () => client.destroy());
+      client.on("error", () => upstream.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    try {
+      const env = {
+        AGENT_API_BASE_URL: url,
+        AGENT_API_AGENT: "demo-agent",
+        AGENT_API_KEY: "some-key",
+        HTTP_PROXY: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        NO_PROXY: "",
+        no_proxy: "",
+      };
+      const proxied = await runCli(["--only", "AUTH-401-MISSING"], env);
+      expect(proxied.stderr).not.toContain("cannot reach");
+      expect(seen).toContain(`CONNECT ${new URL(url).host}`);
+      seen.length = 0;
+      await runCli(["--only", "AUTH-401-MISSING"], { ...env, NO_PROXY: "127.0.0.1", no_proxy: "127.0.0.1" });
+      expect(seen).toEqual([]);
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  });
+
+  it("exits 2 in one line, within its time-out, behind a proxy that refuses to tunnel", async () => {
+    // No CONNECT handler: Node closes such a request's connection (undici then waited for ever).
+    const proxy = createServer((_req, res) => res.writeHead(405).end());
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    try {
+      const refused = await runCli(["--only", "AUTH-401-MISSING", "--timeout-ms", "1000"], {
+        AGENT_API_BASE_URL: url,
+        AGENT_API_AGENT: "demo-agent",
+        AGENT_API_KEY: "some-key",
+        HTTP_PROXY: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        NO_PROXY: "",
+        no_proxy: "",
+      });
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/cannot reach http:\/\/127\.0\.0\.1:\d+: /);
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((resolve) => proxy.close(resolve));
+    }
   });
 
   it("exits 2, naming the flag and the file, when a report cannot be written", async () => {

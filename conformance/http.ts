@@ -2,7 +2,7 @@
  * The suite's only way onto the network: undici requests read to raw bytes (so checks see exactly what
  * was sent), each recorded as an Exchange for the reports with keys masked and bodies cut short.
  */
-import { Agent, type Dispatcher, request } from "undici";
+import { Agent, type Dispatcher, EnvHttpProxyAgent, request } from "undici";
 import { CheckFailure, excerpt } from "./outcomes.ts";
 import type { Exchange } from "./types.ts";
 
@@ -34,14 +34,24 @@ export interface HttpResponse {
  */
 export const REQUEST_TIMEOUT_MS = 180_000;
 
+/** The proxy variables curl, git and npm honour; a CI runner behind a proxy sets them and nothing else. */
+const PROXY_VARIABLES = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
+
+/** Whether `env` names a proxy (the suite then sends through it, minus NO_PROXY's hosts). */
+function proxyConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return PROXY_VARIABLES.some((name) => (env[name] ?? "") !== "");
+}
+
 export function createDispatcher(timeoutMs = REQUEST_TIMEOUT_MS): Dispatcher {
-  return new Agent({
+  const options = {
     connections: 32,
     keepAliveTimeout: 10_000,
     headersTimeout: timeoutMs,
     // undici's own 300 s gap between body chunks would cut a stream short of a longer --timeout-ms.
     bodyTimeout: timeoutMs,
-  });
+  };
+  // undici ignores the proxy variables unless asked; EnvHttpProxyAgent reads them and NO_PROXY.
+  return proxyConfigured() ? new EnvHttpProxyAgent(options) : new Agent(options);
 }
 
 /** One request, read whole; `timeoutMs` bounds it from sending to the last byte. */
