@@ -127,7 +127,7 @@ async function reachability(baseUrl: string, requestTimeoutMs: number): Promise<
   const dispatcher = createDispatcher(timeoutMs);
   let timer: NodeJS.Timeout | undefined;
   // A timer of our own beside the request's signal: behind a proxy that closes a CONNECT, undici's request
-  // waits for ever and ignores the signal (seen with undici 7.30).
+  // never settles and reconnects in a loop, signal or not (nodejs/undici#3897; seen here with undici 7.30).
   const expired = new Promise<string>((resolve) => {
     timer = setTimeout(() => resolve(`no answer within ${timeoutMs} ms`), timeoutMs);
   });
