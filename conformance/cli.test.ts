@@ -191,6 +191,42 @@ describe("agent-api check (child process)", () => {
     }
   });
 
+  it("gives a check up at its time-out when the proxy stops tunnelling mid-run, and ends the run", async () => {
+    // The first tunnel (the reachability probe's) goes through; every later CONNECT is cut.
+    let connects = 0;
+    const proxy = createServer((_req, res) => res.writeHead(405).end());
+    proxy.on("connect", (req: IncomingMessage, client: Socket, head: Buffer) => {
+      if (++connects > 1) return client.destroy();
+      const [host, port] = (req.url ?? "").split(":");
+      const upstream = connect(Number(port), host, () => {
+        client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+        upstream.write(head);
+        upstream.pipe(client);
+        client.pipe(upstream);
+      });
+      upstream.on("error", () => client.destroy());
+      client.on("error", () => upstream.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    try {
+      const cut = await runCli(["--only", "AUTH-401-MISSING", "--timeout-ms", "1000"], {
+        AGENT_API_BASE_URL: url,
+        AGENT_API_AGENT: "demo-agent",
+        AGENT_API_KEY: "some-key",
+        HTTP_PROXY: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        NO_PROXY: "",
+        no_proxy: "",
+      });
+      expect(connects).toBeGreaterThan(1);
+      expect(cut.code).toBe(1);
+      expect(cut.stdout).toMatch(/FAIL MUST +AUTH-401-MISSING/);
+      expect(cut.stdout).toContain("no complete answer within 1000 ms");
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  });
+
   it("exits 2, naming the flag and the file, when a report cannot be written", async () => {
     await writeFile(join(dir, "a-file"), "");
     const blocked = join(dir, "a-file", "inside-a-file.xml");

@@ -34,6 +34,9 @@ export interface HttpResponse {
  */
 export const REQUEST_TIMEOUT_MS = 180_000;
 
+/** Past a request's time-out, how long its own signal gets before the request is given up regardless. */
+const DEADLINE_SLACK_MS = 1_000;
+
 /** The proxy variables curl, git and npm honour; a CI runner behind a proxy sets them and nothing else. */
 const PROXY_VARIABLES = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
 
@@ -80,15 +83,26 @@ export async function httpRequest(
     responseBody: "",
     ms: 0,
   };
+  let deadline: NodeJS.Timeout | undefined;
   try {
-    const res = await request(req.url, {
-      method: req.method,
-      headers,
-      body,
-      dispatcher,
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    const bytes = new Uint8Array(await res.body.arrayBuffer());
+    const signal = AbortSignal.timeout(timeoutMs);
+    const sent = (async () => {
+      const res = await request(req.url, { method: req.method, headers, body, dispatcher, signal });
+      return { res, bytes: new Uint8Array(await res.body.arrayBuffer()) };
+    })();
+    // Settling after the race was lost (the dispatcher destroyed at the run's end) is no one's error.
+    sent.catch(() => undefined);
+    // The signal bounds a request, except one undici never settles (a proxy that drops its CONNECT:
+    // nodejs/undici#3897): a timer of our own, a moment later, so no check waits for ever.
+    const { res, bytes } = await Promise.race([
+      sent,
+      new Promise<never>((_, reject) => {
+        deadline = setTimeout(
+          () => reject(Object.assign(new Error("request never settled"), { name: "TimeoutError" })),
+          timeoutMs + DEADLINE_SLACK_MS,
+        );
+      }),
+    ]);
     const text = new TextDecoder().decode(bytes);
     const responseHeaders: Record<string, string> = {};
     for (const [name, value] of Object.entries(res.headers)) {
@@ -112,6 +126,8 @@ export async function httpRequest(
         : String(error);
     exchange.responseBody = `(no response: ${message})`;
     throw new CheckFailure(`${req.method} ${req.url} failed: ${message}`, [{ message }]);
+  } finally {
+    clearTimeout(deadline);
   }
 }
 
