@@ -83,26 +83,15 @@ export async function httpRequest(
     responseBody: "",
     ms: 0,
   };
-  let deadline: NodeJS.Timeout | undefined;
   try {
     const signal = AbortSignal.timeout(timeoutMs);
-    const sent = (async () => {
-      const res = await request(req.url, { method: req.method, headers, body, dispatcher, signal });
-      return { res, bytes: new Uint8Array(await res.body.arrayBuffer()) };
-    })();
-    // Settling after the race was lost (the dispatcher destroyed at the run's end) is no one's error.
-    sent.catch(() => undefined);
-    // The signal bounds a request, except one undici never settles (a proxy that drops its CONNECT:
-    // nodejs/undici#3897): a timer of our own, a moment later, so no check waits for ever.
-    const { res, bytes } = await Promise.race([
-      sent,
-      new Promise<never>((_, reject) => {
-        deadline = setTimeout(
-          () => reject(Object.assign(new Error("request never settled"), { name: "TimeoutError" })),
-          timeoutMs + DEADLINE_SLACK_MS,
-        );
-      }),
-    ]);
+    const { res, bytes } = await settledWithin(
+      (async () => {
+        const res = await request(req.url, { method: req.method, headers, body, dispatcher, signal });
+        return { res, bytes: new Uint8Array(await res.body.arrayBuffer()) };
+      })(),
+      timeoutMs + DEADLINE_SLACK_MS,
+    );
     const text = new TextDecoder().decode(bytes);
     const responseHeaders: Record<string, string> = {};
     for (const [name, value] of Object.entries(res.headers)) {
@@ -126,8 +115,58 @@ export async function httpRequest(
         : String(error);
     exchange.responseBody = `(no response: ${message})`;
     throw new CheckFailure(`${req.method} ${req.url} failed: ${message}`, [{ message }]);
+  }
+}
+
+/**
+ * `work`, or a TimeoutError once `ms` have passed. A request's own signal bounds it, except one undici
+ * never settles (a proxy that drops its CONNECT: nodejs/undici#3897); this bound holds regardless.
+ */
+async function settledWithin<T>(work: Promise<T>, ms: number): Promise<T> {
+  // Settling after the race was lost (its dispatcher destroyed later) is no one's error.
+  work.catch(() => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(Object.assign(new Error(`no answer within ${ms} ms`), { name: "TimeoutError" })),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([work, expired]);
   } finally {
-    clearTimeout(deadline);
+    clearTimeout(timer);
+  }
+}
+
+/** How long the first request of a run may take to get any answer; less when the run's time-out is less. */
+const PROBE_TIMEOUT_MS = 15_000;
+
+/**
+ * Why `baseUrl` cannot be reached at all (refused, no such host, TLS, a proxy that will not tunnel), or null
+ * when it answers anything: said once, before a run whose every check would fail the same way.
+ */
+export async function reachability(
+  baseUrl: string,
+  requestTimeoutMs = REQUEST_TIMEOUT_MS,
+): Promise<string | null> {
+  const timeoutMs = Math.min(PROBE_TIMEOUT_MS, requestTimeoutMs);
+  // Through the proxy the checks will use, if there is one.
+  const dispatcher = createDispatcher(timeoutMs);
+  try {
+    // undici's request, not fetch: fetch refuses "bad ports" that a deployment may well use.
+    const answered = request(new URL("/api/agents", baseUrl), {
+      signal: AbortSignal.timeout(timeoutMs),
+      dispatcher,
+    }).then((response) => response.body.dump());
+    await settledWithin(answered, timeoutMs);
+    return null;
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
+  } finally {
+    // destroy, not close: a probe that timed out must not wait for its own request to finish.
+    await dispatcher.destroy();
   }
 }
 

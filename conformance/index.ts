@@ -10,8 +10,8 @@ import type { CheckDef, Level, RunReport } from "./types.ts";
 
 export type { RetryPolicy } from "./context.ts";
 export { renderCoverage, type SeedRule, seedRules } from "./coverage.ts";
-/** The HTTP client the suite sends with: keep-alive, the run's time-out, and the proxy variables honoured. */
-export { createDispatcher } from "./http.ts";
+/** Whether a deployment answers at all, through the proxy the suite would use (null when it does). */
+export { reachability } from "./http.ts";
 export { type Counts, progressLine, type Summary, summarize, summaryText } from "./reports/console.ts";
 export { htmlReport } from "./reports/html.ts";
 export { jsonReport } from "./reports/json.ts";

@@ -6,16 +6,15 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { Command, CommanderError, Option } from "commander";
-import { request } from "undici";
 import {
   catalogue,
-  createDispatcher,
   htmlReport,
   jsonReport,
   junitReport,
   type Level,
   levels,
   progressLine,
+  reachability,
   renderCoverage,
   runConformance,
   selectChecks,
@@ -115,43 +114,6 @@ function listCatalogue(): string {
       }`,
   );
   return `${rows.join("\n")}\n\n${catalogue.length} checks\n`;
-}
-
-/** How long the first request may take to get any answer; less when --timeout-ms is less. */
-const PROBE_TIMEOUT_MS = 15_000;
-
-/** Why the base URL cannot be reached at all (refused, no such host, TLS), or null when it answers anything. */
-async function reachability(baseUrl: string, requestTimeoutMs: number): Promise<string | null> {
-  const timeoutMs = Math.min(PROBE_TIMEOUT_MS, requestTimeoutMs);
-  // Through the proxy the checks will use, if there is one.
-  const dispatcher = createDispatcher(timeoutMs);
-  let timer: NodeJS.Timeout | undefined;
-  // A timer of our own beside the request's signal: behind a proxy that closes a CONNECT, undici's request
-  // never settles and reconnects in a loop, signal or not (nodejs/undici#3897; seen here with undici 7.30).
-  const expired = new Promise<string>((resolve) => {
-    timer = setTimeout(() => resolve(`no answer within ${timeoutMs} ms`), timeoutMs);
-  });
-  // undici's request, not fetch: fetch refuses "bad ports" that a deployment may well use.
-  const answered = request(new URL("/api/agents", baseUrl), {
-    signal: AbortSignal.timeout(timeoutMs),
-    dispatcher,
-  }).then(
-    async (response) => {
-      await response.body.dump();
-      return null;
-    },
-    (error: unknown) => {
-      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-      return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
-    },
-  );
-  try {
-    return await Promise.race([answered, expired]);
-  } finally {
-    clearTimeout(timer);
-    // destroy, not close: a probe that timed out must not wait for its own request to finish.
-    await dispatcher.destroy();
-  }
 }
 
 export async function main(args: string[]): Promise<number> {
