@@ -215,10 +215,19 @@ describe("the server's file work cannot be redirected by a link swapped under it
   tags: ["sandbox"],
 }, () => {
   let swapper: ChildProcess | undefined;
-  afterEach(() => {
-    swapper?.kill("SIGKILL");
+  /**
+   * Kills the swapping loop with the mv or ln it is running (its own process group) and waits for it: a
+   * child left running a moment after its shell died refilled the directory the clean-up was removing.
+   */
+  async function stopSwapper(): Promise<void> {
+    const running = swapper;
     swapper = undefined;
-  });
+    if (!running?.pid || running.exitCode !== null || running.signalCode !== null) return;
+    const exited = new Promise((resolve) => running.once("exit", resolve));
+    process.kill(-running.pid, "SIGKILL");
+    await exited;
+  }
+  afterEach(stopSwapper);
 
   it("read_file and write_file never follow a directory swapped for a link to the host mid-operation", async () => {
     const manager = await sandboxManager();
@@ -232,6 +241,7 @@ describe("the server's file work cannot be redirected by a link swapped under it
     swapper = spawn("/bin/sh", ["-c", `while :; do mv d d.real; ln -s ${host} d; rm d; mv d.real d; done`], {
       cwd: turn.workdir,
       stdio: "ignore",
+      detached: true,
     });
     const seen = new Set<string>();
     for (let i = 0; i < 300; i++) {
@@ -239,7 +249,7 @@ describe("the server's file work cannot be redirected by a link swapped under it
       seen.add(read.isError ? "error" : read.content);
       await turn.tools.run("write_file", { path: "d/planted.txt", content: "from the turn" });
     }
-    swapper.kill("SIGKILL");
+    await stopSwapper();
     expect(seen.has("HOST SECRET")).toBe(false);
     // Every read saw its own file or failed (the link swapped in): nothing else.
     expect([...seen].filter((v) => v !== "own file" && v !== "error")).toEqual([]);
