@@ -132,98 +132,85 @@ describe("agent-api check (child process)", () => {
     expect(await readFile(html, "utf8")).toContain("<h2>Authentication");
   });
 
-  it("sends through the proxy HTTP_PROXY names, and past it to the hosts NO_PROXY names", async () => {
-    // A forward proxy as squid is one: clients tunnel through it with CONNECT host:port, which it records.
+  /**
+   * A forward proxy as squid is one: clients tunnel through it with CONNECT host:port, which it records.
+   * It tunnels the first `tunnels` CONNECTs and cuts the rest (0: it refuses them all, with no CONNECT
+   * handler, so Node closes the connection).
+   */
+  async function startProxy(tunnels = Number.POSITIVE_INFINITY) {
     const seen: string[] = [];
     const proxy = createServer((_req, res) => res.writeHead(405).end());
-    proxy.on("connect", (req: IncomingMessage, client: Socket, head: Buffer) => {
-      seen.push(`CONNECT ${req.url}`);
-      const [host, port] = (req.url ?? "").split(":");
-      const upstream = connect(Number(port), host, () => {
-        client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-        upstream.write(head);
-        upstream.pipe(client);
-        client.pipe(upstream);
+    if (tunnels > 0)
+      proxy.on("connect", (req: IncomingMessage, client: Socket, head: Buffer) => {
+        seen.push(`CONNECT ${req.url}`);
+        if (seen.length > tunnels) return client.destroy();
+        const [host, port] = (req.url ?? "").split(":");
+        const upstream = connect(Number(port), host, () => {
+          client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+          upstream.write(head);
+          upstream.pipe(client);
+          client.pipe(upstream);
+        });
+        upstream.on("error", () => client.destroy());
+        client.on("error", () => upstream.destroy());
       });
-      upstream.on("error", () => client.destroy());
-      client.on("error", () => upstream.destroy());
-    });
     await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
-    try {
-      const env = {
+    return {
+      seen,
+      /** The environment of a check run against `url` through this proxy. */
+      env: {
         AGENT_API_BASE_URL: url,
         AGENT_API_AGENT: "demo-agent",
         AGENT_API_KEY: "some-key",
         HTTP_PROXY: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
         NO_PROXY: "",
         no_proxy: "",
-      };
-      const proxied = await runCli(["--only", "AUTH-401-MISSING"], env);
+      },
+      close: async () => {
+        proxy.closeAllConnections();
+        await new Promise((resolve) => proxy.close(resolve));
+      },
+    };
+  }
+
+  it("sends through the proxy HTTP_PROXY names, and past it to the hosts NO_PROXY names", async () => {
+    const proxy = await startProxy();
+    try {
+      const proxied = await runCli(["--only", "AUTH-401-MISSING"], proxy.env);
       expect(proxied.stderr).not.toContain("cannot reach");
-      expect(seen).toContain(`CONNECT ${new URL(url).host}`);
-      seen.length = 0;
-      await runCli(["--only", "AUTH-401-MISSING"], { ...env, NO_PROXY: "127.0.0.1", no_proxy: "127.0.0.1" });
-      expect(seen).toEqual([]);
+      expect(proxy.seen).toContain(`CONNECT ${new URL(url).host}`);
+      proxy.seen.length = 0;
+      const past = { ...proxy.env, NO_PROXY: "127.0.0.1", no_proxy: "127.0.0.1" };
+      await runCli(["--only", "AUTH-401-MISSING"], past);
+      expect(proxy.seen).toEqual([]);
     } finally {
-      proxy.closeAllConnections();
-      await new Promise((resolve) => proxy.close(resolve));
+      await proxy.close();
     }
   });
 
   it("exits 2 in one line, within its time-out, behind a proxy that refuses to tunnel", async () => {
-    // No CONNECT handler: Node closes such a request's connection (undici then waited for ever).
-    const proxy = createServer((_req, res) => res.writeHead(405).end());
-    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    // undici waited for ever there (nodejs/undici#3897).
+    const proxy = await startProxy(0);
     try {
-      const refused = await runCli(["--only", "AUTH-401-MISSING", "--timeout-ms", "1000"], {
-        AGENT_API_BASE_URL: url,
-        AGENT_API_AGENT: "demo-agent",
-        AGENT_API_KEY: "some-key",
-        HTTP_PROXY: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
-        NO_PROXY: "",
-        no_proxy: "",
-      });
+      const refused = await runCli(["--only", "AUTH-401-MISSING", "--timeout-ms", "1000"], proxy.env);
       expect(refused.code).toBe(2);
       expect(refused.stderr).toMatch(/cannot reach http:\/\/127\.0\.0\.1:\d+: /);
     } finally {
-      proxy.closeAllConnections();
-      await new Promise((resolve) => proxy.close(resolve));
+      await proxy.close();
     }
   });
 
   it("gives a check up at its time-out when the proxy stops tunnelling mid-run, and ends the run", async () => {
     // The first tunnel (the reachability probe's) goes through; every later CONNECT is cut.
-    let connects = 0;
-    const proxy = createServer((_req, res) => res.writeHead(405).end());
-    proxy.on("connect", (req: IncomingMessage, client: Socket, head: Buffer) => {
-      if (++connects > 1) return client.destroy();
-      const [host, port] = (req.url ?? "").split(":");
-      const upstream = connect(Number(port), host, () => {
-        client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-        upstream.write(head);
-        upstream.pipe(client);
-        client.pipe(upstream);
-      });
-      upstream.on("error", () => client.destroy());
-      client.on("error", () => upstream.destroy());
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const proxy = await startProxy(1);
     try {
-      const cut = await runCli(["--only", "AUTH-401-MISSING", "--timeout-ms", "1000"], {
-        AGENT_API_BASE_URL: url,
-        AGENT_API_AGENT: "demo-agent",
-        AGENT_API_KEY: "some-key",
-        HTTP_PROXY: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
-        NO_PROXY: "",
-        no_proxy: "",
-      });
-      expect(connects).toBeGreaterThan(1);
+      const cut = await runCli(["--only", "AUTH-401-MISSING", "--timeout-ms", "1000"], proxy.env);
+      expect(proxy.seen.length).toBeGreaterThan(1);
       expect(cut.code).toBe(1);
       expect(cut.stdout).toMatch(/FAIL MUST +AUTH-401-MISSING/);
       expect(cut.stdout).toContain("no complete answer within 1000 ms");
     } finally {
-      proxy.closeAllConnections();
-      await new Promise((resolve) => proxy.close(resolve));
+      await proxy.close();
     }
   });
 
