@@ -158,10 +158,14 @@ export async function main(args: string[]): Promise<number> {
     process.stderr.write(`agent-api serve: ${error instanceof Error ? error.message : String(error)}\n`);
     return 1;
   }
-  process.stdout.write(`Agent Conversation API reference server listening on ${server.url}\n`);
-  process.stdout.write(`Tool isolation: ${server.isolation}\n`);
-  process.stdout.write(`Tool user: ${server.sandboxUser}; tool limits (cgroups): ${server.cgroups}\n`);
-  for (const notice of server.sandboxNotices) process.stdout.write(`Warning: ${notice}\n`);
+  // One write: whoever reads the start-up lines (a supervisor, a test) sees the warnings with them.
+  const startup = [
+    `Agent Conversation API reference server listening on ${server.url}`,
+    `Tool isolation: ${server.isolation}`,
+    `Tool user: ${server.sandboxUser}; tool limits (cgroups): ${server.cgroups}`,
+    ...server.sandboxNotices.map((notice) => `Warning: ${notice}`),
+  ];
+  process.stdout.write(`${startup.join("\n")}\n`);
   if (Object.keys(server.envVars).length > 0) {
     process.stdout.write(demoSummary(demoKeys, server.url));
     const envFile = opts.writeEnvFile ?? opts.envFile;

@@ -4,14 +4,21 @@
  * The server must say so at start, and the rlimits it falls back to must still stop a memory eater and a fork
  * bomb: in this case nothing else does.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SANDBOX_ENV } from "../../scripts/sandbox-probe.ts";
-import { onlyToolResult, phrase, removeDir, sendTurn } from "./server-testing.ts";
+import {
+  onlyToolResult,
+  phrase,
+  removeDir,
+  type ServeCommand,
+  sendTurn,
+  startServeCommand,
+} from "./server-testing.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
 /** A new mount namespace needs root; `unshare` is util-linux, beside bubblewrap on every such host. */
@@ -26,7 +33,7 @@ const unavailable =
 if (unavailable && !process.env[SANDBOX_ENV])
   console.warn(`no-cgroup fallback tests skipped: ${unavailable}`);
 
-let child: ChildProcess | undefined;
+let served: ServeCommand | undefined;
 let dataDir: string;
 let url: string;
 let stdout = "";
@@ -35,50 +42,31 @@ beforeAll(async () => {
   if (unavailable || process.env[SANDBOX_ENV]) return;
   dataDir = await mkdtemp(join(tmpdir(), "agent-api-nocg-"));
   // The mount is private to the namespace: the host and every other test keep their cgroups.
-  child = spawn(
+  served = await startServeCommand([
     "unshare",
-    [
-      "--mount",
-      "--propagation",
-      "private",
-      "sh",
-      "-c",
-      'mount -t tmpfs none /sys/fs/cgroup && exec "$0" "$@"',
-      BIN,
-      "serve",
-      "--port",
-      "0",
-      "--data",
-      dataDir,
-      "--sandbox-memory",
-      "64M",
-      "--sandbox-pids",
-      "64",
-    ],
-    { stdio: ["ignore", "pipe", "pipe"], detached: true },
-  );
-  child.stdout?.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString("utf8");
-  });
-  let stderr = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString("utf8");
-  });
-  const deadline = Date.now() + 30_000;
-  while (!/Tool user: .*\n/.test(stdout)) {
-    if (Date.now() > deadline || child.exitCode !== null)
-      throw new Error(`serve did not start:\n${stdout}\n${stderr}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  url = (/listening on (http:\/\/\S+)/.exec(stdout) as RegExpExecArray)[1];
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    'mount -t tmpfs none /sys/fs/cgroup && exec "$0" "$@"',
+    BIN,
+    "serve",
+    "--port",
+    "0",
+    "--data",
+    dataDir,
+    "--sandbox-memory",
+    "64M",
+    "--sandbox-pids",
+    "64",
+  ]);
+  url = served.url;
+  stdout = served.stdout();
 }, 60_000);
 
 afterAll(async () => {
-  if (child?.pid && child.exitCode === null) {
-    const exited = new Promise((resolve) => child?.once("exit", resolve));
-    process.kill(-child.pid, "SIGTERM");
-    await exited;
-  }
+  await served?.stop();
   if (dataDir) await removeDir(dataDir);
 });
 

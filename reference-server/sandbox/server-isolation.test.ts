@@ -4,7 +4,6 @@
  * processes and network, /proc; attachments with hostile names and past the caps; and the server without
  * bubblewrap (a real `agent-api serve` child process whose PATH has no bwrap). Nothing is mocked.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
 import { accessSync, constants, existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, stat, symlink } from "node:fs/promises";
@@ -25,6 +24,7 @@ import {
   sendTurn,
   sleep,
   startSandboxServer,
+  startServeCommand,
   toolResults,
   toolsCalled,
 } from "./server-testing.ts";
@@ -448,9 +448,9 @@ async function serveWithoutBwrap(args: string[], dataDir: string) {
   await mkdir(bin, { recursive: true });
   await symlink(resolveExecutable("git"), path.join(bin, "git")).catch(() => undefined);
   const cli = new URL("../../cli/agent-api.ts", import.meta.url).pathname;
-  const child: ChildProcess = spawn(
-    process.execPath,
+  return startServeCommand(
     [
+      process.execPath,
       cli,
       "serve",
       "--demo",
@@ -464,32 +464,8 @@ async function serveWithoutBwrap(args: string[], dataDir: string) {
       "warn",
       ...args,
     ],
-    { env: { PATH: bin, [CANARY_NAME]: CANARY_VALUE }, stdio: ["ignore", "pipe", "pipe"] },
+    { PATH: bin, [CANARY_NAME]: CANARY_VALUE },
   );
-  let stdout = "";
-  let stderr = "";
-  child.stdout?.on("data", (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr?.on("data", (chunk) => {
-    stderr += chunk;
-  });
-  const deadline = Date.now() + 20_000;
-  while (!/Tool isolation: \w+/.test(stdout)) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill("SIGKILL");
-      throw new Error(`serve did not start: ${stdout}\n${stderr}`);
-    }
-    await sleep(50);
-  }
-  const url = /listening on (http:\/\/\S+)/.exec(stdout)?.[1] as string;
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null) return resolve();
-      child.once("exit", () => resolve());
-      child.kill("SIGTERM");
-    });
-  return { url, stdout: () => stdout, stop };
 }
 
 describe("where bubblewrap is not available", () => {

@@ -3,7 +3,7 @@
  * loopback port, turns sent over real HTTP, the SSE stream parsed back into blocks, transcripts read.
  * Nothing of the server is replaced: these helpers only speak HTTP to it and look at its data directory.
  */
-import { execFileSync } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { rm } from "node:fs/promises";
 import { splitSseFrames } from "../../client/sse.ts";
 import type { RunningServer, ServerOptions } from "../index.ts";
@@ -198,6 +198,51 @@ export async function startSandboxServer(
     transcript: (agent, id) => getTranscript(url, agent, id),
     close: () => test.stop(),
   };
+}
+
+export interface ServeCommand {
+  url: string;
+  /** All it printed so far (the start-up lines: isolation, tool user, warnings). */
+  stdout(): string;
+  /** SIGTERM to its process group, then waits for it to exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `agent-api serve` as users run it, in a child process of its own process group: `command` is the whole
+ * command line (the CLI, or a wrapper such as unshare in front of it). Resolves once it has printed its
+ * start-up lines, the last of which names the tool user.
+ */
+export async function startServeCommand(
+  command: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ServeCommand> {
+  const [file, ...args] = command;
+  const child: ChildProcess = spawn(file, args, { env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString("utf8");
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString("utf8");
+  });
+  const stop = async () => {
+    if (!child.pid || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    process.kill(-child.pid, "SIGTERM");
+    await exited;
+  };
+  const deadline = Date.now() + 30_000;
+  while (!/Tool user: .*\n/.test(stdout)) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      if (child.pid && child.exitCode === null) process.kill(-child.pid, "SIGKILL");
+      throw new Error(`serve did not start: ${stdout}\n${stderr}`);
+    }
+    await sleep(50);
+  }
+  const url = /listening on (http:\/\/\S+)/.exec(stdout)?.[1] as string;
+  return { url, stdout: () => stdout, stop };
 }
 
 export async function removeDir(dir: string): Promise<void> {

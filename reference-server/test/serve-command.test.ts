@@ -2,12 +2,12 @@
  * `agent-api serve` as users run it: the real command in a child process, with a YAML --config of its own
  * (not the demo), and the pino request log it prints: one JSON line per request, never a key or a prompt.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ServeCommand, startServeCommand } from "../sandbox/server-testing.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
 const ADMIN_KEY = "acme-ann-admin-key-1";
@@ -32,51 +32,11 @@ agents:
     instructions: You are the helper.
 `;
 
-interface Served {
-  child: ChildProcess;
-  url: string;
-  stdout(): string;
-}
-
-async function serve(args: string[]): Promise<Served> {
-  // Node 24 from node_modules/.bin is first on PATH under npm test; the bin refuses older Node.
-  const child = spawn(BIN, ["serve", ...args], { stdio: ["ignore", "pipe", "pipe"], env: process.env });
-  let out = "";
-  let err = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    out += chunk.toString("utf8");
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    err += chunk.toString("utf8");
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}${err}`)), 20_000);
-    const poll = setInterval(() => {
-      const match = /listening on (http:\/\/\S+)/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        clearInterval(poll);
-        resolve(match[1]);
-      }
-    }, 25);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      clearInterval(poll);
-      reject(new Error(`serve exited with ${code}: ${out}${err}`));
-    });
-  });
-  return { child, url, stdout: () => out };
-}
-
-async function stop(served: Served | undefined): Promise<void> {
-  if (!served || served.child.exitCode !== null) return;
-  const exited = new Promise((resolve) => served.child.once("exit", resolve));
-  served.child.kill("SIGTERM");
-  await exited;
-}
+/** The real command (bin/agent-api: Node 24 from node_modules/.bin heads PATH under npm test). */
+const serve = (args: string[]) => startServeCommand([BIN, "serve", ...args]);
 
 let dir: string;
-let server: Served;
+let server: ServeCommand;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "serve-command-"));
@@ -94,7 +54,7 @@ beforeAll(async () => {
 }, 30_000);
 
 afterAll(async () => {
-  await stop(server);
+  await server?.stop();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -175,7 +135,7 @@ describe("agent-api serve --demo --env-file", () => {
       expect(vars.AGENT_API_KEY).toBe("demo-admin-key");
       expect(vars.AGENT_API_REVOKED_KEY).toBe("demo-revoked-key");
     } finally {
-      await stop(demo);
+      await demo.stop();
     }
   });
 });
