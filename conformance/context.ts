@@ -263,8 +263,13 @@ export class CheckContext {
           this.schemaFailures.push({ ...failure, evidence: event.frame });
         }
       }
+      // Every stream any check reads is judged by the whole grammar, as every JSON body is by the spec: a
+      // grammar fault fails the check that saw it, whichever rule that check is about.
       for (const v of reading.violations.filter((x) => x.severity === "error")) {
-        this.note(`stream grammar: ${v.code} ${v.message}`);
+        this.schemaFailures.push({
+          message: `${url} → the event stream breaks the API's grammar (${v.code}): ${v.message}`,
+          evidence: v.frame,
+        });
       }
     }
     return turn;

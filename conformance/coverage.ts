@@ -149,7 +149,7 @@ export const seedRules: SeedRule[] = [
   {
     section: CONVERSATION,
     rule: "`id`: any string chosen by the caller, or generated when omitted; need not be a UUID",
-    checks: ["CONVID-UNKNOWN-VERBATIM", "CONVID-OMITTED-GENERATED"],
+    checks: ["CONVID-UNKNOWN-VERBATIM", "CONVID-OMITTED-GENERATED", "CONSIST-ID-CHARACTERS"],
   },
   {
     section: CONVERSATION,
@@ -171,7 +171,12 @@ export const seedRules: SeedRule[] = [
   {
     section: CONVERSATION,
     rule: "`is_owner`: whether the caller owns it",
-    checks: ["STATE-CREATED-PRIVATE", "STATE-SHARE-TRUE", "STATE-SHARED-MEMBER-FORK"],
+    checks: [
+      "STATE-CREATED-PRIVATE",
+      "STATE-SHARE-TRUE",
+      "STATE-SHARED-MEMBER-FORK",
+      "CONSIST-SHARED-MEMBER-VIEW",
+    ],
   },
   {
     section: CONVERSATION,
@@ -186,19 +191,19 @@ export const seedRules: SeedRule[] = [
   {
     section: CONVERSATION,
     rule: "`parent_conversation_id`: set on forks",
-    checks: ["STATE-FORK-CHILD", "FORK-CUSTOM-ID"],
+    checks: ["STATE-FORK-CHILD", "FORK-CUSTOM-ID", "CONSIST-FORK-READBACK"],
   },
   { section: CONVERSATION, rule: "`forked_at_turn_index`: set on forks", checks: ["STATE-FORK-CHILD"] },
   {
     section: CONVERSATION,
     rule: "`created_at`, `updated_at`: timestamps",
-    checks: ["GET-SHAPE", "LIST-TIMESTAMPS"],
+    checks: ["GET-SHAPE", "LIST-TIMESTAMPS", "MEANING-TIMESTAMPS-MOVE"],
   },
   {
     section: CONVERSATION,
     rule: "`turn_count`: integer",
     checks: ["GET-SHAPE", "GET-TURN-COUNT"],
-    note: "what it counts is not shown (GET-TURN-COUNT is INFO)",
+    note: "evident meaning: the number of turns run on the conversation",
   },
   {
     section: CONVERSATION,
@@ -233,7 +238,7 @@ export const seedRules: SeedRule[] = [
   {
     section: TRANSCRIPT,
     rule: "`conversation`, `messages` (messages-API shape), `events` (raw agent event stream)",
-    checks: ["TRANSCRIPT-SHAPE"],
+    checks: ["TRANSCRIPT-SHAPE", "CONSIST-ROUTES-AGREE"],
   },
   { section: TRANSCRIPT, rule: "Elements of `events[]`: not shown", none: NOT_SHOWN },
   {
@@ -338,7 +343,7 @@ export const seedRules: SeedRule[] = [
   {
     section: STATES,
     rule: "delete by the owner (no admin override) → removed; 204",
-    checks: ["STATE-DELETE", "AUTH-OWNER-ONLY-DELETE"],
+    checks: ["STATE-DELETE", "AUTH-OWNER-ONLY-DELETE", "CONSIST-DELETED-EVERYWHERE"],
   },
   {
     section: STATES,
@@ -378,8 +383,8 @@ export const seedRules: SeedRule[] = [
   {
     section: SEND,
     rule: "`content` is a string or an array of text blocks joined with blank lines",
-    checks: ["SEND-CONTENT-BLOCKS"],
-    note: "the join itself (blank lines) is not observable",
+    checks: ["SEND-CONTENT-BLOCKS", "CONSIST-CONTENT-JOIN"],
+    note: "the join is judged on the transcript's user message, where the stored text shows it",
   },
   { section: SEND, rule: "Non-text blocks are not read", checks: ["SEND-CONTENT-BLOCKS"] },
   {
@@ -528,7 +533,7 @@ export const seedRules: SeedRule[] = [
   {
     section: ROUTED,
     rule: "`POST …/api/agents/v1/messages`: same body and behaviour as send-message",
-    checks: ["ROUTED-BARE-NAME", "ROUTED-PREFIX"],
+    checks: ["ROUTED-BARE-NAME", "ROUTED-PREFIX", "CONSIST-ROUTED-SEND"],
   },
   {
     section: ROUTED,
@@ -579,7 +584,8 @@ export const seedRules: SeedRule[] = [
   {
     section: LIST,
     rule: "Response `{conversations: [<conversation>]}`, ordered newest activity first",
-    checks: ["LIST-SHAPE-ORDER"],
+    checks: ["LIST-SHAPE-ORDER", "MEANING-LIST-NEWEST-ACTIVITY"],
+    note: "a turn is activity; nothing else is assumed to be",
   },
   { section: LIST, rule: "Paging beyond `limit`: not shown", none: NOT_SHOWN },
   {
@@ -659,7 +665,7 @@ export const seedRules: SeedRule[] = [
   {
     section: AUTH,
     rule: "1. Every request carries the header `X-Api-Key: <API_KEY>`",
-    checks: ["AUTH-KEY-WORKS", "AUTH-401-MISSING", "AUTH-401-EVERY-ROUTE"],
+    checks: ["AUTH-KEY-WORKS", "AUTH-401-MISSING", "AUTH-401-EVERY-ROUTE", "CONSIST-KEY-HEADER-CASE"],
   },
   {
     section: AUTH,
@@ -783,7 +789,8 @@ export const seedRules: SeedRule[] = [
   {
     section: EVENTS,
     rule: "4. `message_delta.usage`: `input_tokens`, `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`, `total_cost_usd`",
-    checks: ["SSE-USAGE-FIVE-FIELDS"],
+    checks: ["SSE-USAGE-FIVE-FIELDS", "MEANING-USAGE-COUNTS"],
+    note: "evident meaning: a turn with output counts output tokens and some input",
   },
   {
     section: EVENTS,

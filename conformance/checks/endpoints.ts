@@ -188,7 +188,7 @@ export const endpointChecks: CheckDef[] = [
         if (!ISO_MS_UTC.test(String(c[field])))
           fail(`${field} ${JSON.stringify(c[field])} is not ISO 8601 UTC with milliseconds`);
       }
-      // What turn_count counts is not stated beyond its type (GET-TURN-COUNT reports it, as INFO).
+      // What turn_count counts is judged by GET-TURN-COUNT.
       if (typeof c.turn_count !== "number")
         fail(`turn_count ${JSON.stringify(c.turn_count)} is not a number`);
     },
@@ -213,10 +213,13 @@ export const endpointChecks: CheckDef[] = [
         fail(`the title changed from ${JSON.stringify(first.title)} to ${JSON.stringify(second.title)}`);
     },
   }),
-  /** turn_count counts turns (semantics beyond "integer": not shown). */
+  /**
+   * turn_count counts turns: the API gives it no more than a type, but its name says what it counts, and a
+   * deployment owner reading a report expects that to hold, so this is MUST (a turn is one send-message call).
+   */
   check({
     id: "GET-TURN-COUNT",
-    level: "INFO",
+    level: "MUST",
     section: "Resources/Conversation",
     title: "turn_count is 2 after two turns",
     needs: [],

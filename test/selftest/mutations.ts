@@ -24,9 +24,19 @@ import {
   type SseEvent,
   withJson,
 } from "./proxy.ts";
+import { tableMutations } from "./table-mutations.ts";
 
 /** Which part of the seed a mutation breaks. */
-export type Area = "status" | "headers" | "sse" | "shapes" | "state" | "send" | "silent";
+export type Area =
+  | "status"
+  | "headers"
+  | "sse"
+  | "shapes"
+  | "state"
+  | "send"
+  | "silent"
+  | "consistency"
+  | "meaning";
 
 type Maybe<T> = T | undefined;
 
@@ -47,6 +57,10 @@ export interface Mutation {
    * serves a request "as a key that works" learns that key from a turn some other check ran.
    */
   needs?: string[];
+  /** Set on rows generated from a table (table-mutations.ts) rather than written for a check. */
+  table?: "field × route" | "rule × input";
+  /** A table row `npm test` runs; the others run in `npm run mutation-score`. */
+  sample?: boolean;
   onRequest?(call: ProxyCall, tools: ProxyTools): Maybe<ProxyResponse> | Promise<Maybe<ProxyResponse>>;
   onEvents?(events: SseEvent[], call: ProxyCall, tools: ProxyTools): Maybe<SseEvent[]>;
   onSseText?(text: string, call: ProxyCall): string;
@@ -69,6 +83,8 @@ export const AREA_CHECKS: Record<Area, string[]> = {
   state: ["STATE-*", "GUIDE-*", "SHARE-*"],
   send: ["SEND-*", "ROUTED-*", "LIMIT-MESSAGES-*", "FORK-MODEL-*"],
   silent: ["SEND-ATTACHMENT-*", "LIMIT-ATTACHMENT-*", "SEND-AUTOMATION-*", "STATE-RACE-*"],
+  consistency: ["CONSIST-*", "ROUTED-*"],
+  meaning: ["MEANING-*", "GET-TURN-COUNT", "LIST-SHAPE-ORDER"],
 };
 
 /** The `only` selection for one mutation: its area's checks plus the checks it declares it breaks. */
@@ -1399,6 +1415,7 @@ export const mutations: Mutation[] = [
       return replayWith(call, owner, tools);
     },
   },
+  ...tableMutations,
 ];
 
 const byName = new Map(mutations.map((m) => [m.name, m]));
