@@ -323,12 +323,18 @@ export const seedRules: SeedRule[] = [
   {
     section: STATES,
     rule: "share toggle `shared` true by the owner → shared; members may read and fork; sending a turn gives 403",
-    checks: ["STATE-SHARE-TRUE", "STATE-SHARED-MEMBER-FORK", "CONVID-OTHERS-SHARED-403", "AUTH-VIEWER-READS"],
+    checks: [
+      "STATE-SHARE-TRUE",
+      "STATE-SHARED-MEMBER-FORK",
+      "CONVID-OTHERS-SHARED-403",
+      "AUTH-VIEWER-READS",
+      "CONSIST-SHARE-IDEMPOTENT",
+    ],
   },
   {
     section: STATES,
     rule: "share toggle `shared` false by the owner → private again",
-    checks: ["STATE-SHARE-FALSE"],
+    checks: ["STATE-SHARE-FALSE", "CONSIST-SHARE-IDEMPOTENT"],
   },
   {
     section: STATES,
@@ -575,7 +581,7 @@ export const seedRules: SeedRule[] = [
   { section: LIST, rule: "`channel_id`", checks: ["LIST-CHANNEL-ID-FILTER"] },
   { section: LIST, rule: "`notebook_path`", checks: ["LIST-NOTEBOOK-PATH-FILTER"] },
   { section: LIST, rule: "`automation`: automation name", checks: ["LIST-AUTOMATION-FILTER"] },
-  { section: LIST, rule: "`since`: ISO 8601", checks: ["LIST-SINCE-FILTER"] },
+  { section: LIST, rule: "`since`: ISO 8601", checks: ["LIST-SINCE-FILTER", "CONSIST-SINCE-FORMS"] },
   {
     section: LIST,
     rule: "`limit`: 1 to 200, default 50",

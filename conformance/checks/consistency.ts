@@ -312,6 +312,60 @@ export const consistencyChecks: CheckDef[] = [
     },
   }),
   check({
+    id: "CONSIST-SHARE-IDEMPOTENT",
+    level: "MUST",
+    section: "Endpoints/Toggle sharing",
+    title:
+      "The share toggle sets the value it is sent: {shared: true} twice leaves it shared, {shared: false} twice private",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      for (const shared of [true, true, false, false]) {
+        const res = await ctx.share(conv.id, { shared });
+        if (res.status < 200 || res.status > 299)
+          fail(`{"shared": ${shared}} gave ${res.status}`, res.text.slice(0, 300));
+        const now = (await fetched(ctx, conv.id)).shared;
+        if (now !== shared)
+          fail(`after {"shared": ${shared}} the conversation's shared is ${JSON.stringify(now)}`);
+      }
+    },
+  }),
+  check({
+    id: "CONSIST-SINCE-FORMS",
+    level: "MUST",
+    section: "Endpoints/List conversations",
+    title:
+      "since is read in every ISO 8601 form of one instant (Z or an offset, with or without milliseconds)",
+    needs: [],
+    async run(ctx) {
+      const older = await settledConversation(ctx);
+      const olderEnd = millis(await fetched(ctx, older.id), "updated_at");
+      // A whole second strictly after the older conversation's last activity and before the newer one
+      // starts, so the forms without milliseconds name the same instant.
+      const boundary = Math.floor(olderEnd / 1000) * 1000 + 1000;
+      await sleep(Math.max(0, boundary - Date.now()) + 100);
+      const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
+      ensureTurnOk(newer, "newer conversation's turn");
+      const newerId = String(newer.conversationId ?? "");
+      const newerStart = millis(await fetched(ctx, newerId), "created_at");
+      if (newerStart <= boundary || millis(await fetched(ctx, older.id), "updated_at") >= boundary)
+        skip("the deployment's clock put the two conversations on one side of a whole second");
+      const utc = new Date(boundary).toISOString();
+      const plusTwo = new Date(boundary + 2 * 3_600_000).toISOString().replace("Z", "+02:00");
+      const forms = [utc, utc.replace(".000Z", "Z"), utc.replace("Z", "+00:00"), plusTwo];
+      for (const since of forms) {
+        const res = await ctx.listConversations({ since, limit: "200" });
+        ensureStatus(res, 200, `list since=${since}`);
+        const ids = (
+          isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : []
+        ).map((c) => (isRecord(c) ? c.id : undefined));
+        if (!ids.includes(newerId)) fail(`since=${since} leaves out a conversation created after it`);
+        if (ids.includes(older.id))
+          fail(`since=${since} lists a conversation whose last activity was before it`);
+      }
+    },
+  }),
+  check({
     id: "MEANING-TIMESTAMPS-MOVE",
     level: "MUST",
     section: CONVERSATION,

@@ -11,7 +11,7 @@ import {
   isEventStream,
   type Json,
   jsonOf,
-  type ProxyCall,
+  ProxyCall,
   type ProxyResponse,
   withJson,
 } from "./proxy.ts";
@@ -202,6 +202,39 @@ const variantRows: Mutation[] = [
       if (!Array.isArray(body?.conversations)) return;
       for (const conversation of deleted.values()) if (conversation) body.conversations.unshift(conversation);
       return withJson(res, body);
+    },
+  },
+  {
+    name: "share-toggle-flips",
+    area: "consistency",
+    table: "rule × input",
+    description:
+      "The share toggle flips the current value whatever it is sent (a true sent to a shared conversation unshares it)",
+    breaks: ["CONSIST-SHARE-IDEMPOTENT"],
+    async onRequest(call, tools) {
+      if (call.route.kind !== "conversation" || call.method !== "POST" || !call.route.agent) return;
+      const body = call.json();
+      if (typeof body?.shared !== "boolean") return;
+      const path = call.path;
+      const current = jsonOf(await tools.forward(ProxyCall.make("GET", path, call.key)))?.conversation
+        ?.shared;
+      if (typeof current === "boolean") call.setJson({ shared: !current });
+    },
+  },
+  {
+    name: "since-only-z-form",
+    area: "consistency",
+    table: "rule × input",
+    description:
+      "since is read only in the form ending in Z; any other ISO 8601 form is ignored (the list unfiltered)",
+    breaks: ["CONSIST-SINCE-FORMS"],
+    onRequest(call) {
+      if (call.route.kind !== "list") return;
+      const url = call.url;
+      const since = url.searchParams.get("since");
+      if (since === null || since.endsWith("Z")) return;
+      url.searchParams.delete("since");
+      call.path = url.pathname + url.search;
     },
   },
   {
