@@ -5,6 +5,7 @@
  * coverage.test.ts fails when the two disagree (an id the catalogue lacks, a check the map never names)
  * or when COVERAGE.md is stale.
  */
+import type { components } from "../generated/api-types.ts";
 import type { CheckDef } from "./types.ts";
 
 export interface SeedRule {
@@ -938,9 +939,98 @@ export function coverageProblems(catalogue: CheckDef[], rules: SeedRule[] = seed
   return problems;
 }
 
+/** Ids the fields × routes table names that the catalogue lacks. */
+export function fieldTableProblems(catalogue: CheckDef[]): string[] {
+  const known = new Set(catalogue.map((c) => c.id));
+  const named = [...ROUTE_SWEEP_CHECKS, ...Object.values(conversationFields).flatMap((f) => f.meaning)];
+  return [...new Set(named)]
+    .filter((id) => !known.has(id))
+    .map((id) => `the fields × routes table names ${id}, which the catalogue lacks`);
+}
+
 const cell = (text: string) => text.replaceAll("|", "\\|").replaceAll("\n", " ");
 
-/** COVERAGE.md: the map, section by section, then each check with the rules it verifies. */
+/** Every route that returns a conversation's fields: the three reads carry the whole object. */
+export const CONVERSATION_ROUTES = ["single fetch", "list", "transcript"] as const;
+
+/** What checks each field of a conversation, beyond the route sweep that compares it across the routes. */
+interface FieldCoverage {
+  /** Other routes that show the field under another name (the fork result, a response header). */
+  alsoOn: string[];
+  /** Checks of the field's meaning (what it says, when it moves). */
+  meaning: string[];
+}
+
+/** Checks that read one conversation through every route and fail on any field that disagrees. */
+export const ROUTE_SWEEP_CHECKS = [
+  "CONSIST-ROUTES-AGREE",
+  "CONSIST-SHARED-MEMBER-VIEW",
+  "CONSIST-FORK-READBACK",
+];
+
+/**
+ * Field × route. Keyed by the spec's Conversation schema (the generated type), so a field added to the spec
+ * fails the compiler here until someone says which checks judge it.
+ */
+export const conversationFields: Record<keyof components["schemas"]["Conversation"], FieldCoverage> = {
+  id: {
+    alsoOn: ["send-message `X-Conversation-Id`", "fork result `conversation_id`"],
+    meaning: [
+      "CONVID-UNKNOWN-VERBATIM",
+      "CONVID-OMITTED-GENERATED",
+      "CONSIST-ID-CHARACTERS",
+      "CONSIST-ROUTED-SEND",
+    ],
+  },
+  title: { alsoOn: [], meaning: ["GET-TITLE-FROM-PROMPT", "GET-TITLE-STABLE"] },
+  channel: { alsoOn: [], meaning: ["LIST-CHANNEL-FILTER", "STATE-CREATED-PRIVATE"] },
+  shared: {
+    alsoOn: [],
+    meaning: ["STATE-CREATED-PRIVATE", "STATE-SHARE-TRUE", "STATE-SHARE-FALSE", "CONSIST-SHARE-IDEMPOTENT"],
+  },
+  is_owner: { alsoOn: [], meaning: ["STATE-CREATED-PRIVATE", "STATE-SHARED-MEMBER-FORK"] },
+  agent_session_id: {
+    alsoOn: ["fork result `agent_session_id`"],
+    meaning: ["STATE-SESSION-RECORDED", "STATE-SESSION-NULL-AT-CLOSE", "STATE-EMPTY-TURN-CLEARS"],
+  },
+  parent_conversation_id: {
+    alsoOn: ["fork result `parent_conversation_id`"],
+    meaning: ["STATE-FORK-CHILD", "CONSIST-FORK-READBACK"],
+  },
+  forked_at_turn_index: {
+    alsoOn: ["fork result `forked_at_turn`"],
+    meaning: ["STATE-FORK-CHILD", "CONSIST-FORK-READBACK"],
+  },
+  created_at: { alsoOn: [], meaning: ["LIST-TIMESTAMPS", "MEANING-TIMESTAMPS-MOVE", "LIST-SINCE-FILTER"] },
+  updated_at: {
+    alsoOn: [],
+    meaning: ["LIST-TIMESTAMPS", "MEANING-TIMESTAMPS-MOVE", "MEANING-LIST-NEWEST-ACTIVITY"],
+  },
+  turn_count: { alsoOn: [], meaning: ["GET-TURN-COUNT"] },
+};
+
+function renderFieldRoutes(byId: Map<string, CheckDef>): string[] {
+  const ids = (list: string[]) => list.map((id) => `\`${id}\` ${byId.get(id)?.level ?? "?"}`).join(", ");
+  const lines = [
+    "## Conversation fields × routes",
+    "",
+    `Each field of a conversation is returned by the ${CONVERSATION_ROUTES.join(", the ")}; ${ids(ROUTE_SWEEP_CHECKS)}`,
+    "read one conversation through all of them and fail on any field that disagrees. The self-test breaks each",
+    "field on each route in turn (`test/selftest/table-mutations.ts`).",
+    "",
+    "| field | also returned by | meaning checked by |",
+    "| --- | --- | --- |",
+  ];
+  for (const [field, coverage] of Object.entries(conversationFields)) {
+    lines.push(
+      `| \`${field}\` | ${cell(coverage.alsoOn.join("; ") || "—")} | ${cell(ids(coverage.meaning))} |`,
+    );
+  }
+  lines.push("");
+  return lines;
+}
+
+/** COVERAGE.md: the map, section by section, the fields × routes, then each check with the rules it verifies. */
 export function renderCoverage(catalogue: CheckDef[], rules: SeedRule[] = seedRules): string {
   const byId = new Map(catalogue.map((c) => [c.id, c]));
   const covered = rules.filter((r) => r.checks);
@@ -973,6 +1063,7 @@ export function renderCoverage(catalogue: CheckDef[], rules: SeedRule[] = seedRu
     lines.push(`| ${i + 1} | ${cell(r.rule)} | ${cell(by + note)} |`);
     if (rules[i + 1]?.section !== section) lines.push("");
   });
+  lines.push(...renderFieldRoutes(byId));
   lines.push(
     "## Checks → rules",
     "",

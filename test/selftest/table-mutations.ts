@@ -5,6 +5,7 @@
  * reads a field on one route only, or sends one shape of an input only, lets the row through; the score per
  * class (`npm run mutation-score`) shows it. `npm test` runs the rows marked `sample`.
  */
+import type { components } from "../../generated/api-types.ts";
 import type { Mutation } from "./mutations.ts";
 import {
   errorResponse,
@@ -29,7 +30,9 @@ const shiftIso = (value: Json) =>
     ? new Date(Date.parse(value) + 1_000).toISOString()
     : value;
 
-const FIELD_CHANGES: Record<string, (value: Json) => Json> = {
+/** Keyed by the spec's Conversation schema: a new field fails the compiler until it has a row. */
+const FIELD_CHANGES: Record<keyof components["schemas"]["Conversation"], (value: Json) => Json> = {
+  id: (v) => `${v}-elsewhere`,
   title: (v) => `${v} (edited)`,
   channel: (v) => (v === "INTERACTIVE" ? "NOTEBOOK" : "INTERACTIVE"),
   shared: (v) => !v,
@@ -67,9 +70,9 @@ function fieldOnRoute(field: string, route: string): Mutation {
       const body = jsonOf(res);
       const carried = CONVERSATION_CARRIERS[route](body);
       if (carried.length === 0) return;
+      const change = FIELD_CHANGES[field as keyof typeof FIELD_CHANGES];
       for (const conversation of carried)
-        if (conversation && field in conversation)
-          conversation[field] = FIELD_CHANGES[field](conversation[field]);
+        if (conversation && field in conversation) conversation[field] = change(conversation[field]);
       return withJson(res, body);
     },
   };
