@@ -31,6 +31,8 @@ import {
   resolveRunSettings,
   UsageError,
 } from "../../conformance/inputs.ts";
+import { FORM_FIELDS } from "../../conformance/ui/form.ts";
+import { startConformanceUi } from "../../conformance/ui/server.ts";
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -102,6 +104,13 @@ function buildProgram(): Command {
     .option("--list", "print the catalogue of checks and exit")
     .option("--coverage", "with --list: print the seed coverage table (conformance/COVERAGE.md) instead")
     .option("--no-color", "plain progress lines")
+    .option(
+      "--ui",
+      "open a local page instead: a form prefilled from these flags, live results, re-runs, earlier runs",
+    )
+    .option("--ui-host <host>", "address the page listens on, default 127.0.0.1 (loopback only)")
+    .option("--ui-port <n>", "port of the page, default any free port")
+    .option("--reports-dir <dir>", "where the page keeps finished runs, default .agent-api-runs")
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 }
@@ -114,6 +123,41 @@ function listCatalogue(): string {
       }`,
   );
   return `${rows.join("\n")}\n\n${catalogue.length} checks\n`;
+}
+
+/**
+ * `--ui`: the page over the same library, prefilled from the flags and environment (the demo's values when
+ * no --base-url was given), until the process is interrupted.
+ */
+async function servePage(
+  opts: Record<string, unknown>,
+  environment: Record<string, string | undefined>,
+): Promise<number> {
+  const defaults: Record<string, string> = {};
+  for (const field of FORM_FIELDS) {
+    const value = flagOrEnv(opts, field.flag, environment);
+    if (value !== undefined) defaults[field.flag] = Array.isArray(value) ? value.join("\n") : value;
+  }
+  const portText = typeof opts.uiPort === "string" ? opts.uiPort : "0";
+  if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) {
+    process.stderr.write(
+      `agent-api check: --ui-port must be a port number, not ${JSON.stringify(portText)}\n`,
+    );
+    return 2;
+  }
+  const ui = await startConformanceUi({
+    host: typeof opts.uiHost === "string" ? opts.uiHost : undefined,
+    port: Number(portText),
+    reportsDir: typeof opts.reportsDir === "string" ? opts.reportsDir : ".agent-api-runs",
+    defaults,
+  });
+  process.stdout.write(`The conformance page is at ${ui.url} (Ctrl-C to stop)\n`);
+  await new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
+  await ui.close();
+  return 0;
 }
 
 export async function main(args: string[]): Promise<number> {
@@ -177,6 +221,7 @@ export async function main(args: string[]): Promise<number> {
     environment = { ...env, ...demo.envVars };
   }
   try {
+    if (opts.ui) return await servePage(opts, environment);
     let inputs: ReturnType<typeof resolveInputs>;
     let settings: ReturnType<typeof resolveRunSettings>;
     try {

@@ -12,7 +12,8 @@ const LEVELS: Level[] = ["MUST", "SHOULD", "INFO"];
 const LEVEL_RANK: Record<Level, number> = { MUST: 0, SHOULD: 1, INFO: 2 };
 const OUTCOME_RANK = { fail: 0, skip: 1, pass: 2 };
 
-const CSS = `
+/** The report's stylesheet; the live page (conformance/ui/) uses it too, so both look alike. */
+export const REPORT_CSS = `
 :root{color-scheme:light dark;--bg:#fff;--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--panel:#f6f8fa;
 --pass:#1a7f37;--fail:#cf222e;--skip:#9a6700;--info:#8250df;--pass-bg:#dafbe1;--fail-bg:#ffebe9;--skip-bg:#fff8c5;
 --info-bg:#fbefff;--mono:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace}
@@ -199,6 +200,11 @@ function row(r: CheckResult): string {
   return `<div class="row" id="${anchor(r)}">${cells(r)}${extra}</div>`;
 }
 
+/** One check as the report shows it: a failure open with its evidence, anything else one row. */
+export function resultHtml(r: CheckResult): string {
+  return r.outcome === "fail" ? failed(r) : row(r);
+}
+
 function sectionTally(results: CheckResult[]): string {
   const n = (o: string) => results.filter((r) => r.outcome === o).length;
   const parts = [
@@ -270,7 +276,7 @@ export function htmlReport(report: RunReport): string {
       const sorted = [...rs].sort(byOutcome);
       return (
         `<section id="${sectionIds.get(name)}"><h2>${esc(name)}<span class="tally">${sectionTally(rs)}</span></h2>` +
-        sorted.map((r) => (r.outcome === "fail" ? failed(r) : row(r))).join("") +
+        sorted.map(resultHtml).join("") +
         "</section>"
       );
     })
@@ -281,7 +287,7 @@ export function htmlReport(report: RunReport): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Conformance: ${esc(report.agent)} at ${esc(report.baseUrl)}</title>
-<style>${CSS}</style>
+<style>${REPORT_CSS}</style>
 </head>
 <body>
 <div class="page">
