@@ -12,8 +12,8 @@ import { startDemoServer } from "../cli/demo.ts";
 import { envNameOf } from "../conformance/inputs.ts";
 import { FORM_FIELDS } from "../conformance/ui/form.ts";
 import { startConformanceUi } from "../conformance/ui/server.ts";
-import { chromium } from "../test/spec/browser.ts";
 import { startFaultProxy } from "../test/selftest/proxy.ts";
+import { chromium } from "../test/spec/browser.ts";
 
 const out = new URL("../conformance/ui/screenshot.png", import.meta.url).pathname;
 const demo = await startDemoServer(300, { unsafeNoIsolation: true });
