@@ -140,6 +140,20 @@ it("fails a check with the upstream named when a proxy with no upstream answers 
   expect(summarize(report).prevented).toBe(1);
 });
 
+it("fails (not skips) the attachment check when the API's own body limit refuses 10 MiB of attachments", async () => {
+  const api = await front({ upstream: demo.url, bodyLimit: 1_000_000, bodyLimitAsApi: true });
+  const report = await runSuite({
+    checks: catalogue,
+    only: ["LIMIT-ATTACHMENT-SIZE"],
+    inputs: inputsAt(api.url),
+    validator,
+  });
+  const r = byId(report, "LIMIT-ATTACHMENT-SIZE");
+  expect(r.outcome).toBe("fail");
+  expect(r.prevented).toBeUndefined();
+  expect(r.reason).toContain("its body limit is below what 10 MiB of attachments need");
+});
+
 describe("TLS from a private CA", () => {
   let proxy: FrontServer;
 

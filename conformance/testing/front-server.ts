@@ -20,6 +20,8 @@ export interface FrontOptions {
   forward?: string[];
   /** A request body above this many bytes (by Content-Length) gets an HTML 413 before it is read. */
   bodyLimit?: number;
+  /** Answer past bodyLimit as the API itself would: a JSON error body (the API's own limit is too low). */
+  bodyLimitAsApi?: boolean;
   /** Serve TLS with this key and certificate, offering h2 and http/1.1. */
   tls?: { key: string; cert: string };
 }
@@ -69,8 +71,13 @@ export async function startFront(options: FrontOptions): Promise<FrontServer> {
     const path = url.slice(prefix.length);
     if (options.forward && !options.forward.some((p) => path.startsWith(p))) return answer(404, "Not Found");
     const length = Number(req.headers["content-length"] ?? 0);
-    if (options.bodyLimit !== undefined && length > options.bodyLimit)
-      return answer(413, "Request Entity Too Large");
+    if (options.bodyLimit !== undefined && length > options.bodyLimit) {
+      if (!options.bodyLimitAsApi) return answer(413, "Request Entity Too Large");
+      req.resume();
+      res.writeHead(413, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { type: "request_too_large", message: "Request body is too large" } }));
+      return;
+    }
     if (!options.upstream) return answer(502, "Bad Gateway");
     const headers: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(req.headers)) {
