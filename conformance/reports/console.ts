@@ -115,7 +115,7 @@ export function summarize(report: RunReport): Summary {
 }
 
 function counts(c: Counts): string {
-  const expected = c.expectedFailures > 0 ? `, ${c.expectedFailures} expected failures` : "";
+  const expected = c.expectedFailures > 0 ? `, ${plural(c.expectedFailures, "expected failure")}` : "";
   return `${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped${expected}`;
 }
 

@@ -39,7 +39,7 @@ table.levels{border-collapse:collapse;margin:0 0 14px}
 .levels td.barcell{width:420px}
 .bar{display:flex;height:12px;border-radius:3px;overflow:hidden;background:var(--line);print-color-adjust:exact;-webkit-print-color-adjust:exact}
 .bar span{display:block;height:100%}.bar .p{background:var(--pass)}.bar .f{background:var(--fail)}.bar .s{background:var(--skip)}
-.n-pass{color:var(--pass)}.n-fail{color:var(--fail);font-weight:600}.n-skip{color:var(--skip)}.zero{color:var(--muted);font-weight:normal}
+.n-pass{color:var(--pass)}.n-fail{color:var(--fail);font-weight:600}.n-skip{color:var(--skip)}.n-xfail{color:var(--info)}.zero{color:var(--muted);font-weight:normal}
 .box{background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:8px 14px;margin:0 0 12px}
 .box ul{margin:4px 0;padding-left:18px}
 .box ul.chips{display:flex;flex-wrap:wrap;gap:6px;margin:6px 0 4px;padding:0;list-style:none}
@@ -105,7 +105,12 @@ function pre(text: string): string {
 
 function tallyCells(c: Counts): string {
   const cell = (n: number, cls: string) => `<td class="${n === 0 ? "zero" : cls}">${n}</td>`;
-  return cell(c.passed, "n-pass") + cell(c.failed, "n-fail") + cell(c.skipped, "n-skip");
+  return (
+    cell(c.passed, "n-pass") +
+    cell(c.failed, "n-fail") +
+    cell(c.skipped, "n-skip") +
+    cell(c.expectedFailures, "n-xfail")
+  );
 }
 
 function bar(c: Counts): string {
@@ -317,7 +322,7 @@ export function htmlReport(report: RunReport): string {
 </dl>
 </header>
 ${verdict}
-<table class="levels"><thead><tr><th>Level</th><th></th><th>passed</th><th>failed</th><th>skipped</th></tr></thead>
+<table class="levels"><thead><tr><th>Level</th><th></th><th>passed</th><th>failed</th><th>skipped</th><th title="failures the expected-failures file lists">expected failures</th></tr></thead>
 <tbody>${levelRows}<tr><td><b>all</b></td><td class="barcell">${bar(s)}</td>${tallyCells(s)}</tr></tbody></table>
 ${warnings}
 ${failureList}
