@@ -79,7 +79,12 @@ const ANSWER =
  * One conversation's turns through the store, with its session as the server keeps it: the first turn's
  * history recorded (one row per message), each later turn appending its two messages.
  */
-function writeTurns(store: Store, record: ConversationRecord, turns: number, lastAt: number): void {
+async function writeTurns(
+  store: Store,
+  record: ConversationRecord,
+  turns: number,
+  lastAt: number,
+): Promise<void> {
   const start = Date.parse(record.createdAt);
   const sessionId = `sess_${record.id}`;
   const history: unknown[] = [];
@@ -95,7 +100,7 @@ function writeTurns(store: Store, record: ConversationRecord, turns: number, las
     // The upstream's measure of the history; the 4-characters rule stands in for it here.
     chars += JSON.stringify(added).length;
     const context = { messages: [...history], tokens: Math.ceil(chars / 4) };
-    store.commitTurn({
+    await store.commitTurn({
       conversationId: record.id,
       turnIndex: turn,
       messages: [
@@ -114,7 +119,7 @@ function writeTurns(store: Store, record: ConversationRecord, turns: number, las
       session: turn === 0 ? undefined : { append: { id: sessionId, history: context, kept } },
     });
     if (turn === 0)
-      store.recordSession({
+      await store.recordSession({
         id: sessionId,
         conversationId: record.id,
         context,
@@ -132,7 +137,7 @@ interface Seeded {
   seconds: number;
 }
 
-function seed(store: Store, n: number, longCount: number): Seeded {
+async function seed(store: Store, n: number, longCount: number): Promise<Seeded> {
   const rnd = random(20261123);
   const owned: Seeded["owned"] = [];
   const long: Seeded["long"] = [];
@@ -173,8 +178,8 @@ function seed(store: Store, n: number, longCount: number): Seeded {
       turnModel: null,
       turnAutomation: null,
     };
-    store.insertConversation(record);
-    writeTurns(store, record, isLong ? LONG_TURNS : 1 + Math.floor(rnd() * 3), lastAt);
+    await store.insertConversation(record);
+    await writeTurns(store, record, isLong ? LONG_TURNS : 1 + Math.floor(rnd() * 3), lastAt);
     if (owner !== null && !record.hidden) (isLong ? long : owned).push({ id: record.id, owner });
   }
   return { owned, long, seconds: (performance.now() - started) / 1000 };
@@ -306,12 +311,12 @@ function databaseSize(file: string): { bytes: number; parts: SizeRow[] } {
   }
 }
 
-function openSubject(n: number, longCount: number): Subject {
+async function openSubject(n: number, longCount: number): Promise<Subject> {
   const dir = mkdtempSync(path.join(tmpdir(), "bench-store-"));
   const file = path.join(dir, "agent-api.sqlite");
   const store = openSqliteStore(file);
   process.stdout.write(`  seeding ${n.toLocaleString("en")} conversations through the Store API... `);
-  const seeded = seed(store, n, longCount);
+  const seeded = await seed(store, n, longCount);
   process.stdout.write(`${seeded.seconds.toFixed(1)} s\n`);
   const { bytes, parts } = databaseSize(file);
   const config: ServerConfig = {
@@ -349,9 +354,9 @@ function openSubject(n: number, longCount: number): Subject {
   return { n, dir, store, sessions, service, seeded, bytes, parts, forks: [], figures: new Map() };
 }
 
-function closeSubject(subject: Subject): void {
-  subject.sessions.close();
-  subject.store.close();
+async function closeSubject(subject: Subject): Promise<void> {
+  await subject.sessions.close();
+  await subject.store.close();
   rmSync(subject.dir, { recursive: true, force: true });
 }
 
@@ -496,8 +501,8 @@ async function main(): Promise<void> {
   console.log(
     `bench:store: ${baselineN.toLocaleString("en")} (baseline) and ${n.toLocaleString("en")} conversations`,
   );
-  const baseline = openSubject(baselineN, longCount);
-  const large = openSubject(n, longCount);
+  const baseline = await openSubject(baselineN, longCount);
+  const large = await openSubject(n, longCount);
   try {
     const subjects = [baseline, large];
     for (const operation of operations()) {
@@ -511,8 +516,8 @@ async function main(): Promise<void> {
     }
     report(baseline, large);
   } finally {
-    closeSubject(baseline);
-    closeSubject(large);
+    await closeSubject(baseline);
+    await closeSubject(large);
   }
 }
 

@@ -118,7 +118,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const store = openSqliteStore(join(dataDir, "agent-api.sqlite"), {
     checkpointIntervalMs: options.checkpointIntervalMs ?? DEFAULTS.checkpointIntervalMs,
   });
-  if (demo) seedDemoConversations(store);
+  if (demo) await seedDemoConversations(store);
   const sandbox = await createSandboxManager({
     rootDir: join(dataDir, "sandboxes"),
     idleMs: options.sandboxIdleMs ?? DEFAULTS.sandboxIdleMs,
@@ -140,7 +140,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
 
   const keys = createKeyIndex(config);
-  const service = createService(
+  const service = await createService(
     {
       config,
       store,
@@ -173,9 +173,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await app.close();
     clearTimeout(grace);
     clearTimeout(forced);
-    service.close();
+    await service.close();
     await sandbox.close();
-    store.close();
+    await store.close();
   };
   try {
     await app.listen({ port: options.port ?? DEFAULTS.port, host: options.host ?? DEFAULTS.host });

@@ -12,16 +12,16 @@ export const DEMO_NOTEBOOK_CONVERSATION_ID = "demo-notebook-weekly";
 export const DEMO_CHANNEL_ID = "C0DEMOOPS";
 export const DEMO_NOTEBOOK_PATH = "notebooks/weekly-report.ipynb";
 
-function seedOne(
+async function seedOne(
   store: Store,
   record: ConversationRecord,
   author: { id: string; name: string },
   prompt: string,
   answer: string,
-): void {
-  if (store.getConversation(record.id)) return;
-  store.insertConversation(record);
-  store.commitTurn({
+): Promise<void> {
+  if (await store.getConversation(record.id)) return;
+  await store.insertConversation(record);
+  await store.commitTurn({
     conversationId: record.id,
     turnIndex: 0,
     messages: [
@@ -40,10 +40,10 @@ function seedOne(
   });
 }
 
-export function seedDemoConversations(store: Store, at: Date = new Date()): void {
+export async function seedDemoConversations(store: Store, at: Date = new Date()): Promise<void> {
   const time = at.toISOString();
   const base = { workspaceId: "demo", agent: "demo-agent", createdAt: time };
-  seedOne(
+  await seedOne(
     store,
     newConversation({
       ...base,
@@ -58,7 +58,7 @@ export function seedDemoConversations(store: Store, at: Date = new Date()): void
     "Is the deploy done?",
     "Yes: the last deploy finished without errors.",
   );
-  seedOne(
+  await seedOne(
     store,
     newConversation({
       ...base,

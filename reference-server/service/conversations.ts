@@ -72,25 +72,25 @@ export class ConversationService {
   }
 
   /** The conversation if the caller may read it; 404 `Conversation not found` otherwise (never leaks). */
-  visible(caller: Caller, agent: string, id: string): ConversationRecord {
+  async visible(caller: Caller, agent: string, id: string): Promise<ConversationRecord> {
     findAgent(this.#deps.config, caller, agent);
-    const record = this.#deps.store.getConversation(id);
+    const record = await this.#deps.store.getConversation(id);
     if (!record || !canSee(record, caller, agent)) throw conversationNotFound();
     return record;
   }
 
   /** Visible and owned by the caller: 404 when it cannot see it, 403 when it can but does not own it. */
-  #owned(caller: Caller, agent: string, id: string, action: string): ConversationRecord {
-    const record = this.visible(caller, agent, id);
+  async #owned(caller: Caller, agent: string, id: string, action: string): Promise<ConversationRecord> {
+    const record = await this.visible(caller, agent, id);
     if (!isOwner(record, caller)) throw forbidden(`Only the conversation owner may ${action}`);
     return record;
   }
 
-  list(caller: Caller, agent: string, query: ListQuery): Schemas["ConversationList"] {
+  async list(caller: Caller, agent: string, query: ListQuery): Promise<Schemas["ConversationList"]> {
     findAgent(this.#deps.config, caller, agent);
     if (query.since !== undefined && Number.isNaN(Date.parse(query.since)))
       throw badRequest("query.since must be an ISO 8601 time");
-    const records = this.#deps.store.listConversations({
+    const records = await this.#deps.store.listConversations({
       workspaceId: caller.workspaceId,
       agent,
       viewerMemberId: caller.memberId,
@@ -104,14 +104,14 @@ export class ConversationService {
     return { conversations: records.map((r) => toApiConversation(r, caller)) };
   }
 
-  get(caller: Caller, agent: string, id: string): Schemas["ConversationEnvelope"] {
-    return { conversation: toApiConversation(this.visible(caller, agent, id), caller) };
+  async get(caller: Caller, agent: string, id: string): Promise<Schemas["ConversationEnvelope"]> {
+    return { conversation: toApiConversation(await this.visible(caller, agent, id), caller) };
   }
 
-  transcript(caller: Caller, agent: string, id: string): Schemas["Transcript"] {
-    const record = this.visible(caller, agent, id);
+  async transcript(caller: Caller, agent: string, id: string): Promise<Schemas["Transcript"]> {
+    const record = await this.visible(caller, agent, id);
     const store = this.#deps.store;
-    const rows = store.listMessages(id);
+    const rows = await store.listMessages(id);
     const messages: Schemas["TranscriptMessage"][] = rows.map((m) => {
       const message: Schemas["TranscriptMessage"] = {
         role: m.role,
@@ -129,34 +129,39 @@ export class ConversationService {
       }
       return message;
     });
-    const events = store.listEvents(id).map((e) => ({ turn_index: e.turnIndex, ...e.event }));
+    const events = (await store.listEvents(id)).map((e) => ({ turn_index: e.turnIndex, ...e.event }));
     return { conversation: toApiConversation(record, caller), messages, events };
   }
 
-  lastCompaction(caller: Caller, agent: string, id: string): Schemas["CompactionInfo"] {
-    this.visible(caller, agent, id);
-    const last = this.#deps.store.getLastCompaction(id);
+  async lastCompaction(caller: Caller, agent: string, id: string): Promise<Schemas["CompactionInfo"]> {
+    await this.visible(caller, agent, id);
+    const last = await this.#deps.store.getLastCompaction(id);
     return last ? { compacted: true, summary: last.summary } : { compacted: false, summary: "" };
   }
 
-  share(caller: Caller, agent: string, id: string, shared: boolean): { conversation: ApiConversation } {
-    this.#owned(caller, agent, id, "change sharing");
-    this.#deps.store.updateConversation(id, { shared });
+  async share(
+    caller: Caller,
+    agent: string,
+    id: string,
+    shared: boolean,
+  ): Promise<{ conversation: ApiConversation }> {
+    await this.#owned(caller, agent, id, "change sharing");
+    await this.#deps.store.updateConversation(id, { shared });
     return this.get(caller, agent, id);
   }
 
   async delete(caller: Caller, agent: string, id: string): Promise<void> {
-    this.#owned(caller, agent, id, "delete it");
+    await this.#owned(caller, agent, id, "delete it");
     // A running turn is ended, not awaited; its lock is then taken so that the turn's last writes, the row
     // and the files all go before the id can be used again (by a send or a fork's child).
     this.#interruptTurn(id, "The conversation was deleted during the turn");
     const releaseTurn = await this.#locks.acquire(id);
     const release = await this.#copyOrRemove.acquire(id);
     try {
-      this.#owned(caller, agent, id, "delete it");
+      await this.#owned(caller, agent, id, "delete it");
       this.#sessions.cancel(id);
       await this.#deps.sandbox.remove(id);
-      this.#deps.store.deleteConversation(id);
+      await this.#deps.store.deleteConversation(id);
     } finally {
       release();
       releaseTurn();
@@ -169,11 +174,11 @@ export class ConversationService {
     id: string,
     body: Schemas["ForkRequest"],
   ): Promise<Schemas["ForkResult"]> {
-    this.visible(caller, agent, id);
+    await this.visible(caller, agent, id);
     if (body.model !== undefined)
       checkModel(findAgent(this.#deps.config, caller, agent), body.model, "model");
     const childId = body.conversation_id;
-    if (childId !== undefined && this.#deps.store.getConversation(childId))
+    if (childId !== undefined && (await this.#deps.store.getConversation(childId)))
       throw conflict(`Conversation id already taken: ${childId}`);
     // The parent's turn lock (a fork waits for a running turn) and the child id's (no send can create the
     // child between its row and its files); taken in id order so two forks never wait on each other.
@@ -194,11 +199,11 @@ export class ConversationService {
     id: string,
     body: Schemas["ForkRequest"],
   ): Promise<Schemas["ForkResult"]> {
-    const parent = this.visible(caller, agent, id);
+    const parent = await this.visible(caller, agent, id);
     if (body.conversation_id !== undefined) checkConversationId(body.conversation_id, "conversation_id");
     const childId = body.conversation_id ?? newConversationId();
     const store = this.#deps.store;
-    if (store.getConversation(childId)) throw conflict(`Conversation id already taken: ${childId}`);
+    if (await store.getConversation(childId)) throw conflict(`Conversation id already taken: ${childId}`);
     const atTurn = Math.min(Math.max(0, body.at_turn ?? parent.turnCount), parent.turnCount);
     const at = this.#now();
     const sessionId = newSessionId();
@@ -223,16 +228,16 @@ export class ConversationService {
       turnCount: atTurn,
     };
     try {
-      store.insertConversation(child);
+      await store.insertConversation(child);
     } catch (error) {
       if (error instanceof ConversationExistsError)
         throw conflict(`Conversation id already taken: ${childId}`);
       throw error;
     }
     try {
-      store.copyTurns(parent.id, childId, atTurn);
+      await store.copyTurns(parent.id, childId, atTurn);
       // The child's session is the parent's history up to at_turn, so its first turn answers from it at once.
-      this.#forkSession(parent.id, atTurn, {
+      await this.#forkSession(parent.id, atTurn, {
         id: sessionId,
         conversationId: childId,
         createdAt: at,
@@ -241,7 +246,7 @@ export class ConversationService {
       await this.#deps.sandbox.fork(parent.id, childId);
     } catch (error) {
       // No half-made child: a fork that fails leaves nothing behind (the id stays free).
-      store.deleteConversation(childId);
+      await store.deleteConversation(childId);
       await this.#deps.sandbox.remove(childId).catch(() => undefined);
       throw error;
     }
@@ -259,26 +264,25 @@ export class ConversationService {
    * recording delay (then it is the whole of it: such a session starts fresh at that turn). A parent whose
    * history was stored before turns were recorded per message gets its transcript's text instead.
    */
-  #forkSession(
+  async #forkSession(
     parentId: string,
     atTurn: number,
     session: Omit<SessionRecord, "context" | "turnIndex">,
-  ): void {
+  ): Promise<void> {
     const store = this.#deps.store;
     const pending = this.#sessions.pendingSession(parentId);
     if (pending?.turnIndex !== undefined && pending.turnIndex < atTurn) {
-      store.createSession({ ...session, context: pending.context, turnIndex: pending.turnIndex });
+      await store.createSession({ ...session, context: pending.context, turnIndex: pending.turnIndex });
       return;
     }
-    if (store.forkSession({ parentConversationId: parentId, uptoTurn: atTurn, session })) return;
-    const copied = store
-      .listMessages(parentId)
+    if (await store.forkSession({ parentConversationId: parentId, uptoTurn: atTurn, session })) return;
+    const copied = (await store.listMessages(parentId))
       .filter((m) => m.turnIndex < atTurn)
       .map<SessionTextEntry>((m) =>
         m.isCompactSummary
           ? { role: m.role, text: m.text, compactSummary: true }
           : { role: m.role, text: m.text },
       );
-    store.createSession({ ...session, context: copied });
+    await store.createSession({ ...session, context: copied });
   }
 }

@@ -14,7 +14,7 @@ export interface Service {
   models(caller: Caller, agent: string): ReturnType<typeof listModels>;
   /** What is held per running turn or per conversation; every figure returns to 0 once turns are over. */
   live(): ServiceLive;
-  close(): void;
+  close(): Promise<void>;
 }
 
 export interface ServiceLive {
@@ -24,14 +24,14 @@ export interface ServiceLive {
   pendingRecordings: number;
 }
 
-export function createService(
+export async function createService(
   deps: ServiceDeps,
   isFlowKey: (flowId: string, key: string) => boolean,
-): Service {
+): Promise<Service> {
   const sessions = new SessionRecorder(deps.store, deps.options.sessionDelayMs);
   const locks = new KeyedMutex();
   const turns = new TurnService(deps, sessions, locks);
-  turns.recoverInterruptedTurns();
+  await turns.recoverInterruptedTurns();
   return {
     conversations: new ConversationService(deps, sessions, locks, (id, reason) =>
       turns.interrupt(id, reason),

@@ -13,6 +13,8 @@ export class SessionRecorder {
   readonly #store: Store;
   readonly #delayMs: number;
   readonly #pending = new Map<string, { timer: NodeJS.Timeout; session: SessionRecord }>();
+  /** Recordings being written, which close() waits for (the store closes after it). */
+  readonly #writing = new Set<Promise<void>>();
   /** After close, nothing is recorded: the store may be closed already. */
   #closed = false;
 
@@ -24,22 +26,26 @@ export class SessionRecorder {
   /**
    * Writes the session and records it on its conversation after the delay, unless a newer turn intervenes.
    * The session row is written only then: until the pointer is set nothing can resume it, so a recording
-   * that is cancelled, or lost with a stopped server, leaves nothing behind.
+   * that is cancelled, or lost with a stopped server, leaves nothing behind. With no delay, the promise
+   * settles once the session is recorded.
    */
-  recordLater(session: SessionRecord): void {
-    if (this.#closed) return;
+  recordLater(session: SessionRecord): Promise<void> {
+    if (this.#closed) return Promise.resolve();
     this.cancel(session.conversationId);
     const apply = () => {
       this.#pending.delete(session.conversationId);
-      this.#store.recordSession(session);
+      // A recording that fails is a recording lost, which the API allows (the next turn starts without
+      // memory); it must not take the process down from a timer.
+      const writing = this.#store.recordSession(session).catch(() => undefined);
+      this.#writing.add(writing);
+      void writing.finally(() => this.#writing.delete(writing));
+      return writing;
     };
-    if (this.#delayMs <= 0) {
-      apply();
-      return;
-    }
+    if (this.#delayMs <= 0) return apply();
     const timer = setTimeout(apply, this.#delayMs);
     timer.unref();
     this.#pending.set(session.conversationId, { timer, session });
+    return Promise.resolve();
   }
 
   /** The session a conversation's newest turn wrote and that is waiting for its delay (a fork reads it). */
@@ -59,9 +65,10 @@ export class SessionRecorder {
     this.#pending.delete(conversationId);
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.#closed = true;
     for (const { timer } of this.#pending.values()) clearTimeout(timer);
     this.#pending.clear();
+    await Promise.all(this.#writing);
   }
 }

@@ -111,13 +111,13 @@ export class TurnService {
    * disconnected: the user's message kept, an error event, the session untouched. Run once at start-up,
    * before any turn can begin (one process per data directory).
    */
-  recoverInterruptedTurns(): number {
+  async recoverInterruptedTurns(): Promise<number> {
     const store = this.#deps.store;
     let recovered = 0;
-    for (const pending of store.listPendingTurns()) {
-      const current = store.getConversation(pending.conversationId);
+    for (const pending of await store.listPendingTurns()) {
+      const current = await store.getConversation(pending.conversationId);
       if (!current) continue;
-      store.commitTurn({
+      await store.commitTurn({
         conversationId: current.id,
         turnIndex: current.turnCount,
         messages: [
@@ -155,7 +155,7 @@ export class TurnService {
     const release = await this.#locks.acquire(conversationId);
     try {
       const turnAutomation = findAutomation(agent, metadata.automation);
-      const record = this.#resolveConversation(caller, agent, conversationId, {
+      const record = await this.#resolveConversation(caller, agent, conversationId, {
         // A new conversation's title comes from the prompt its first turn runs with.
         prompt: withAutomationPrompt(userText, turnAutomation),
         automation: turnAutomation,
@@ -178,13 +178,13 @@ export class TurnService {
         caller,
       };
       // What this turn's request named is what a fork of the conversation inherits from now on.
-      this.#deps.store.updateConversation(record.id, {
+      await this.#deps.store.updateConversation(record.id, {
         turnModel: bodyModel ?? null,
         turnAutomation: turnAutomation?.name ?? null,
       });
       // The user's message is durable before the 200 goes out: a process that dies during the turn leaves
       // it behind, and the next start records the turn as interrupted (recoverInterruptedTurns).
-      this.#deps.store.beginTurn({
+      await this.#deps.store.beginTurn({
         conversationId: record.id,
         turnIndex: record.turnCount,
         text: plan.prompt,
@@ -200,13 +200,13 @@ export class TurnService {
   }
 
   /** The seed's conversation id resolution table (the caller holds the conversation's lock). */
-  #resolveConversation(
+  async #resolveConversation(
     caller: Caller,
     agent: AgentConfig,
     id: string,
     creation: { prompt: string; automation: AutomationConfig | undefined; hidden: boolean },
-  ): ConversationRecord {
-    const existing = this.#deps.store.getConversation(id);
+  ): Promise<ConversationRecord> {
+    const existing = await this.#deps.store.getConversation(id);
     if (existing) {
       if (existing.workspaceId !== caller.workspaceId || existing.agent !== agent.name)
         throw conversationNotFound();
@@ -226,7 +226,7 @@ export class TurnService {
       hidden: creation.hidden,
       createdAt: at,
     });
-    this.#deps.store.insertConversation(record);
+    await this.#deps.store.insertConversation(record);
     return record;
   }
 
@@ -241,7 +241,7 @@ export class TurnService {
     // A newer turn supersedes a recording still pending from an earlier one.
     this.#sessions.cancel(record.id);
     const resumedSessionId = record.agentSessionId;
-    const session = resumedSessionId ? store.getSession(resumedSessionId) : undefined;
+    const session = resumedSessionId ? await store.getSession(resumedSessionId) : undefined;
     const history = loadHistory(session?.context);
     const modelConfig = plan.agent.models.find((m) => m.id === plan.model);
     const streamToolCalls = metadata.stream_tool_calls === true;
@@ -323,7 +323,7 @@ export class TurnService {
       failure ??= error instanceof Error ? error.message : String(error);
     }
     try {
-      this.#commit(plan, { agentEvents, outcome, resumedSessionId, failure, pushedCommit });
+      await this.#commit(plan, { agentEvents, outcome, resumedSessionId, failure, pushedCommit });
     } catch (error) {
       failure ??= `The turn could not be stored: ${error instanceof Error ? error.message : String(error)}`;
     } finally {
@@ -340,10 +340,10 @@ export class TurnService {
   }
 
   /** Writes the turn to the transcript and moves the session pointer as the seed's states table says. */
-  #commit(plan: TurnPlan, result: TurnResult): void {
+  async #commit(plan: TurnPlan, result: TurnResult): Promise<void> {
     const { agentEvents, outcome, resumedSessionId, failure } = result;
     const store = this.#deps.store;
-    const current = store.getConversation(plan.record.id);
+    const current = await store.getConversation(plan.record.id);
     // The same conversation, not a new one that took the id after a delete: never write into another's.
     if (
       !current ||
@@ -385,7 +385,7 @@ export class TurnService {
     // A turn that failed or was cut short moves nothing: it is stored with its error, the session kept.
     const producedOutput = agentEvents.some(isOutput);
     // Whether the session is still there; its history was read at the turn's start and is not read again.
-    const resumed = resumedSessionId !== null && store.hasSession(resumedSessionId);
+    const resumed = resumedSessionId !== null && (await store.hasSession(resumedSessionId));
     let session: TurnWrite["session"];
     let toRecord: SessionRecord | undefined;
     if (completed && producedOutput && outcome !== undefined) {
@@ -404,7 +404,7 @@ export class TurnService {
     } else if (completed && !producedOutput && resumedSessionId !== null) {
       session = { clearPointer: true };
     }
-    store.commitTurn({
+    await store.commitTurn({
       conversationId: current.id,
       turnIndex: current.turnCount,
       messages,
@@ -413,7 +413,7 @@ export class TurnService {
       at,
       session,
     });
-    if (toRecord) this.#sessions.recordLater(toRecord);
+    if (toRecord) await this.#sessions.recordLater(toRecord);
   }
 }
 

@@ -11,22 +11,23 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { migrate, SCHEMA_VERSION } from "./schema.ts";
-import { listConversationsQuery, openSqliteStore } from "./sqlite.ts";
+import { listConversationsQuery } from "./list-query.ts";
+import { openSqliteStore } from "./sqlite.ts";
+import { migrate, SCHEMA_VERSION } from "./sqlite-migrations.ts";
 import type { Channel, ConversationRecord, ListFilter, Store } from "./types.ts";
 
 let dir: string;
 let file: string;
 let store: Store;
 
-beforeEach(() => {
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), "store-plan-"));
   file = join(dir, "agent-api.sqlite");
   store = openSqliteStore(file);
 });
 
-afterEach(() => {
-  store.close();
+afterEach(async () => {
+  await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -183,8 +184,8 @@ function schemaOneQuery(filter: ListFilter): { sql: string; params: SQLInputValu
 }
 
 describe("list query plans", () => {
-  it("every combination of filters seeks a list index on every filter in each arm, with no scan and no sort", () => {
-    for (const record of mixedRecords(400)) store.insertConversation(record);
+  it("every combination of filters seeks a list index on every filter in each arm, with no scan and no sort", async () => {
+    for (const record of mixedRecords(400)) await store.insertConversation(record);
     const db = new DatabaseSync(file, { readOnly: true });
     try {
       const failures: string[] = [];
@@ -202,9 +203,9 @@ describe("list query plans", () => {
     }
   });
 
-  it("every combination reads no more than `limit` rows plus a look-ahead per arm", () => {
+  it("every combination reads no more than `limit` rows plus a look-ahead per arm", async () => {
     const records = mixedRecords(3000);
-    for (const record of records) store.insertConversation(record);
+    for (const record of records) await store.insertConversation(record);
     const db = new DatabaseSync(file, { readOnly: true });
     let visited = 0;
     db.function("visited", () => {
@@ -233,8 +234,8 @@ describe("list query plans", () => {
     }
   });
 
-  it("the plan check rejects schema 1's list query, which has neither a scan nor a sort", () => {
-    store.close();
+  it("the plan check rejects schema 1's list query, which has neither a scan nor a sort", async () => {
+    await store.close();
     rmSync(file, { force: true });
     const db = new DatabaseSync(file);
     try {
@@ -258,12 +259,12 @@ describe("list query plans", () => {
     store = openSqliteStore(file);
   });
 
-  it("every combination returns what the seed's rules select, newest activity first, for each viewer", () => {
+  it("every combination returns what the seed's rules select, newest activity first, for each viewer", async () => {
     const records = mixedRecords(400);
-    for (const record of records) store.insertConversation(record);
+    for (const record of records) await store.insertConversation(record);
     // Sharing and unsharing after creation moves a conversation between the two visibility arms.
-    store.updateConversation("c0014", { shared: false });
-    store.updateConversation("c0004", { shared: true });
+    await store.updateConversation("c0014", { shared: false });
+    await store.updateConversation("c0004", { shared: true });
     for (const record of records) {
       if (record.id === "c0014") record.shared = false;
       if (record.id === "c0004") record.shared = true;
@@ -272,7 +273,7 @@ describe("list query plans", () => {
       for (const viewer of [...MEMBERS, "nobody"]) {
         for (const limit of [1, 7, 200]) {
           const filter = filterOf(parts, viewer, limit);
-          const got = store.listConversations(filter).map((c) => c.id);
+          const got = (await store.listConversations(filter)).map((c) => c.id);
           expect(got, `${describeParts(parts)} as ${viewer}, limit ${limit}`).toEqual(
             expected(records, filter),
           );
@@ -283,8 +284,8 @@ describe("list query plans", () => {
 });
 
 describe("upgrading a schema 1 database", () => {
-  it("adds the list indexes on open, drops the old ones, and keeps every row", () => {
-    store.close();
+  it("adds the list indexes on open, drops the old ones, and keeps every row", async () => {
+    await store.close();
     rmSync(file, { force: true });
     const records = mixedRecords(120);
     const old = new DatabaseSync(file);
@@ -316,13 +317,13 @@ describe("upgrading a schema 1 database", () => {
       `INSERT INTO messages (conversation_id, seq, turn_index, role, text, created_at)
        VALUES ('c0001', 0, 0, 'user', 'kept', '2026-01-01T00:00:00.000Z')`,
     );
-    old.close();
+    await old.close();
 
     store = openSqliteStore(file);
-    for (const r of records) expect(store.getConversation(r.id)).toEqual(r);
-    expect(store.listMessages("c0001").map((m) => m.text)).toEqual(["kept"]);
+    for (const r of records) expect(await store.getConversation(r.id)).toEqual(r);
+    expect((await store.listMessages("c0001")).map((m) => m.text)).toEqual(["kept"]);
     const filter = filterOf([OPTIONAL[0]], "bob", 200);
-    expect(store.listConversations(filter).map((c) => c.id)).toEqual(expected(records, filter));
+    expect((await store.listConversations(filter)).map((c) => c.id)).toEqual(expected(records, filter));
 
     const db = new DatabaseSync(file, { readOnly: true });
     try {

@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { migrate } from "./schema.ts";
 import { openSqliteStore } from "./sqlite.ts";
+import { migrate } from "./sqlite-migrations.ts";
 import { conversationRecord } from "./testing.ts";
 import type { SessionHistory, Store, TurnWrite } from "./types.ts";
 
@@ -18,12 +18,12 @@ let file: string;
 let store: Store;
 let spy: DatabaseSync;
 
-beforeEach(() => {
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), "store-history-"));
   file = join(dir, "agent-api.sqlite");
 });
 
-afterEach(() => {
+afterEach(async () => {
   if (spy?.isOpen) spy.close();
   store?.close();
   rmSync(dir, { recursive: true, force: true });
@@ -75,19 +75,19 @@ function installCounters(
     ) as { inserts: number; deletes: number; updates: number; contextWrites: number };
 }
 
-function history(store: Store, id: string): SessionHistory {
-  return store.getSession(id)?.context as SessionHistory;
+async function history(store: Store, id: string): Promise<SessionHistory> {
+  return (await store.getSession(id))?.context as SessionHistory;
 }
 
 describe("session history", () => {
-  it("a turn inserts only its own messages; turn 300 writes what turn 1 wrote", () => {
+  it("a turn inserts only its own messages; turn 300 writes what turn 1 wrote", async () => {
     store = openSqliteStore(file);
     spy = new DatabaseSync(file);
     const counts = installCounters(spy);
-    store.insertConversation(conversation("c1"));
+    await store.insertConversation(conversation("c1"));
     const messages: unknown[] = [user("q0"), assistant("a0")];
-    store.commitTurn(turnWrite("c1", 0, undefined));
-    store.recordSession({
+    await store.commitTurn(turnWrite("c1", 0, undefined));
+    await store.recordSession({
       id: "s1",
       conversationId: "c1",
       context: { messages: [...messages], tokens: 10 },
@@ -99,7 +99,7 @@ describe("session history", () => {
       const before = counts();
       const kept = messages.length;
       messages.push(user(`q${turn}`), assistant(`a${turn}`));
-      store.commitTurn(
+      await store.commitTurn(
         turnWrite("c1", turn, {
           append: { id: "s1", history: { messages: [...messages], tokens: 10 + turn }, kept },
         }),
@@ -112,21 +112,21 @@ describe("session history", () => {
       }).toEqual({ inserts: 2, deletes: 0, updates: 0 });
     }
     expect(counts().contextWrites).toBe(0);
-    expect(history(store, "s1")).toEqual({ messages, tokens: 310 });
+    expect(await history(store, "s1")).toEqual({ messages, tokens: 310 });
     // A restart reads the same history back.
-    store.close();
+    await store.close();
     store = openSqliteStore(file);
-    expect(history(store, "s1")).toEqual({ messages, tokens: 310 });
+    expect(await history(store, "s1")).toEqual({ messages, tokens: 310 });
   });
 
-  it("a prompt joined to a trailing user message replaces that one row; a compaction replaces the rest; a fork reads the history as it stood after any turn", () => {
+  it("a prompt joined to a trailing user message replaces that one row; a compaction replaces the rest; a fork reads the history as it stood after any turn", async () => {
     store = openSqliteStore(file);
     spy = new DatabaseSync(file);
     const counts = installCounters(spy);
-    store.insertConversation(conversation("c1"));
-    store.commitTurn(turnWrite("c1", 0, undefined));
+    await store.insertConversation(conversation("c1"));
+    await store.commitTurn(turnWrite("c1", 0, undefined));
     const start = [user("q0"), assistant("a0"), user("tool results")];
-    store.recordSession({
+    await store.recordSession({
       id: "s1",
       conversationId: "c1",
       context: { messages: start, tokens: 5 },
@@ -147,23 +147,23 @@ describe("session history", () => {
       assistant("a1"),
     ];
     let before = counts();
-    store.commitTurn(
+    await store.commitTurn(
       turnWrite("c1", 1, { append: { id: "s1", history: { messages: joined, tokens: 6 }, kept: 2 } }),
     );
     expect(counts().inserts - before.inserts).toBe(2);
     expect(counts().updates - before.updates).toBe(1);
-    expect(history(store, "s1")).toEqual({ messages: joined, tokens: 6 });
+    expect(await history(store, "s1")).toEqual({ messages: joined, tokens: 6 });
 
     const compacted = [user("summary\nq2"), assistant("a2")];
     before = counts();
-    store.commitTurn(
+    await store.commitTurn(
       turnWrite("c1", 2, { append: { id: "s1", history: { messages: compacted, tokens: 2 }, kept: 0 } }),
     );
     expect(counts().updates - before.updates).toBe(4);
     expect(counts().deletes).toBe(0);
-    expect(history(store, "s1")).toEqual({ messages: compacted, tokens: 2 });
+    expect(await history(store, "s1")).toEqual({ messages: compacted, tokens: 2 });
     const next = [...compacted, user("q3"), assistant("a3")];
-    store.commitTurn(
+    await store.commitTurn(
       turnWrite("c1", 3, { append: { id: "s1", history: { messages: next, tokens: 4 }, kept: 2 } }),
     );
 
@@ -171,22 +171,22 @@ describe("session history", () => {
     const asOf = [[], start, joined, compacted, next];
     for (const [upto, expected] of asOf.entries()) {
       const id = `fork-${upto}`;
-      const found = store.forkSession({
+      const found = await store.forkSession({
         parentConversationId: "c1",
         uptoTurn: upto,
         session: { id, conversationId: id, createdAt: "t", updatedAt: "t" },
       });
       expect(found).toBe(upto > 0);
-      if (upto > 0) expect(history(store, id).messages).toEqual(expected);
-      else expect(store.hasSession(id)).toBe(false);
+      if (upto > 0) expect((await history(store, id)).messages).toEqual(expected);
+      else expect(await store.hasSession(id)).toBe(false);
     }
     // The whole current history keeps the parent's measure; a prefix gets its share of it.
-    expect(history(store, "fork-4").tokens).toBe(4);
-    expect(history(store, "fork-1").tokens).toBeGreaterThan(0);
+    expect((await history(store, "fork-4")).tokens).toBe(4);
+    expect((await history(store, "fork-1")).tokens).toBeGreaterThan(0);
     // A fork's session keeps the turns its rows were written by, so a fork of the fork reads the same way.
-    store.insertConversation(conversation("fork-4"));
+    await store.insertConversation(conversation("fork-4"));
     const childHistory = [...next, user("q4"), assistant("a4")];
-    store.commitTurn(
+    await store.commitTurn(
       turnWrite("fork-4", 4, {
         append: { id: "fork-4", history: { messages: childHistory, tokens: 6 }, kept: 4 },
       }),
@@ -197,20 +197,20 @@ describe("session history", () => {
       [2, joined],
     ] as const) {
       const id = `grand-${upto}`;
-      store.forkSession({
+      await store.forkSession({
         parentConversationId: "fork-4",
         uptoTurn: upto,
         session: { id, conversationId: id, createdAt: "t", updatedAt: "t" },
       });
-      expect(history(store, id).messages).toEqual(expected);
+      expect((await history(store, id)).messages).toEqual(expected);
     }
   });
 
-  it("deleting the conversation removes its session's rows", () => {
+  it("deleting the conversation removes its session's rows", async () => {
     store = openSqliteStore(file);
     for (const id of ["gone", "kept"]) {
-      store.insertConversation(conversation(id));
-      store.recordSession({
+      await store.insertConversation(conversation(id));
+      await store.recordSession({
         id: `s-${id}`,
         conversationId: id,
         context: { messages: [user("x"), assistant("y")], tokens: 1 },
@@ -218,7 +218,7 @@ describe("session history", () => {
         updatedAt: "t",
       });
     }
-    store.deleteConversation("gone");
+    await store.deleteConversation("gone");
     const db = new DatabaseSync(file);
     try {
       expect(
@@ -229,7 +229,7 @@ describe("session history", () => {
     }
   });
 
-  it("a database an earlier version wrote keeps its sessions; their next turn moves them into rows once", () => {
+  it("a database an earlier version wrote keeps its sessions; their next turn moves them into rows once", async () => {
     // Schema 4, as the previous version left it: the whole history in sessions.context.
     const old = new DatabaseSync(file);
     migrate(old, 4);
@@ -251,66 +251,66 @@ describe("session history", () => {
         "INSERT INTO sessions (id, conversation_id, context, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
       )
       .run("s-fork", "c1", JSON.stringify([{ role: "user", text: "hi" }]), "t", "t");
-    old.close();
+    await old.close();
 
     store = openSqliteStore(file);
-    expect(history(store, "s-old")).toEqual({ messages: earlier, tokens: 12 });
-    expect(store.getSession("s-fork")?.context).toEqual([{ role: "user", text: "hi" }]);
+    expect(await history(store, "s-old")).toEqual({ messages: earlier, tokens: 12 });
+    expect((await store.getSession("s-fork"))?.context).toEqual([{ role: "user", text: "hi" }]);
     spy = new DatabaseSync(file);
     const counts = installCounters(spy);
     const next = [...earlier, user("q1"), assistant("a1")];
-    store.commitTurn(
+    await store.commitTurn(
       turnWrite("c1", 1, { append: { id: "s-old", history: { messages: next, tokens: 20 }, kept: 2 } }),
     );
     // Written whole, once: the rows did not exist yet.
     expect(counts().inserts).toBe(4);
-    expect(history(store, "s-old")).toEqual({ messages: next, tokens: 20 });
+    expect(await history(store, "s-old")).toEqual({ messages: next, tokens: 20 });
     const last = [...next, user("q2"), assistant("a2")];
-    store.commitTurn(
+    await store.commitTurn(
       turnWrite("c1", 2, { append: { id: "s-old", history: { messages: last, tokens: 28 }, kept: 4 } }),
     );
     expect(counts().inserts).toBe(6);
-    expect(history(store, "s-old")).toEqual({ messages: last, tokens: 28 });
+    expect(await history(store, "s-old")).toEqual({ messages: last, tokens: 28 });
   });
 
-  it("a turn whose write fails leaves the history as it was, in memory as on disk", () => {
+  it("a turn whose write fails leaves the history as it was, in memory as on disk", async () => {
     store = openSqliteStore(file);
-    store.insertConversation(conversation("c1"));
+    await store.insertConversation(conversation("c1"));
     const start = [user("q0"), assistant("a0")];
-    store.recordSession({
+    await store.recordSession({
       id: "s1",
       conversationId: "c1",
       context: { messages: start, tokens: 1 },
       createdAt: "t",
       updatedAt: "t",
     });
-    expect(history(store, "s1")).toEqual({ messages: start, tokens: 1 });
+    expect(await history(store, "s1")).toEqual({ messages: start, tokens: 1 });
     // The second new message cannot be serialised: the first one was already inserted when it throws.
     const broken = [...start, user("q1"), { role: "assistant", content: [{ type: "text", text: 1n }] }];
-    expect(() =>
+    await expect(
       store.commitTurn(
         turnWrite("c1", 1, { append: { id: "s1", history: { messages: broken, tokens: 2 }, kept: 2 } }),
       ),
-    ).toThrow();
-    expect(history(store, "s1")).toEqual({ messages: start, tokens: 1 });
+    ).rejects.toThrow();
+    expect(await history(store, "s1")).toEqual({ messages: start, tokens: 1 });
     const good = [...start, user("q1"), assistant("a1")];
-    store.commitTurn(
+    await store.commitTurn(
       turnWrite("c1", 1, { append: { id: "s1", history: { messages: good, tokens: 2 }, kept: 2 } }),
     );
-    expect(history(store, "s1")).toEqual({ messages: good, tokens: 2 });
+    expect(await history(store, "s1")).toEqual({ messages: good, tokens: 2 });
     const other = openSqliteStore(file);
     try {
-      expect(history(other, "s1")).toEqual({ messages: good, tokens: 2 });
+      expect(await history(other, "s1")).toEqual({ messages: good, tokens: 2 });
     } finally {
-      other.close();
+      await other.close();
     }
   });
 
-  it("with the cache off, the same histories are read from the rows", () => {
+  it("with the cache off, the same histories are read from the rows", async () => {
     store = openSqliteStore(file, { historyCacheChars: 0 });
-    store.insertConversation(conversation("c1"));
+    await store.insertConversation(conversation("c1"));
     const messages: unknown[] = [user("q0"), assistant("a0")];
-    store.recordSession({
+    await store.recordSession({
       id: "s1",
       conversationId: "c1",
       context: { messages: [...messages], tokens: 1 },
@@ -320,12 +320,12 @@ describe("session history", () => {
     for (let turn = 1; turn <= 5; turn++) {
       const kept = messages.length;
       messages.push(user(`q${turn}`), assistant(`a${turn}`));
-      store.commitTurn(
+      await store.commitTurn(
         turnWrite("c1", turn, {
           append: { id: "s1", history: { messages: [...messages], tokens: turn }, kept },
         }),
       );
-      expect(history(store, "s1")).toEqual({ messages, tokens: turn });
+      expect(await history(store, "s1")).toEqual({ messages, tokens: turn });
     }
   });
 });

@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { SCHEMA_VERSION } from "./schema.ts";
 import { openSqliteStore } from "./sqlite.ts";
+import { SCHEMA_VERSION } from "./sqlite-migrations.ts";
 import { conversationRecord } from "./testing.ts";
 import { ConversationExistsError, type Store, type TurnWrite } from "./types.ts";
 
@@ -12,14 +12,14 @@ let dir: string;
 let file: string;
 let store: Store;
 
-beforeEach(() => {
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), "store-test-"));
   file = join(dir, "agent-api.sqlite");
   store = openSqliteStore(file);
 });
 
-afterEach(() => {
-  store.close();
+afterEach(async () => {
+  await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -55,7 +55,7 @@ function turn(conversationId: string, turnIndex: number, overrides: Partial<Turn
 const listAll = { workspaceId: "demo", agent: "demo-agent", viewerMemberId: "alice", limit: 200 };
 
 describe("conversations", () => {
-  it("inserts, reads back every field, and returns undefined for an unknown id", () => {
+  it("inserts, reads back every field, and returns undefined for an unknown id", async () => {
     const record = conversation({
       channel: "NOTEBOOK",
       channelId: "ch",
@@ -72,36 +72,36 @@ describe("conversations", () => {
       hidden: true,
       turnCount: 3,
     });
-    store.insertConversation(record);
-    expect(store.getConversation("c1")).toEqual(record);
-    expect(store.getConversation("nope")).toBeUndefined();
+    await store.insertConversation(record);
+    expect(await store.getConversation("c1")).toEqual(record);
+    expect(await store.getConversation("nope")).toBeUndefined();
   });
 
-  it("throws ConversationExistsError on a taken id and keeps the original", () => {
-    store.insertConversation(conversation({ title: "first" }));
-    expect(() => store.insertConversation(conversation({ title: "second" }))).toThrow(
+  it("throws ConversationExistsError on a taken id and keeps the original", async () => {
+    await store.insertConversation(conversation({ title: "first" }));
+    await expect(store.insertConversation(conversation({ title: "second" }))).rejects.toThrow(
       ConversationExistsError,
     );
-    expect(store.getConversation("c1")?.title).toBe("first");
+    expect((await store.getConversation("c1"))?.title).toBe("first");
   });
 
-  it("updates only the patched fields, including back to null and false", () => {
-    store.insertConversation(conversation({ shared: true, agentSessionId: "s1" }));
-    store.updateConversation("c1", {
+  it("updates only the patched fields, including back to null and false", async () => {
+    await store.insertConversation(conversation({ shared: true, agentSessionId: "s1" }));
+    await store.updateConversation("c1", {
       shared: false,
       agentSessionId: null,
       updatedAt: "2026-02-01T00:00:00.000Z",
     });
-    const got = store.getConversation("c1");
+    const got = await store.getConversation("c1");
     expect(got).toEqual(
       conversation({ shared: false, agentSessionId: null, updatedAt: "2026-02-01T00:00:00.000Z" }),
     );
-    store.updateConversation("c1", {});
-    store.updateConversation("missing", { shared: true });
-    expect(store.getConversation("missing")).toBeUndefined();
+    await store.updateConversation("c1", {});
+    await store.updateConversation("missing", { shared: true });
+    expect(await store.getConversation("missing")).toBeUndefined();
   });
 
-  it("stores hostile ids verbatim: unicode, 10 kB, path traversal, SQL", () => {
+  it("stores hostile ids verbatim: unicode, 10 kB, path traversal, SQL", async () => {
     const ids = [
       "../../etc/passwd",
       "ünïcødé-💥-会話",
@@ -109,86 +109,82 @@ describe("conversations", () => {
       "'; DROP TABLE conversations; --",
       "",
     ];
-    for (const id of ids) store.insertConversation(conversation({ id }));
+    for (const id of ids) await store.insertConversation(conversation({ id }));
     for (const id of ids) {
-      expect(store.getConversation(id)?.id).toBe(id);
-      store.commitTurn(turn(id, 0));
-      expect(store.listMessages(id)).toHaveLength(2);
+      expect((await store.getConversation(id))?.id).toBe(id);
+      await store.commitTurn(turn(id, 0));
+      expect(await store.listMessages(id)).toHaveLength(2);
     }
-    expect(store.listConversations(listAll)).toHaveLength(ids.length);
-    expect(store.deleteConversation(ids[0])).toBe(true);
-    expect(store.getConversation(ids[0])).toBeUndefined();
-    expect(store.getConversation(ids[1])?.id).toBe(ids[1]);
+    expect(await store.listConversations(listAll)).toHaveLength(ids.length);
+    expect(await store.deleteConversation(ids[0])).toBe(true);
+    expect(await store.getConversation(ids[0])).toBeUndefined();
+    expect((await store.getConversation(ids[1]))?.id).toBe(ids[1]);
   });
 });
 
 describe("listConversations", () => {
-  it("shows own, shared and channel-owned conversations; hides others' private and hidden ones", () => {
-    store.insertConversation(conversation({ id: "own" }));
-    store.insertConversation(conversation({ id: "bob-private", ownerMemberId: "bob" }));
-    store.insertConversation(conversation({ id: "bob-shared", ownerMemberId: "bob", shared: true }));
-    store.insertConversation(conversation({ id: "slack", ownerMemberId: null, channel: "SLACK" }));
-    store.insertConversation(conversation({ id: "own-hidden", hidden: true }));
-    store.insertConversation(conversation({ id: "other-agent", agent: "notes-agent" }));
-    store.insertConversation(conversation({ id: "other-ws", workspaceId: "other" }));
-    const ids = (viewer: string) =>
-      store
-        .listConversations({ ...listAll, viewerMemberId: viewer })
-        .map((c) => c.id)
-        .sort();
-    expect(ids("alice")).toEqual(["bob-shared", "own", "slack"]);
-    expect(ids("bob")).toEqual(["bob-private", "bob-shared", "slack"]);
-    expect(ids("carol")).toEqual(["bob-shared", "slack"]);
+  it("shows own, shared and channel-owned conversations; hides others' private and hidden ones", async () => {
+    await store.insertConversation(conversation({ id: "own" }));
+    await store.insertConversation(conversation({ id: "bob-private", ownerMemberId: "bob" }));
+    await store.insertConversation(conversation({ id: "bob-shared", ownerMemberId: "bob", shared: true }));
+    await store.insertConversation(conversation({ id: "slack", ownerMemberId: null, channel: "SLACK" }));
+    await store.insertConversation(conversation({ id: "own-hidden", hidden: true }));
+    await store.insertConversation(conversation({ id: "other-agent", agent: "notes-agent" }));
+    await store.insertConversation(conversation({ id: "other-ws", workspaceId: "other" }));
+    const ids = async (viewer: string) =>
+      (await store.listConversations({ ...listAll, viewerMemberId: viewer })).map((c) => c.id).sort();
+    expect(await ids("alice")).toEqual(["bob-shared", "own", "slack"]);
+    expect(await ids("bob")).toEqual(["bob-private", "bob-shared", "slack"]);
+    expect(await ids("carol")).toEqual(["bob-shared", "slack"]);
   });
 
-  it("orders by updatedAt, then createdAt, then id, newest first, and applies the limit", () => {
-    store.insertConversation(conversation({ id: "a", updatedAt: "2026-01-03T00:00:00.000Z" }));
-    store.insertConversation(conversation({ id: "b", updatedAt: "2026-01-05T00:00:00.000Z" }));
-    store.insertConversation(
+  it("orders by updatedAt, then createdAt, then id, newest first, and applies the limit", async () => {
+    await store.insertConversation(conversation({ id: "a", updatedAt: "2026-01-03T00:00:00.000Z" }));
+    await store.insertConversation(conversation({ id: "b", updatedAt: "2026-01-05T00:00:00.000Z" }));
+    await store.insertConversation(
       conversation({ id: "c", updatedAt: "2026-01-03T00:00:00.000Z", createdAt: "2026-01-02T00:00:00.000Z" }),
     );
-    store.insertConversation(conversation({ id: "d", updatedAt: "2026-01-03T00:00:00.000Z" }));
-    expect(store.listConversations(listAll).map((c) => c.id)).toEqual(["b", "c", "d", "a"]);
-    expect(store.listConversations({ ...listAll, limit: 2 }).map((c) => c.id)).toEqual(["b", "c"]);
+    await store.insertConversation(conversation({ id: "d", updatedAt: "2026-01-03T00:00:00.000Z" }));
+    expect((await store.listConversations(listAll)).map((c) => c.id)).toEqual(["b", "c", "d", "a"]);
+    expect((await store.listConversations({ ...listAll, limit: 2 })).map((c) => c.id)).toEqual(["b", "c"]);
     // A committed turn is new activity.
-    store.commitTurn(turn("a", 0, { at: "2026-01-09T00:00:00.000Z" }));
-    expect(store.listConversations({ ...listAll, limit: 1 }).map((c) => c.id)).toEqual(["a"]);
+    await store.commitTurn(turn("a", 0, { at: "2026-01-09T00:00:00.000Z" }));
+    expect((await store.listConversations({ ...listAll, limit: 1 })).map((c) => c.id)).toEqual(["a"]);
   });
 
-  it("filters by channel, channel id, notebook path, automation and since", () => {
-    store.insertConversation(
+  it("filters by channel, channel id, notebook path, automation and since", async () => {
+    await store.insertConversation(
       conversation({ id: "slack", ownerMemberId: null, channel: "SLACK", channelId: "C1" }),
     );
-    store.insertConversation(
+    await store.insertConversation(
       conversation({ id: "slack2", ownerMemberId: null, channel: "SLACK", channelId: "C2" }),
     );
-    store.insertConversation(conversation({ id: "nb", channel: "NOTEBOOK", notebookPath: "a/b.ipynb" }));
-    store.insertConversation(
+    await store.insertConversation(
+      conversation({ id: "nb", channel: "NOTEBOOK", notebookPath: "a/b.ipynb" }),
+    );
+    await store.insertConversation(
       conversation({ id: "auto", automation: "nightly-summary", updatedAt: "2026-03-01T12:00:00.000Z" }),
     );
-    const ids = (extra: object) =>
-      store
-        .listConversations({ ...listAll, ...extra })
-        .map((c) => c.id)
-        .sort();
-    expect(ids({ channel: "SLACK" })).toEqual(["slack", "slack2"]);
-    expect(ids({ channelId: "C2" })).toEqual(["slack2"]);
-    expect(ids({ channel: "SLACK", channelId: "C1" })).toEqual(["slack"]);
-    expect(ids({ notebookPath: "a/b.ipynb" })).toEqual(["nb"]);
-    expect(ids({ automation: "nightly-summary" })).toEqual(["auto"]);
-    expect(ids({ automation: "unknown" })).toEqual([]);
-    expect(ids({ since: "2026-03-01T12:00:00.000Z" })).toEqual(["auto"]);
+    const ids = async (extra: object) =>
+      (await store.listConversations({ ...listAll, ...extra })).map((c) => c.id).sort();
+    expect(await ids({ channel: "SLACK" })).toEqual(["slack", "slack2"]);
+    expect(await ids({ channelId: "C2" })).toEqual(["slack2"]);
+    expect(await ids({ channel: "SLACK", channelId: "C1" })).toEqual(["slack"]);
+    expect(await ids({ notebookPath: "a/b.ipynb" })).toEqual(["nb"]);
+    expect(await ids({ automation: "nightly-summary" })).toEqual(["auto"]);
+    expect(await ids({ automation: "unknown" })).toEqual([]);
+    expect(await ids({ since: "2026-03-01T12:00:00.000Z" })).toEqual(["auto"]);
     // Other ISO 8601 spellings of the same instant compare as times, not as text.
-    expect(ids({ since: "2026-03-01T13:00:00+01:00" })).toEqual(["auto"]);
-    expect(ids({ since: "2026-03-01T12:00:00.001Z" })).toEqual([]);
+    expect(await ids({ since: "2026-03-01T13:00:00+01:00" })).toEqual(["auto"]);
+    expect(await ids({ since: "2026-03-01T12:00:00.001Z" })).toEqual([]);
   });
 });
 
 describe("turns", () => {
-  it("commits messages, events and compaction in order and bumps turnCount and updatedAt", () => {
-    store.insertConversation(conversation());
-    store.commitTurn(turn("c1", 0));
-    store.commitTurn(
+  it("commits messages, events and compaction in order and bumps turnCount and updatedAt", async () => {
+    await store.insertConversation(conversation());
+    await store.commitTurn(turn("c1", 0));
+    await store.commitTurn(
       turn("c1", 1, {
         messages: [
           { role: "user", text: "summary", authorMemberId: null, authorName: null, isCompactSummary: true },
@@ -198,10 +194,10 @@ describe("turns", () => {
         compaction: { summary: "summary" },
       }),
     );
-    const c = store.getConversation("c1");
+    const c = await store.getConversation("c1");
     expect(c?.turnCount).toBe(2);
     expect(c?.updatedAt).toBe("2026-01-01T00:02:00.000Z");
-    const messages = store.listMessages("c1");
+    const messages = await store.listMessages("c1");
     expect(messages.map((m) => [m.turnIndex, m.seq, m.role, m.text, m.isCompactSummary])).toEqual([
       [0, 0, "user", "question 0", false],
       [0, 1, "assistant", "answer 0", false],
@@ -209,12 +205,12 @@ describe("turns", () => {
       [1, 3, "user", "q", false],
     ]);
     expect(messages[0]).toMatchObject({ authorMemberId: "alice", authorName: "Alice", conversationId: "c1" });
-    expect(store.listEvents("c1").map((e) => [e.turnIndex, e.seq, e.event])).toEqual([
+    expect((await store.listEvents("c1")).map((e) => [e.turnIndex, e.seq, e.event])).toEqual([
       [0, 0, { kind: "text", text: "answer 0" }],
       [1, 1, { kind: "compaction", summary: "summary" }],
       [1, 2, { nested: { deep: [1, "two", null] } }],
     ]);
-    expect(store.getLastCompaction("c1")).toEqual({
+    expect(await store.getLastCompaction("c1")).toEqual({
       conversationId: "c1",
       turnIndex: 1,
       summary: "summary",
@@ -222,56 +218,56 @@ describe("turns", () => {
     });
   });
 
-  it("returns the newest compaction, and undefined when there is none", () => {
-    store.insertConversation(conversation());
-    expect(store.getLastCompaction("c1")).toBeUndefined();
-    store.commitTurn(turn("c1", 0, { compaction: { summary: "first" } }));
-    store.commitTurn(turn("c1", 1));
-    store.commitTurn(turn("c1", 2, { compaction: { summary: "second" } }));
-    expect(store.getLastCompaction("c1")?.summary).toBe("second");
+  it("returns the newest compaction, and undefined when there is none", async () => {
+    await store.insertConversation(conversation());
+    expect(await store.getLastCompaction("c1")).toBeUndefined();
+    await store.commitTurn(turn("c1", 0, { compaction: { summary: "first" } }));
+    await store.commitTurn(turn("c1", 1));
+    await store.commitTurn(turn("c1", 2, { compaction: { summary: "second" } }));
+    expect((await store.getLastCompaction("c1"))?.summary).toBe("second");
   });
 
-  it("commitTurn is atomic: a failing write leaves nothing behind", () => {
-    store.insertConversation(conversation());
-    store.commitTurn(turn("c1", 0));
+  it("commitTurn is atomic: a failing write leaves nothing behind", async () => {
+    await store.insertConversation(conversation());
+    await store.commitTurn(turn("c1", 0));
     const circular: Record<string, unknown> = {};
     circular.self = circular;
     // The failure comes after the conversation bump and the messages were written.
-    expect(() =>
+    await expect(
       store.commitTurn(turn("c1", 1, { events: [{ ok: 1 }, circular], compaction: { summary: "s" } })),
-    ).toThrow();
+    ).rejects.toThrow();
     // A constraint failure inside SQLite (a role the schema refuses) also rolls everything back.
     const badRole = turn("c1", 1);
     (badRole.messages[1] as { role: string }).role = "system";
-    expect(() => store.commitTurn(badRole)).toThrow();
-    const c = store.getConversation("c1");
+    await expect(store.commitTurn(badRole)).rejects.toThrow();
+    const c = await store.getConversation("c1");
     expect(c?.turnCount).toBe(1);
     expect(c?.updatedAt).toBe("2026-01-01T00:01:00.000Z");
-    expect(store.listMessages("c1")).toHaveLength(2);
-    expect(store.listEvents("c1")).toHaveLength(1);
-    expect(store.getLastCompaction("c1")).toBeUndefined();
+    expect(await store.listMessages("c1")).toHaveLength(2);
+    expect(await store.listEvents("c1")).toHaveLength(1);
+    expect(await store.getLastCompaction("c1")).toBeUndefined();
     // The store is still usable after the rollbacks.
-    store.commitTurn(turn("c1", 1));
-    expect(store.listMessages("c1")).toHaveLength(4);
+    await store.commitTurn(turn("c1", 1));
+    expect(await store.listMessages("c1")).toHaveLength(4);
   });
 
-  it("commitTurn on an unknown conversation throws and writes nothing", () => {
-    expect(() => store.commitTurn(turn("ghost", 0))).toThrow(/no conversation/);
-    expect(store.listMessages("ghost")).toEqual([]);
-    expect(store.listEvents("ghost")).toEqual([]);
+  it("commitTurn on an unknown conversation throws and writes nothing", async () => {
+    await expect(store.commitTurn(turn("ghost", 0))).rejects.toThrow(/no conversation/);
+    expect(await store.listMessages("ghost")).toEqual([]);
+    expect(await store.listEvents("ghost")).toEqual([]);
   });
 
-  it("copyTurns copies turns before uptoTurn to the child and leaves the parent unchanged", () => {
-    store.insertConversation(conversation({ id: "parent" }));
-    store.commitTurn(turn("parent", 0, { compaction: { summary: "early" } }));
-    store.commitTurn(turn("parent", 1));
-    store.commitTurn(turn("parent", 2, { compaction: { summary: "late" } }));
-    const parentMessages = store.listMessages("parent");
-    store.insertConversation(
+  it("copyTurns copies turns before uptoTurn to the child and leaves the parent unchanged", async () => {
+    await store.insertConversation(conversation({ id: "parent" }));
+    await store.commitTurn(turn("parent", 0, { compaction: { summary: "early" } }));
+    await store.commitTurn(turn("parent", 1));
+    await store.commitTurn(turn("parent", 2, { compaction: { summary: "late" } }));
+    const parentMessages = await store.listMessages("parent");
+    await store.insertConversation(
       conversation({ id: "child", ownerMemberId: "bob", parentConversationId: "parent" }),
     );
-    store.copyTurns("parent", "child", 2);
-    const child = store.listMessages("child");
+    await store.copyTurns("parent", "child", 2);
+    const child = await store.listMessages("child");
     expect(child.map((m) => [m.turnIndex, m.seq, m.text])).toEqual([
       [0, 0, "question 0"],
       [0, 1, "answer 0"],
@@ -279,41 +275,41 @@ describe("turns", () => {
       [1, 3, "answer 1"],
     ]);
     expect(child.every((m) => m.conversationId === "child")).toBe(true);
-    expect(store.listEvents("child").map((e) => e.turnIndex)).toEqual([0, 1]);
-    expect(store.getLastCompaction("child")?.summary).toBe("early");
-    expect(store.listMessages("parent")).toEqual(parentMessages);
-    expect(store.getConversation("parent")?.turnCount).toBe(3);
+    expect((await store.listEvents("child")).map((e) => e.turnIndex)).toEqual([0, 1]);
+    expect((await store.getLastCompaction("child"))?.summary).toBe("early");
+    expect(await store.listMessages("parent")).toEqual(parentMessages);
+    expect((await store.getConversation("parent"))?.turnCount).toBe(3);
     // The child continues after the copied turns.
-    store.commitTurn(turn("child", 2));
-    expect(store.listMessages("child").map((m) => m.seq)).toEqual([0, 1, 2, 3, 4, 5]);
+    await store.commitTurn(turn("child", 2));
+    expect((await store.listMessages("child")).map((m) => m.seq)).toEqual([0, 1, 2, 3, 4, 5]);
     // uptoTurn beyond the length copies everything; 0 copies nothing.
-    store.insertConversation(conversation({ id: "all" }));
-    store.copyTurns("parent", "all", 99);
-    expect(store.listMessages("all")).toHaveLength(6);
-    store.insertConversation(conversation({ id: "none" }));
-    store.copyTurns("parent", "none", 0);
-    expect(store.listMessages("none")).toEqual([]);
+    await store.insertConversation(conversation({ id: "all" }));
+    await store.copyTurns("parent", "all", 99);
+    expect(await store.listMessages("all")).toHaveLength(6);
+    await store.insertConversation(conversation({ id: "none" }));
+    await store.copyTurns("parent", "none", 0);
+    expect(await store.listMessages("none")).toEqual([]);
   });
 
-  it("copyTurns into a missing child fails and writes nothing", () => {
-    store.insertConversation(conversation({ id: "parent" }));
-    store.commitTurn(turn("parent", 0));
-    expect(() => store.copyTurns("parent", "ghost", 1)).toThrow();
-    expect(store.listMessages("ghost")).toEqual([]);
+  it("copyTurns into a missing child fails and writes nothing", async () => {
+    await store.insertConversation(conversation({ id: "parent" }));
+    await store.commitTurn(turn("parent", 0));
+    await expect(store.copyTurns("parent", "ghost", 1)).rejects.toThrow();
+    expect(await store.listMessages("ghost")).toEqual([]);
   });
 });
 
 describe("sessions", () => {
-  it("creates, reads, updates the JSON context; unknown id gives undefined", () => {
+  it("creates, reads, updates the JSON context; unknown id gives undefined", async () => {
     const context = [{ role: "user", text: "remember kiwi" }];
-    store.createSession({
+    await store.createSession({
       id: "s1",
       conversationId: "c1",
       context,
       createdAt: "2026-01-01T00:00:00.000Z",
       updatedAt: "2026-01-01T00:00:00.000Z",
     });
-    expect(store.getSession("s1")).toEqual({
+    expect(await store.getSession("s1")).toEqual({
       id: "s1",
       conversationId: "c1",
       context,
@@ -321,40 +317,49 @@ describe("sessions", () => {
       updatedAt: "2026-01-01T00:00:00.000Z",
     });
     const next = [...context, { role: "assistant", text: "OK" }];
-    store.updateSessionContext("s1", next, "2026-01-02T00:00:00.000Z");
-    expect(store.getSession("s1")).toMatchObject({ context: next, updatedAt: "2026-01-02T00:00:00.000Z" });
-    expect(store.getSession("s2")).toBeUndefined();
+    await store.updateSessionContext("s1", next, "2026-01-02T00:00:00.000Z");
+    expect(await store.getSession("s1")).toMatchObject({
+      context: next,
+      updatedAt: "2026-01-02T00:00:00.000Z",
+    });
+    expect(await store.getSession("s2")).toBeUndefined();
   });
 });
 
 describe("deleteConversation", () => {
-  it("removes the conversation with its messages, events, sessions and compactions, and nothing else", () => {
+  it("removes the conversation with its messages, events, sessions and compactions, and nothing else", async () => {
     for (const id of ["gone", "kept"]) {
-      store.insertConversation(conversation({ id }));
-      store.commitTurn(turn(id, 0, { compaction: { summary: "s" } }));
-      store.createSession({ id: `s-${id}`, conversationId: id, context: [], createdAt: "x", updatedAt: "x" });
+      await store.insertConversation(conversation({ id }));
+      await store.commitTurn(turn(id, 0, { compaction: { summary: "s" } }));
+      await store.createSession({
+        id: `s-${id}`,
+        conversationId: id,
+        context: [],
+        createdAt: "x",
+        updatedAt: "x",
+      });
     }
-    expect(store.deleteConversation("gone")).toBe(true);
-    expect(store.getConversation("gone")).toBeUndefined();
-    expect(store.listMessages("gone")).toEqual([]);
-    expect(store.listEvents("gone")).toEqual([]);
-    expect(store.getLastCompaction("gone")).toBeUndefined();
-    expect(store.getSession("s-gone")).toBeUndefined();
-    expect(store.deleteConversation("gone")).toBe(false);
-    expect(store.listMessages("kept")).toHaveLength(2);
-    expect(store.getSession("s-kept")).toBeDefined();
-    expect(store.getLastCompaction("kept")).toBeDefined();
+    expect(await store.deleteConversation("gone")).toBe(true);
+    expect(await store.getConversation("gone")).toBeUndefined();
+    expect(await store.listMessages("gone")).toEqual([]);
+    expect(await store.listEvents("gone")).toEqual([]);
+    expect(await store.getLastCompaction("gone")).toBeUndefined();
+    expect(await store.getSession("s-gone")).toBeUndefined();
+    expect(await store.deleteConversation("gone")).toBe(false);
+    expect(await store.listMessages("kept")).toHaveLength(2);
+    expect(await store.getSession("s-kept")).toBeDefined();
+    expect(await store.getLastCompaction("kept")).toBeDefined();
     // The id is free again.
-    store.insertConversation(conversation({ id: "gone" }));
-    expect(store.listMessages("gone")).toEqual([]);
+    await store.insertConversation(conversation({ id: "gone" }));
+    expect(await store.listMessages("gone")).toEqual([]);
   });
 });
 
 describe("durability", () => {
-  it("reopening the same file (a restart) finds everything intact", () => {
-    store.insertConversation(conversation({ id: "c1", shared: true }));
-    store.commitTurn(turn("c1", 0, { compaction: { summary: "s" } }));
-    store.createSession({
+  it("reopening the same file (a restart) finds everything intact", async () => {
+    await store.insertConversation(conversation({ id: "c1", shared: true }));
+    await store.commitTurn(turn("c1", 0, { compaction: { summary: "s" } }));
+    await store.createSession({
       id: "s1",
       conversationId: "c1",
       context: [{ a: 1 }],
@@ -362,28 +367,28 @@ describe("durability", () => {
       updatedAt: "t",
     });
     const before = {
-      conversation: store.getConversation("c1"),
-      messages: store.listMessages("c1"),
-      events: store.listEvents("c1"),
-      compaction: store.getLastCompaction("c1"),
-      session: store.getSession("s1"),
+      conversation: await store.getConversation("c1"),
+      messages: await store.listMessages("c1"),
+      events: await store.listEvents("c1"),
+      compaction: await store.getLastCompaction("c1"),
+      session: await store.getSession("s1"),
     };
-    store.close();
+    await store.close();
     store = openSqliteStore(file);
     expect({
-      conversation: store.getConversation("c1"),
-      messages: store.listMessages("c1"),
-      events: store.listEvents("c1"),
-      compaction: store.getLastCompaction("c1"),
-      session: store.getSession("s1"),
+      conversation: await store.getConversation("c1"),
+      messages: await store.listMessages("c1"),
+      events: await store.listEvents("c1"),
+      compaction: await store.getLastCompaction("c1"),
+      session: await store.getSession("s1"),
     }).toEqual(before);
-    store.commitTurn(turn("c1", 1));
-    expect(store.getConversation("c1")?.turnCount).toBe(2);
+    await store.commitTurn(turn("c1", 1));
+    expect((await store.getConversation("c1"))?.turnCount).toBe(2);
   });
 
-  it("keeps a begun turn until its commit or its conversation's delete, and after a reopen", () => {
-    store.insertConversation(conversation({ id: "p1" }));
-    store.insertConversation(conversation({ id: "p2" }));
+  it("keeps a begun turn until its commit or its conversation's delete, and after a reopen", async () => {
+    await store.insertConversation(conversation({ id: "p1" }));
+    await store.insertConversation(conversation({ id: "p2" }));
     const pending = (id: string, text: string) => ({
       conversationId: id,
       turnIndex: 0,
@@ -392,19 +397,19 @@ describe("durability", () => {
       authorName: "Alice",
       startedAt: "2026-01-01T00:00:00.000Z",
     });
-    store.beginTurn(pending("p1", "first"));
-    store.beginTurn(pending("p1", "replaced"));
-    store.beginTurn(pending("p2", "second"));
-    store.close();
+    await store.beginTurn(pending("p1", "first"));
+    await store.beginTurn(pending("p1", "replaced"));
+    await store.beginTurn(pending("p2", "second"));
+    await store.close();
     store = openSqliteStore(file);
-    expect(store.listPendingTurns()).toEqual([pending("p1", "replaced"), pending("p2", "second")]);
-    store.commitTurn(turn("p1", 0));
-    store.deleteConversation("p2");
-    expect(store.listPendingTurns()).toEqual([]);
+    expect(await store.listPendingTurns()).toEqual([pending("p1", "replaced"), pending("p2", "second")]);
+    await store.commitTurn(turn("p1", 0));
+    await store.deleteConversation("p2");
+    expect(await store.listPendingTurns()).toEqual([]);
   });
 
-  it("opens in WAL mode with foreign keys on and the current schema version", () => {
-    store.close();
+  it("opens in WAL mode with foreign keys on and the current schema version", async () => {
+    await store.close();
     const db = new DatabaseSync(file);
     expect(db.prepare("PRAGMA journal_mode").get()).toEqual({ journal_mode: "wal" });
     expect(db.prepare("PRAGMA user_version").get()).toEqual({ user_version: SCHEMA_VERSION });
@@ -412,8 +417,8 @@ describe("durability", () => {
     store = openSqliteStore(file);
   });
 
-  it("refuses a data file from a newer schema version instead of guessing", () => {
-    store.close();
+  it("refuses a data file from a newer schema version instead of guessing", async () => {
+    await store.close();
     const db = new DatabaseSync(file);
     db.exec(`PRAGMA user_version = ${SCHEMA_VERSION + 1}`);
     db.close();
@@ -441,7 +446,7 @@ describe("WAL checkpoints", () => {
   }
 
   it("a checkpointer copies the WAL into the database from its worker thread, no commit checkpointing", async () => {
-    store.close();
+    await store.close();
     store = openSqliteStore(file, { checkpointIntervalMs: 20 });
     writeTurns(store, 50);
     expect(walState().frames).toBeGreaterThan(0);
@@ -453,11 +458,11 @@ describe("WAL checkpoints", () => {
   });
 
   it("close() returns once the checkpointer's connection is closed: the file is left as a stopped server's", async () => {
-    store.close();
+    await store.close();
     store = openSqliteStore(file, { checkpointIntervalMs: 20 });
     writeTurns(store, 20);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    store.close();
+    await store.close();
     // The last connection to close checkpoints and removes the WAL: ours, not a worker still closing later.
     expect(existsSync(`${file}-wal`)).toBe(false);
     const next = new DatabaseSync(file);

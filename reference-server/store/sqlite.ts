@@ -1,17 +1,27 @@
 /**
- * The Store over node:sqlite (embedded SQLite, WAL). One connection per process; every call is
- * synchronous and short, so a turn's writes never interleave with another's inside a transaction.
+ * The Store over node:sqlite (embedded SQLite, WAL). One connection per process; every call runs to its end
+ * synchronously underneath its promise, so a turn's writes never interleave with another's inside a
+ * transaction.
  */
-import { chmodSync } from "node:fs";
-import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
-import { Worker } from "node:worker_threads";
-import { migrate } from "./schema.ts";
+import type { SQLInputValue, StatementSync } from "node:sqlite";
 import {
-  CHANNELS,
-  type Channel,
+  type ConversationRow,
+  conversationColumns,
+  conversationFields,
+  patchedFields,
+  rowToConversation,
+} from "./conversation-row.ts";
+import { HistoryCache } from "./history-cache.ts";
+import { listConversationsQuery } from "./list-query.ts";
+import { type Checkpointer, startCheckpointer } from "./sqlite-checkpointer.ts";
+import {
+  DEFAULT_BUSY_TIMEOUT_MS,
+  openSqliteConnection,
+  type SqliteConnectionOptions,
+} from "./sqlite-connection.ts";
+import {
   type CompactionRecord,
   ConversationExistsError,
-  type ConversationRecord,
   type EventRecord,
   isSessionHistory,
   type ListFilter,
@@ -25,15 +35,7 @@ import {
   type TurnWrite,
 } from "./types.ts";
 
-export interface SqliteStoreOptions {
-  /**
-   * NORMAL (default): in WAL mode a commit is durable against a crash or kill of the server process
-   * (the WAL is written before COMMIT returns; only fsync is deferred to checkpoints), and may lose the
-   * last commits only on power loss or an OS crash. FULL also fsyncs the WAL on every commit.
-   */
-  synchronous?: "NORMAL" | "FULL";
-  /** How long a writer waits for another connection's lock before SQLITE_BUSY. */
-  busyTimeoutMs?: number;
+export interface SqliteStoreOptions extends SqliteConnectionOptions {
   /**
    * Milliseconds between the checkpoints a worker thread runs on its own connection; 0 (default) leaves
    * checkpoints to SQLite inside commits, on the event loop. The server sets 100 (reference-server/index.ts).
@@ -46,148 +48,10 @@ export interface SqliteStoreOptions {
   historyCacheChars?: number;
 }
 
-/**
- * Parsed session histories, so a turn does not read and parse its whole history again: the turn before
- * left it here. Correct because this connection is the only writer (one process per data directory) and
- * every write to a session's rows goes through the store, which updates or drops the entry only once its
- * transaction committed. Bounded by size, so memory stays flat however many conversations there are.
- * Callers get the cached array itself and must not change it (the engine copies before appending).
- */
-class HistoryCache {
-  readonly #limit: number;
-  readonly #entries = new Map<string, { history: SessionHistory; chars: number }>();
-  #chars = 0;
-
-  constructor(limit: number) {
-    this.#limit = limit;
-  }
-
-  get(id: string): SessionHistory | undefined {
-    const entry = this.#entries.get(id);
-    if (!entry) return undefined;
-    // Most recently used last: Map keeps insertion order.
-    this.#entries.delete(id);
-    this.#entries.set(id, entry);
-    return entry.history;
-  }
-
-  chars(id: string): number | undefined {
-    return this.#entries.get(id)?.chars;
-  }
-
-  set(id: string, history: SessionHistory, chars: number): void {
-    this.delete(id);
-    if (chars > this.#limit) return;
-    this.#entries.set(id, { history, chars });
-    this.#chars += chars;
-    for (const [oldest, entry] of this.#entries) {
-      if (this.#chars <= this.#limit) break;
-      this.#entries.delete(oldest);
-      this.#chars -= entry.chars;
-    }
-  }
-
-  delete(id: string): void {
-    const entry = this.#entries.get(id);
-    if (!entry) return;
-    this.#entries.delete(id);
-    this.#chars -= entry.chars;
-  }
-
-  clear(): void {
-    this.#entries.clear();
-    this.#chars = 0;
-  }
-}
-
-/** Row shapes as SQLite returns them (booleans are 0/1). */
-interface ConversationRow {
-  id: string;
-  workspace_id: string;
-  agent: string;
-  owner_member_id: string | null;
-  channel: string;
-  channel_id: string | null;
-  notebook_path: string | null;
-  automation: string | null;
-  title: string;
-  shared: number;
-  agent_session_id: string | null;
-  parent_conversation_id: string | null;
-  forked_at_turn_index: number | null;
-  default_model: string | null;
-  default_automation: string | null;
-  turn_model: string | null;
-  turn_automation: string | null;
-  hidden: number;
-  created_at: string;
-  updated_at: string;
-  turn_count: number;
-}
-
-/** ConversationRecord field → column, the single place that maps the two namings. */
-const conversationColumns = {
-  id: "id",
-  workspaceId: "workspace_id",
-  agent: "agent",
-  ownerMemberId: "owner_member_id",
-  channel: "channel",
-  channelId: "channel_id",
-  notebookPath: "notebook_path",
-  automation: "automation",
-  title: "title",
-  shared: "shared",
-  agentSessionId: "agent_session_id",
-  parentConversationId: "parent_conversation_id",
-  forkedAtTurnIndex: "forked_at_turn_index",
-  defaultModel: "default_model",
-  defaultAutomation: "default_automation",
-  turnModel: "turn_model",
-  turnAutomation: "turn_automation",
-  hidden: "hidden",
-  createdAt: "created_at",
-  updatedAt: "updated_at",
-  turnCount: "turn_count",
-} as const satisfies Record<keyof ConversationRecord, keyof ConversationRow>;
-
-type ConversationField = keyof typeof conversationColumns;
-
 function toSqlValue(value: unknown): SQLInputValue {
   if (value === undefined) return null;
   if (typeof value === "boolean") return value ? 1 : 0;
   return value as SQLInputValue;
-}
-
-function rowToConversation(row: ConversationRow): ConversationRecord {
-  return {
-    id: row.id,
-    workspaceId: row.workspace_id,
-    agent: row.agent,
-    ownerMemberId: row.owner_member_id,
-    channel: row.channel as Channel,
-    channelId: row.channel_id,
-    notebookPath: row.notebook_path,
-    automation: row.automation,
-    title: row.title,
-    shared: row.shared === 1,
-    agentSessionId: row.agent_session_id,
-    parentConversationId: row.parent_conversation_id,
-    forkedAtTurnIndex: row.forked_at_turn_index,
-    defaultModel: row.default_model,
-    defaultAutomation: row.default_automation,
-    turnModel: row.turn_model,
-    turnAutomation: row.turn_automation,
-    hidden: row.hidden === 1,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    turnCount: row.turn_count,
-  };
-}
-
-/** `since` may be any ISO 8601 form (offsets, no ms); stored times are `toISOString()`, so normalise to compare lexically. */
-function normaliseSince(since: string): string {
-  const ms = Date.parse(since);
-  return Number.isNaN(ms) ? since : new Date(ms).toISOString();
 }
 
 function isUniqueViolation(error: unknown): boolean {
@@ -196,126 +60,16 @@ function isUniqueViolation(error: unknown): boolean {
   return errcode === 1555 || errcode === 2067;
 }
 
-const ACTIVITY_ORDER = "ORDER BY updated_at DESC, created_at DESC, id DESC";
-const listedColumns = Object.values(conversationColumns).join(", ");
-
-/**
- * The list query for a filter, exported so the query-plan test checks exactly what the store runs.
- *
- * One arm per visibility rule group and channel (schema.ts, migration 2): the caller's private
- * conversations (`audience = caller`) and the shared or channel-owned ones (`audience IS NULL`), for the
- * filtered channel or else for each of the four. Each arm is an equality walk of the list index for this
- * set of filters, already in activity order; a compound ORDER BY makes SQLite merge the walks row by row
- * (MERGE (UNION ALL)) and stop at the LIMIT, so about `limit` index entries (plus a look-ahead per arm)
- * are read whatever the store's size. Giving each arm its own ORDER BY ... LIMIT in a subquery instead
- * makes SQLite sort each arm's rows again before merging (USE TEMP B-TREE FOR ORDER BY).
- */
-export function listConversationsQuery(filter: ListFilter): { sql: string; params: SQLInputValue[] } {
-  const where = ["workspace_id = ?", "agent = ?", "hidden = 0", "channel = ?"];
-  const optional: SQLInputValue[] = [];
-  const equalities = [
-    ["channel_id", filter.channelId],
-    ["notebook_path", filter.notebookPath],
-    ["automation", filter.automation],
-  ] as const;
-  for (const [column, value] of equalities) {
-    if (value === undefined) continue;
-    where.push(`${column} = ?`);
-    optional.push(value);
-  }
-  if (filter.since !== undefined) {
-    where.push("updated_at >= ?");
-    optional.push(normaliseSince(filter.since));
-  }
-  const arms: string[] = [];
-  const params: SQLInputValue[] = [];
-  for (const channel of filter.channel === undefined ? CHANNELS : [filter.channel]) {
-    for (const viewer of [filter.viewerMemberId, null]) {
-      const audience = viewer === null ? "audience IS NULL" : "audience = ?";
-      arms.push(`SELECT ${listedColumns} FROM conversations WHERE ${[...where, audience].join(" AND ")}`);
-      params.push(filter.workspaceId, filter.agent, channel, ...optional);
-      if (viewer !== null) params.push(viewer);
-    }
-  }
-  params.push(Math.max(0, Math.trunc(filter.limit)));
-  return { sql: `${arms.join(" UNION ALL ")} ${ACTIVITY_ORDER} LIMIT ?`, params };
-}
-
-/**
- * The checkpointer: a worker thread with a connection of its own that copies the WAL into the database every
- * `intervalMs` (PASSIVE: it never waits for, nor blocks, the server's writer). In WAL mode with synchronous
- * NORMAL a commit does not fsync, but the checkpoint SQLite runs inside the commit that crosses 1,000 WAL
- * pages fsyncs the WAL and the database file: on a busy disk that held the event loop 2–35 ms every ~40
- * turns, and every block of every running turn waited behind it (bench:engine's p99). Plain JavaScript in a
- * string, so it runs the same from the TypeScript sources and from the compiled package.
- */
-const CHECKPOINTER = `
-const { parentPort, workerData } = require("node:worker_threads");
-const { DatabaseSync } = require("node:sqlite");
-const db = new DatabaseSync(workerData.file);
-db.exec("PRAGMA busy_timeout = " + workerData.busyTimeoutMs);
-const checkpoint = () => {
-  try { db.exec("PRAGMA wal_checkpoint(PASSIVE)"); } catch { /* busy or closing: the next tick retries */ }
-};
-const timer = setInterval(checkpoint, workerData.intervalMs);
-parentPort.on("message", () => {
-  clearInterval(timer);
-  checkpoint();
-  db.close();
-  // The server's close() waits on this: once it returns, no connection of ours holds the file.
-  Atomics.store(workerData.closed, 0, 1);
-  Atomics.notify(workerData.closed, 0);
-  parentPort.close();
-});
-`;
-
-/** How long close() waits for the checkpointer's last checkpoint (a worker that hangs must not hold a shutdown). */
-const CHECKPOINTER_CLOSE_MS = 5_000;
-
-/**
- * SQLite's own checkpoint stays as a backstop. The WAL starts over only when a write begins with every frame
- * copied, which a server with pauses between turns gives the checkpointer often; under writes without a
- * pause it never catches up, and this checkpoint (copying only what the checkpointer has not) restarts it.
- */
-const BACKSTOP_CHECKPOINT_PAGES = 4_000;
-
 export function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Store {
-  const db = new DatabaseSync(file);
-  try {
-    // Private to the server (SQLite gives its -wal and -shm files the same mode): the data directory is
-    // searchable by sandbox users on their way to their working directories.
-    chmodSync(file, 0o600);
-    db.exec(`PRAGMA busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
-    db.exec("PRAGMA journal_mode = WAL");
-    db.exec(`PRAGMA synchronous = ${options.synchronous === "FULL" ? "FULL" : "NORMAL"}`);
-    db.exec("PRAGMA foreign_keys = ON");
-    migrate(db);
-  } catch (error) {
-    db.close();
-    throw error;
-  }
+  const db = openSqliteConnection(file, options);
   const checkpointIntervalMs = options.checkpointIntervalMs ?? 0;
-  let checkpointer: Worker | undefined;
-  /** Set to 1 by the checkpointer once its connection is closed. */
-  const checkpointerClosed = new Int32Array(new SharedArrayBuffer(4));
-  if (checkpointIntervalMs > 0) {
-    db.exec(`PRAGMA wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
-    checkpointer = new Worker(CHECKPOINTER, {
-      eval: true,
-      workerData: {
-        file,
-        intervalMs: Math.trunc(checkpointIntervalMs),
-        busyTimeoutMs: Math.trunc(options.busyTimeoutMs ?? 5000),
-        closed: checkpointerClosed,
-      },
-    });
-    // A checkpointer that fails leaves the backstop: SQLite checkpoints inside commits again.
-    checkpointer.on("error", () => {
-      checkpointer = undefined;
-      if (db.isOpen) db.exec("PRAGMA wal_autocheckpoint = 1000");
-    });
-    checkpointer.unref();
-  }
+  let checkpointer: Checkpointer | undefined =
+    checkpointIntervalMs > 0
+      ? startCheckpointer(db, file, {
+          intervalMs: checkpointIntervalMs,
+          busyTimeoutMs: options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS,
+        })
+      : undefined;
 
   // Statements are compiled once per distinct SQL text (the list and update statements vary by which
   // filters/fields are present, so they are keyed by their text too).
@@ -497,37 +251,34 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     });
   }
 
-  const allFields = Object.keys(conversationColumns) as ConversationField[];
-  const insertConversationSql = `INSERT INTO conversations (${allFields.map((f) => conversationColumns[f]).join(", ")})
-    VALUES (${allFields.map(() => "?").join(", ")})`;
+  const insertConversationSql = `INSERT INTO conversations (${conversationFields.map((f) => conversationColumns[f]).join(", ")})
+    VALUES (${conversationFields.map(() => "?").join(", ")})`;
 
   return {
-    getConversation(id) {
+    async getConversation(id) {
       const row = statement("SELECT * FROM conversations WHERE id = ?").get(id) as
         | ConversationRow
         | undefined;
       return row ? rowToConversation(row) : undefined;
     },
 
-    insertConversation(record) {
+    async insertConversation(record) {
       try {
-        statement(insertConversationSql).run(...allFields.map((f) => toSqlValue(record[f])));
+        statement(insertConversationSql).run(...conversationFields.map((f) => toSqlValue(record[f])));
       } catch (error) {
         if (isUniqueViolation(error)) throw new ConversationExistsError(record.id);
         throw error;
       }
     },
 
-    updateConversation(id, patch) {
-      const fields = (Object.keys(patch) as ConversationField[]).filter(
-        (f) => f !== "id" && f in conversationColumns && patch[f as keyof typeof patch] !== undefined,
-      );
+    async updateConversation(id, patch) {
+      const fields = patchedFields(patch);
       if (fields.length === 0) return;
       const sql = `UPDATE conversations SET ${fields.map((f) => `${conversationColumns[f]} = ?`).join(", ")} WHERE id = ?`;
       statement(sql).run(...fields.map((f) => toSqlValue(patch[f as keyof typeof patch])), id);
     },
 
-    deleteConversation(id) {
+    async deleteConversation(id) {
       return transaction(() => {
         // Messages, events and compactions go by ON DELETE CASCADE; sessions carry no foreign key.
         for (const row of statement("SELECT id FROM sessions WHERE conversation_id = ?").all(id) as Array<{
@@ -542,12 +293,12 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       });
     },
 
-    listConversations(filter: ListFilter) {
+    async listConversations(filter: ListFilter) {
       const { sql, params } = listConversationsQuery(filter);
       return (statement(sql).all(...params) as unknown as ConversationRow[]).map(rowToConversation);
     },
 
-    listMessages(conversationId) {
+    async listMessages(conversationId) {
       const rows = statement(
         `SELECT conversation_id, turn_index, seq, role, text, author_member_id, author_name, is_compact_summary, created_at
          FROM messages WHERE conversation_id = ? ORDER BY seq`,
@@ -567,7 +318,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       );
     },
 
-    listEvents(conversationId) {
+    async listEvents(conversationId) {
       const rows = statement(
         "SELECT conversation_id, turn_index, seq, event, created_at FROM events WHERE conversation_id = ? ORDER BY seq",
       ).all(conversationId) as Array<Record<string, SQLInputValue>>;
@@ -582,7 +333,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       );
     },
 
-    commitTurn(write: TurnWrite) {
+    async commitTurn(write: TurnWrite) {
       const sessionId = write.session && "append" in write.session ? write.session.append.id : undefined;
       const previous =
         sessionId === undefined
@@ -655,7 +406,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
         historyCache.set(sessionId, cacheEntry.history, cacheEntry.chars);
     },
 
-    beginTurn(pending: PendingTurn) {
+    async beginTurn(pending: PendingTurn) {
       statement(
         `INSERT OR REPLACE INTO pending_turns (conversation_id, turn_index, text, author_member_id, author_name, started_at)
          VALUES (?, ?, ?, ?, ?, ?)`,
@@ -669,7 +420,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       );
     },
 
-    listPendingTurns() {
+    async listPendingTurns() {
       const rows = statement(
         "SELECT conversation_id, turn_index, text, author_member_id, author_name, started_at FROM pending_turns ORDER BY started_at, conversation_id",
       ).all() as Array<Record<string, SQLInputValue>>;
@@ -685,7 +436,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       );
     },
 
-    copyTurns(parentId, childId, uptoTurn) {
+    async copyTurns(parentId, childId, uptoTurn) {
       transaction(() => {
         // Offsets keep seq unique should the child already hold messages (it normally holds none).
         const nextSeq = (table: "messages" | "events") =>
@@ -713,7 +464,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       });
     },
 
-    getLastCompaction(conversationId) {
+    async getLastCompaction(conversationId) {
       const row = statement(
         `SELECT conversation_id, turn_index, summary, created_at FROM compactions
          WHERE conversation_id = ? ORDER BY turn_index DESC, rowid DESC LIMIT 1`,
@@ -727,13 +478,15 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       } satisfies CompactionRecord;
     },
 
-    createSession(record: SessionRecord) {
+    async createSession(record: SessionRecord) {
       insertSession(record);
     },
 
-    forkSession,
+    async forkSession(fork) {
+      return forkSession(fork);
+    },
 
-    getSession(id) {
+    async getSession(id) {
       const row = statement(
         "SELECT id, conversation_id, context, created_at, updated_at, history_tokens FROM sessions WHERE id = ?",
       ).get(id) as Record<string, SQLInputValue> | undefined;
@@ -750,11 +503,11 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       };
     },
 
-    hasSession(id) {
+    async hasSession(id) {
       return statement("SELECT 1 FROM sessions WHERE id = ?").get(id) !== undefined;
     },
 
-    updateSessionContext(id, context, at) {
+    async updateSessionContext(id, context, at) {
       historyCache.delete(id);
       transaction(() => {
         statement("DELETE FROM session_messages WHERE session_id = ?").run(id);
@@ -772,7 +525,7 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       });
     },
 
-    recordSession(record) {
+    async recordSession(record) {
       transaction(() => {
         const pointed = statement("UPDATE conversations SET agent_session_id = ? WHERE id = ?").run(
           record.id,
@@ -783,17 +536,11 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       });
     },
 
-    close() {
+    async close() {
       historyCache.clear();
       statements.clear();
-      // The checkpointer runs a last checkpoint, closes its connection and ends on its own; close() returns
-      // once its connection is closed, so whoever opens the file next (a restart, an operator's sqlite3, a
-      // backup) never finds it locked by a server that said it stopped.
-      if (checkpointer) {
-        checkpointer.postMessage("close");
-        checkpointer = undefined;
-        Atomics.wait(checkpointerClosed, 0, 0, CHECKPOINTER_CLOSE_MS);
-      }
+      checkpointer?.close();
+      checkpointer = undefined;
       if (db.isOpen) db.close();
     },
   };

@@ -1,6 +1,7 @@
 /**
- * Durable state behind the service. One implementation: SQLite through node:sqlite (WAL).
- * All methods are synchronous (node:sqlite is); the service keeps calls short.
+ * Durable state behind the service, one contract for two engines: SQLite through node:sqlite (WAL, the
+ * embedded default; sqlite.ts) and PostgreSQL (postgres.ts). Every method returns a promise, as a network
+ * database's driver does; each call is atomic on its own.
  */
 
 export const CHANNELS = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"] as const;
@@ -163,45 +164,45 @@ export interface PendingTurn {
 }
 
 export interface Store {
-  getConversation(id: string): ConversationRecord | undefined;
+  getConversation(id: string): Promise<ConversationRecord | undefined>;
   /** Throws ConversationExistsError when the id is taken. */
-  insertConversation(record: ConversationRecord): void;
-  updateConversation(id: string, patch: Partial<Omit<ConversationRecord, "id">>): void;
+  insertConversation(record: ConversationRecord): Promise<void>;
+  updateConversation(id: string, patch: Partial<Omit<ConversationRecord, "id">>): Promise<void>;
   /** Removes the conversation and its messages, events, sessions and compactions. */
-  deleteConversation(id: string): boolean;
+  deleteConversation(id: string): Promise<boolean>;
   /** Newest activity (updatedAt, then createdAt, then id) first; hidden conversations excluded. */
-  listConversations(filter: ListFilter): ConversationRecord[];
-  listMessages(conversationId: string): MessageRecord[];
-  listEvents(conversationId: string): EventRecord[];
+  listConversations(filter: ListFilter): Promise<ConversationRecord[]>;
+  listMessages(conversationId: string): Promise<MessageRecord[]>;
+  listEvents(conversationId: string): Promise<EventRecord[]>;
   /**
    * Appends one completed turn's messages/events/compaction and bumps turnCount/updatedAt in one transaction;
    * the conversation's pending turn, if any, goes in the same transaction.
    */
-  commitTurn(write: TurnWrite): void;
+  commitTurn(write: TurnWrite): Promise<void>;
   /** Records a turn's user message before the turn is acknowledged (replaces an older pending turn). */
-  beginTurn(pending: PendingTurn): void;
+  beginTurn(pending: PendingTurn): Promise<void>;
   /** Turns begun and never committed (the process stopped during them). */
-  listPendingTurns(): PendingTurn[];
+  listPendingTurns(): Promise<PendingTurn[]>;
   /** Copies messages (and events) of turns < uptoTurn from parent to child (fork), in one transaction. */
-  copyTurns(parentId: string, childId: string, uptoTurn: number): void;
-  getLastCompaction(conversationId: string): CompactionRecord | undefined;
-  createSession(record: SessionRecord): void;
+  copyTurns(parentId: string, childId: string, uptoTurn: number): Promise<void>;
+  getLastCompaction(conversationId: string): Promise<CompactionRecord | undefined>;
+  createSession(record: SessionRecord): Promise<void>;
   /**
    * Creates the session of a fork's child from the parent's stored Messages history as it stood after turn
    * `uptoTurn - 1` (every block, rows copied unchanged). False, and nothing written, when no session of the
    * parent holds a turn before `uptoTurn` with its turn recorded.
    */
-  forkSession(fork: SessionFork): boolean;
-  getSession(id: string): SessionRecord | undefined;
+  forkSession(fork: SessionFork): Promise<boolean>;
+  getSession(id: string): Promise<SessionRecord | undefined>;
   /** Whether the session exists, without reading its history. */
-  hasSession(id: string): boolean;
-  updateSessionContext(id: string, context: unknown, at: string): void;
+  hasSession(id: string): Promise<boolean>;
+  updateSessionContext(id: string, context: unknown, at: string): Promise<void>;
   /**
    * Writes a session and points its conversation at it, in one transaction; nothing when the conversation
    * is gone (deleted while the recording was pending).
    */
-  recordSession(record: SessionRecord): void;
-  close(): void;
+  recordSession(record: SessionRecord): Promise<void>;
+  close(): Promise<void>;
 }
 
 export class ConversationExistsError extends Error {

@@ -42,12 +42,12 @@ async function statusOf(promise: Promise<unknown>): Promise<number> {
 }
 
 /** Inserts conversations straight into the server's SQLite file (a second connection; WAL allows it). */
-function insertDirectly(records: ConversationRecord[]): void {
+async function insertDirectly(records: ConversationRecord[]): Promise<void> {
   const store = openSqliteStore(t.dbFile);
   try {
-    for (const record of records) store.insertConversation(record);
+    for (const record of records) await store.insertConversation(record);
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -70,7 +70,7 @@ describe("list conversations", () => {
     const bob = t.client(KEYS.member, "notes-agent");
     const slack = uid("slack");
     const email = uid("email");
-    insertDirectly([
+    await insertDirectly([
       record({ id: slack, agent: "notes-agent", channel: "SLACK", channelId: "C-LIST" }),
       record({
         id: email,
@@ -127,7 +127,7 @@ describe("list conversations", () => {
     const slackX = uid("slack-x");
     const slackY = uid("slack-y");
     const bobNotebook = uid("nb-bob");
-    insertDirectly([
+    await insertDirectly([
       record({
         id: nbA,
         agent: "demo-agent",
@@ -202,7 +202,7 @@ describe("list conversations", () => {
   it("returns at most limit conversations: 1 to 200, default 50", async () => {
     const alice = t.client(KEYS.admin, "acme-widgets");
     const base = Date.parse("2021-01-01T00:00:00.000Z");
-    insertDirectly(
+    await insertDirectly(
       Array.from({ length: 210 }, (_, i) =>
         record({
           id: uid(`bulk-${String(i).padStart(3, "0")}`),

@@ -7,7 +7,7 @@
 import { DatabaseSync } from "node:sqlite";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { StreamErrorEventError } from "../../client/index.ts";
-import { SCHEMA_VERSION } from "../store/schema.ts";
+import { SCHEMA_VERSION } from "../store/sqlite-migrations.ts";
 import { PHRASES, runTurn, sleep, startTestServer, type TestServer, uid } from "./helpers.ts";
 
 let t: TestServer;
