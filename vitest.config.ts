@@ -29,8 +29,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     reporters: ["default", "./scripts/closing-line-reporter.ts"],
-    // Temporary files on a tmpfs where there is one (scripts/test-tmpdir.ts says why).
-    globalSetup: ["./scripts/test-tmpdir.ts"],
+    // Temporary files on a tmpfs where there is one (scripts/test-tmpdir.ts says why); then one PostgreSQL
+    // cluster for the run's PostgreSQL store tests (scripts/postgres-cluster.ts), in that temporary directory.
+    globalSetup: ["./scripts/test-tmpdir.ts", "./scripts/postgres-cluster.ts"],
     tags: [
       {
         name: "sandbox",

@@ -14,11 +14,16 @@ import { createEngine } from "./engine/index.ts";
 import { buildApp } from "./http/app.ts";
 import { createSandboxManager, type SandboxLimits, type SandboxUserSetting } from "./sandbox/index.ts";
 import { createService, type ServiceLive } from "./service/index.ts";
-import { openSqliteStore } from "./store/sqlite.ts";
+import { openServerStore } from "./store/open.ts";
 
 export interface ServerOptions {
   /** Directory of the SQLite database, sandboxes and the demo's files. */
   dataDir: string;
+  /**
+   * Where conversations are kept: a postgres:// URL (PostgreSQL, which several instances may share), or
+   * undefined for SQLite in `dataDir`.
+   */
+  store?: string;
   port?: number;
   host?: string;
   /** A config file (YAML or JSON); without it the demo is served. */
@@ -69,6 +74,8 @@ export interface RunningServer {
   sandboxUser: "per-conversation" | "fixed" | "server";
   cgroups: "v1" | "v2" | "none";
   sandboxNotices: string[];
+  /** The store's engine and where it is (no credentials), for the start-up lines. */
+  store: string;
   config: ServerConfig;
   /** Per-turn and per-conversation state held right now (tests and benches check it drains to 0). */
   live(): ServiceLive;
@@ -115,7 +122,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     maxIterations: options.maxIterations ?? DEFAULTS.maxIterations,
     maxTokens: options.maxTokens ?? DEFAULTS.maxTokens,
   });
-  const store = openSqliteStore(join(dataDir, "agent-api.sqlite"), {
+  const { store, description: storeDescription } = await openServerStore(options.store, dataDir, {
     checkpointIntervalMs: options.checkpointIntervalMs ?? DEFAULTS.checkpointIntervalMs,
   });
   if (demo) await seedDemoConversations(store);
@@ -199,6 +206,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     sandboxUser: sandbox.sandboxUser,
     cgroups: sandbox.cgroups,
     sandboxNotices: sandbox.notices,
+    store: storeDescription,
     config,
     live: () => service.live(),
     close: closeAll,

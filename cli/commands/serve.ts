@@ -31,6 +31,10 @@ function buildProgram(): Command {
       .option("--port <n>", `port to listen on (default ${DEFAULTS.port})`, integer("serve", "--port"))
       .option("--host <host>", `address to listen on (default ${DEFAULTS.host})`)
       .option("--data <dir>", "data directory: SQLite database, sandboxes, demo files", "./.agent-api")
+      .option(
+        "--store <url>",
+        "where conversations are kept: a postgres:// URL (default: $DATABASE_URL, else SQLite in --data)",
+      )
       .option("--config <file>", "config file (YAML or JSON); without it the demo workspace is served")
       .option("--demo", "serve the demo workspace (the default without --config)")
       .option(
@@ -127,6 +131,7 @@ export async function main(args: string[]): Promise<number> {
   try {
     server = await startServer({
       dataDir: String(opts.data),
+      store: (opts.store as string | undefined) ?? (process.env.DATABASE_URL || undefined),
       port: opts.port as number | undefined,
       host: opts.host as string | undefined,
       configFile: opts.config as string | undefined,
@@ -163,6 +168,7 @@ export async function main(args: string[]): Promise<number> {
     `Agent Conversation API reference server listening on ${server.url}`,
     `Tool isolation: ${server.isolation}`,
     `Tool user: ${server.sandboxUser}; tool limits (cgroups): ${server.cgroups}`,
+    `Store: ${server.store}`,
     ...server.sandboxNotices.map((notice) => `Warning: ${notice}`),
   ];
   process.stdout.write(`${startup.join("\n")}\n`);

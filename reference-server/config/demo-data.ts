@@ -4,7 +4,7 @@
  * the list filters `channel`, `channel_id` and `notebook_path` have something to find. Seeded once.
  */
 import { newConversation } from "../store/new-conversation.ts";
-import type { ConversationRecord, Store } from "../store/types.ts";
+import { ConversationExistsError, type ConversationRecord, type Store } from "../store/types.ts";
 
 export const DEMO_CHANNEL_CONVERSATION_ID = "demo-slack-ops-thread";
 export const DEMO_NOTEBOOK_CONVERSATION_ID = "demo-notebook-weekly";
@@ -20,7 +20,13 @@ async function seedOne(
   answer: string,
 ): Promise<void> {
   if (await store.getConversation(record.id)) return;
-  await store.insertConversation(record);
+  try {
+    await store.insertConversation(record);
+  } catch (error) {
+    // Another instance on the same store seeded it first.
+    if (error instanceof ConversationExistsError) return;
+    throw error;
+  }
   await store.commitTurn({
     conversationId: record.id,
     turnIndex: 0,

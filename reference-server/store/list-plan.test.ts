@@ -14,7 +14,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listConversationsQuery } from "./list-query.ts";
 import { openSqliteStore } from "./sqlite.ts";
 import { migrate, SCHEMA_VERSION } from "./sqlite-migrations.ts";
-import type { Channel, ConversationRecord, ListFilter, Store } from "./types.ts";
+import { combinations, expected, filterOf, MEMBERS, mixedRecords, OPTIONAL } from "./testing.ts";
+import type { ListFilter, Store } from "./types.ts";
 
 let dir: string;
 let file: string;
@@ -30,95 +31,6 @@ afterEach(async () => {
   await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-const MEMBERS = ["alice", "bob", "carol"] as const;
-const CHANNELS: Channel[] = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"];
-
-/**
- * A deterministic mix covering each visibility rule (own private, own shared, others' private and shared,
- * channel-owned), hidden runs, a second agent and workspace, and every filter value being present or absent.
- */
-function mixedRecords(count: number): ConversationRecord[] {
-  const records: ConversationRecord[] = [];
-  for (let i = 0; i < count; i++) {
-    const channel = CHANNELS[i % 4];
-    const channelOwned = (channel === "SLACK" || channel === "EMAIL") && i % 3 !== 0;
-    const created = Date.UTC(2026, 0, 1) + i * 60_000;
-    // Activity out of creation order, with deliberate ties on updatedAt to exercise the tie-breakers.
-    const updated = created + ((i * 7919) % 50) * 3_600_000 - (i % 11 === 0 ? 60_000 : 0);
-    records.push({
-      id: `c${String(i).padStart(4, "0")}`,
-      workspaceId: i % 29 === 0 ? "other" : "demo",
-      agent: i % 13 === 0 ? "notes-agent" : "demo-agent",
-      ownerMemberId: channelOwned ? null : MEMBERS[i % 3],
-      channel,
-      channelId: channel === "SLACK" || channel === "EMAIL" || i % 10 === 1 ? `chan-${i % 3}` : null,
-      notebookPath: channel === "NOTEBOOK" || i % 10 === 2 ? `nb/${i % 2}.ipynb` : null,
-      automation: i % 5 === 0 ? `auto-${i % 2}` : null,
-      title: `t${i}`,
-      shared: i % 7 === 0,
-      agentSessionId: null,
-      parentConversationId: null,
-      forkedAtTurnIndex: null,
-      defaultModel: null,
-      defaultAutomation: null,
-      hidden: i % 17 === 0,
-      createdAt: new Date(created).toISOString(),
-      updatedAt: new Date(updated).toISOString(),
-      turnCount: 0,
-      turnModel: null,
-      turnAutomation: null,
-    });
-  }
-  return records;
-}
-
-/** The seed's rules as plain code: what listConversations must return for a filter. */
-function expected(records: ConversationRecord[], filter: ListFilter): string[] {
-  return records
-    .filter(
-      (r) =>
-        r.workspaceId === filter.workspaceId &&
-        r.agent === filter.agent &&
-        !r.hidden &&
-        (r.ownerMemberId === filter.viewerMemberId || r.shared || r.ownerMemberId === null) &&
-        (filter.channel === undefined || r.channel === filter.channel) &&
-        (filter.channelId === undefined || r.channelId === filter.channelId) &&
-        (filter.notebookPath === undefined || r.notebookPath === filter.notebookPath) &&
-        (filter.automation === undefined || r.automation === filter.automation) &&
-        (filter.since === undefined || Date.parse(r.updatedAt) >= Date.parse(filter.since)),
-    )
-    .sort(
-      (a, b) =>
-        b.updatedAt.localeCompare(a.updatedAt) ||
-        b.createdAt.localeCompare(a.createdAt) ||
-        (a.id < b.id ? 1 : a.id > b.id ? -1 : 0),
-    )
-    .slice(0, filter.limit)
-    .map((r) => r.id);
-}
-
-/** Each optional part of a list query, with the column it constrains and a value that matches some rows. */
-const OPTIONAL = [
-  { key: "channel", column: "channel", value: "SLACK" },
-  { key: "channelId", column: "channel_id", value: "chan-1" },
-  { key: "notebookPath", column: "notebook_path", value: "nb/1.ipynb" },
-  { key: "automation", column: "automation", value: "auto-0" },
-  { key: "since", column: "updated_at", value: "2026-01-02T00:00:00+00:00" },
-] as const;
-
-/** All 2^5 subsets of the optional parts: every filter alone and in every combination. */
-function combinations(): Array<Array<(typeof OPTIONAL)[number]>> {
-  return Array.from({ length: 1 << OPTIONAL.length }, (_, mask) =>
-    OPTIONAL.filter((_, bit) => mask & (1 << bit)),
-  );
-}
-
-function filterOf(parts: Array<(typeof OPTIONAL)[number]>, viewer: string, limit: number): ListFilter {
-  const filter: ListFilter = { workspaceId: "demo", agent: "demo-agent", viewerMemberId: viewer, limit };
-  for (const part of parts) Object.assign(filter, { [part.key]: part.value });
-  return filter;
-}
 
 /** Two visibility arms for the filtered channel, or for each of the four channels. */
 function armsOf(parts: Array<(typeof OPTIONAL)[number]>): number {

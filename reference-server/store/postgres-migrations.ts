@@ -1,0 +1,155 @@
+/**
+ * The PostgreSQL schema as an ordered list of migrations, the counterpart of sqlite-migrations.ts: the table
+ * `agent_api_schema` holds how many have run; a later version appends a migration and never edits an old one.
+ * Several instances may start at once against one database: the migrations run under an advisory lock, so
+ * one instance migrates and the others find the work done.
+ *
+ * Where the engines differ:
+ * - Text the API takes from callers verbatim (a message, a title made from it, a compaction summary, a
+ *   pending turn's text) is `bytea` holding UTF-8: PostgreSQL's `text` refuses U+0000, which a JSON string
+ *   may carry. JSON documents (events, session history messages) stay `text`: JSON.stringify escapes it.
+ * - Columns the list queries compare or order (ids, times) use the "C" collation, so their order is the
+ *   byte order SQLite uses, whatever locale the cluster was created with.
+ * - `audience` is a STORED generated column (PostgreSQL has no VIRTUAL ones), and "visible to every member"
+ *   is chr(1) (no member id is a control character) rather than NULL: PostgreSQL walks an index in order past
+ *   an equality, but not past `IS NULL`, so the shared arm of a list query would sort every match.
+ */
+import type { PoolClient } from "pg";
+
+/** The list filters that may be absent from a conversation (the SQLite migration 2 explains the indexes). */
+const OPTIONAL_FILTER_COLUMNS = ["channel_id", "notebook_path", "automation"] as const;
+
+function listIndexes(): string {
+  const statements: string[] = [];
+  for (let mask = 0; mask < 1 << OPTIONAL_FILTER_COLUMNS.length; mask++) {
+    const columns = OPTIONAL_FILTER_COLUMNS.filter((_, bit) => mask & (1 << bit));
+    const name = ["conversations_list", ...columns].join("_");
+    const where = ["hidden = false", ...columns.map((column) => `${column} IS NOT NULL`)];
+    statements.push(
+      `CREATE INDEX ${name} ON conversations (workspace_id, agent, channel, audience, ${columns.map((c) => `${c}, `).join("")}updated_at DESC, created_at DESC, id DESC) WHERE ${where.join(" AND ")};`,
+    );
+  }
+  return statements.join("\n");
+}
+
+const migrations: ReadonlyArray<string> = [
+  // 1: the schema SQLite reached at its migration 6, in one step.
+  `
+  CREATE TABLE conversations (
+    id                     text COLLATE "C" PRIMARY KEY,
+    workspace_id           text COLLATE "C" NOT NULL,
+    agent                  text COLLATE "C" NOT NULL,
+    owner_member_id        text COLLATE "C",
+    channel                text COLLATE "C" NOT NULL CHECK (channel IN ('INTERACTIVE', 'NOTEBOOK', 'SLACK', 'EMAIL')),
+    channel_id             text COLLATE "C",
+    notebook_path          text COLLATE "C",
+    automation             text COLLATE "C",
+    title                  bytea NOT NULL,
+    shared                 boolean NOT NULL DEFAULT false,
+    agent_session_id       text COLLATE "C",
+    parent_conversation_id text COLLATE "C",
+    forked_at_turn_index   integer,
+    default_model          text,
+    default_automation     text,
+    turn_model             text,
+    turn_automation        text,
+    hidden                 boolean NOT NULL DEFAULT false,
+    created_at             text COLLATE "C" NOT NULL,
+    updated_at             text COLLATE "C" NOT NULL,
+    turn_count             integer NOT NULL DEFAULT 0,
+    audience               text COLLATE "C" GENERATED ALWAYS AS (CASE WHEN NOT shared AND owner_member_id IS NOT NULL THEN owner_member_id ELSE chr(1) END) STORED
+  );
+  ${listIndexes()}
+
+  CREATE TABLE messages (
+    conversation_id    text COLLATE "C" NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    seq                integer NOT NULL,
+    turn_index         integer NOT NULL,
+    role               text NOT NULL CHECK (role IN ('user', 'assistant')),
+    text               bytea NOT NULL,
+    author_member_id   text,
+    author_name        text,
+    is_compact_summary boolean NOT NULL DEFAULT false,
+    created_at         text NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+  );
+
+  CREATE TABLE events (
+    conversation_id text COLLATE "C" NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    seq             integer NOT NULL,
+    turn_index      integer NOT NULL,
+    event           text NOT NULL,
+    created_at      text NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+  );
+
+  -- No foreign key, as in SQLite: a session may be written before or after the conversation row it serves.
+  CREATE TABLE sessions (
+    id              text COLLATE "C" PRIMARY KEY,
+    conversation_id text COLLATE "C" NOT NULL,
+    context         text NOT NULL,
+    created_at      text NOT NULL,
+    updated_at      text NOT NULL,
+    history_tokens  integer,
+    history_length  integer
+  );
+  CREATE INDEX sessions_by_conversation ON sessions (conversation_id);
+
+  CREATE TABLE session_messages (
+    session_id       text COLLATE "C" NOT NULL,
+    seq              integer NOT NULL,
+    message          text NOT NULL,
+    turn_index       integer,
+    replaced_at_turn integer,
+    PRIMARY KEY (session_id, seq)
+  );
+
+  CREATE TABLE compactions (
+    conversation_id text COLLATE "C" NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    -- SQLite's rowid: the order compactions were written in.
+    seq             bigint GENERATED ALWAYS AS IDENTITY,
+    turn_index      integer NOT NULL,
+    summary         bytea NOT NULL,
+    created_at      text NOT NULL
+  );
+  CREATE INDEX compactions_by_conversation ON compactions (conversation_id, turn_index);
+
+  CREATE TABLE pending_turns (
+    conversation_id  text COLLATE "C" PRIMARY KEY REFERENCES conversations (id) ON DELETE CASCADE,
+    turn_index       integer NOT NULL,
+    text             bytea NOT NULL,
+    author_member_id text,
+    author_name      text,
+    started_at       text NOT NULL
+  );
+  `,
+];
+
+export const POSTGRES_SCHEMA_VERSION = migrations.length;
+
+/** Any 64-bit number of our own: the advisory lock the instances migrate under. */
+const MIGRATION_LOCK = 0x4167_4150_4953;
+
+/** Runs the migrations this database has not seen yet, in one transaction under the migration lock. */
+export async function migratePostgres(client: PoolClient): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+    await client.query("CREATE TABLE IF NOT EXISTS agent_api_schema (version integer NOT NULL)");
+    const { rows } = await client.query<{ version: number }>("SELECT version FROM agent_api_schema");
+    const current = rows[0]?.version ?? 0;
+    if (current > POSTGRES_SCHEMA_VERSION)
+      throw new Error(
+        `database was written by a newer version (schema ${current}, this build knows ${POSTGRES_SCHEMA_VERSION})`,
+      );
+    for (let version = current; version < POSTGRES_SCHEMA_VERSION; version++)
+      await client.query(migrations[version]);
+    if (rows.length === 0)
+      await client.query("INSERT INTO agent_api_schema (version) VALUES ($1)", [POSTGRES_SCHEMA_VERSION]);
+    else await client.query("UPDATE agent_api_schema SET version = $1", [POSTGRES_SCHEMA_VERSION]);
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  }
+}

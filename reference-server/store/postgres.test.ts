@@ -1,0 +1,199 @@
+/**
+ * What is PostgreSQL's own in the store (the behaviour shared with SQLite is store.test.ts): every list query
+ * the API can produce is a bounded walk of the right list index, read from PostgreSQL's own plans
+ * (EXPLAIN ANALYZE: no sort, no table scan, no more rows read than the limit and a look-ahead per arm), with
+ * the results the API's rules select; migrations that several instances may run at once; a close that leaves
+ * no connection behind. Runs on the test run's cluster (scripts/postgres-cluster.ts); skipped without one.
+ */
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listConversationsQuery, POSTGRES_DIALECT } from "./list-query.ts";
+import { openPostgresStore } from "./postgres.ts";
+import { POSTGRES_SCHEMA_VERSION } from "./postgres-migrations.ts";
+import {
+  combinations,
+  createTestDatabase,
+  expected,
+  filterOf,
+  MEMBERS,
+  mixedRecords,
+  OPTIONAL,
+  type OpenedStore,
+  POSTGRES_ENGINE,
+  postgresSkipReason,
+} from "./testing.ts";
+import type { ConversationRecord, ListFilter } from "./types.ts";
+
+const skip = postgresSkipReason();
+
+interface PlanNode {
+  "Node Type": string;
+  "Index Name"?: string;
+  "Relation Name"?: string;
+  "Actual Rows"?: number;
+  "Actual Loops"?: number;
+  Plans?: PlanNode[];
+}
+
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+/** The list index that holds exactly the filter's optional columns (postgres-migrations.ts). */
+function indexFor(filter: ListFilter): string {
+  const columns = [
+    filter.channelId === undefined ? [] : ["channel_id"],
+    filter.notebookPath === undefined ? [] : ["notebook_path"],
+    filter.automation === undefined ? [] : ["automation"],
+  ].flat();
+  return ["conversations_list", ...columns].join("_");
+}
+
+describe.skipIf(skip !== undefined)("PostgreSQL store", () => {
+  let opened: OpenedStore;
+  let admin: pg.Client;
+  let records: ConversationRecord[];
+
+  beforeAll(async () => {
+    opened = await POSTGRES_ENGINE.open();
+    records = mixedRecords(4000);
+    for (const record of records) await opened.store.insertConversation(record);
+    // Sharing and unsharing after creation moves a conversation between the two visibility arms.
+    await opened.store.updateConversation("c0014", { shared: false });
+    await opened.store.updateConversation("c0004", { shared: true });
+    for (const record of records) {
+      if (record.id === "c0014") record.shared = false;
+      if (record.id === "c0004") record.shared = true;
+    }
+    admin = new pg.Client({ connectionString: opened.location });
+    await admin.connect();
+    await admin.query("ANALYZE conversations");
+  }, 120_000);
+
+  afterAll(async () => {
+    await admin?.end();
+    await opened?.destroy();
+  });
+
+  it("every list query walks the list index of its filters in order: no sort, no table scan, about `limit` rows read", async () => {
+    for (const parts of combinations()) {
+      for (const limit of [1, 7]) {
+        const filter = filterOf(parts, "alice", limit);
+        const { sql, params } = listConversationsQuery(filter, POSTGRES_DIALECT);
+        const { rows } = await admin.query<{ "QUERY PLAN": Array<{ Plan: PlanNode }> }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`,
+          params,
+        );
+        const plan = nodes(rows[0]["QUERY PLAN"][0].Plan);
+        const label = `${parts.map((p) => p.key).join("+") || "no filter"}, limit ${limit}`;
+        const types = plan.map((node) => node["Node Type"]);
+        expect(types, label).not.toContain("Sort");
+        expect(types, label).not.toContain("Seq Scan");
+        expect(types, label).not.toContain("Bitmap Heap Scan");
+        const scans = plan.filter((node) => node["Relation Name"] === "conversations");
+        const arms = filter.channel === undefined ? 8 : 2;
+        expect(scans, label).toHaveLength(arms);
+        for (const scan of scans) {
+          expect(scan["Node Type"], label).toBe("Index Scan");
+          expect(scan["Index Name"], label).toBe(indexFor(filter));
+        }
+        // Each arm reads what the merge takes from it plus one row of look-ahead.
+        const read = scans.reduce(
+          (sum, scan) => sum + (scan["Actual Rows"] ?? 0) * (scan["Actual Loops"] ?? 1),
+          0,
+        );
+        expect(read, label).toBeLessThanOrEqual(limit + arms);
+      }
+    }
+  });
+
+  it("every combination returns what the API's rules select, newest activity first, for each viewer", async () => {
+    for (const parts of combinations()) {
+      for (const viewer of [...MEMBERS, "nobody"]) {
+        for (const limit of [1, 7, 200]) {
+          const filter = filterOf(parts, viewer, limit);
+          const got = (await opened.store.listConversations(filter)).map((c) => c.id);
+          expect(got, `${parts.map((p) => p.key).join("+")} as ${viewer}, limit ${limit}`).toEqual(
+            expected(records, filter),
+          );
+        }
+      }
+    }
+  });
+
+  it("the filters' example values match rows, so the plans above walk real data", () => {
+    for (const part of OPTIONAL) {
+      const filter = filterOf([part], "alice", 5);
+      expect(expected(records, filter).length, part.key).toBeGreaterThan(0);
+    }
+  });
+});
+
+describe.skipIf(skip !== undefined)("PostgreSQL migrations and connections", () => {
+  it("instances starting at once on an empty database migrate it once, and all of them open", async () => {
+    const database = await createTestDatabase();
+    try {
+      const stores = await Promise.all(Array.from({ length: 4 }, () => openPostgresStore(database.url)));
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query("SELECT version FROM agent_api_schema");
+        expect(rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
+      } finally {
+        await client.end();
+      }
+      await Promise.all(stores.map((store) => store.close()));
+      // A restart finds the schema current and opens without migrating again.
+      const again = await openPostgresStore(database.url);
+      await again.close();
+    } finally {
+      await database.drop();
+    }
+  });
+
+  it("refuses a database a newer version wrote instead of guessing", async () => {
+    const database = await createTestDatabase();
+    try {
+      const store = await openPostgresStore(database.url);
+      await store.close();
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      await client.query("UPDATE agent_api_schema SET version = version + 1");
+      await client.end();
+      await expect(openPostgresStore(database.url)).rejects.toThrow(/newer version/);
+    } finally {
+      await database.drop();
+    }
+  });
+
+  it("close() returns once every connection of the store is closed", async () => {
+    const database = await createTestDatabase();
+    const name = `agent-api-close-${process.pid}`;
+    try {
+      const store = await openPostgresStore(database.url, { applicationName: name });
+      // Several at once, so the pool holds more than one connection.
+      await Promise.all(Array.from({ length: 5 }, (_, i) => store.getConversation(`c${i}`)));
+      const client = new pg.Client({ connectionString: database.url });
+      await client.connect();
+      const count = async () =>
+        (
+          await client.query<{ n: number }>(
+            "SELECT count(*)::integer AS n FROM pg_stat_activity WHERE application_name = $1",
+            [name],
+          )
+        ).rows[0].n;
+      try {
+        expect(await count()).toBeGreaterThan(1);
+        await store.close();
+        // The server notices a closed socket at once, but its activity view may lag a moment.
+        const until = Date.now() + 5_000;
+        while ((await count()) > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+        expect(await count()).toBe(0);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await database.drop();
+    }
+  });
+});
