@@ -24,6 +24,11 @@ export interface ServerOptions {
    * undefined for SQLite in `dataDir`.
    */
   store?: string;
+  /**
+   * With a shared store: the lease of a conversation's turn lock, so how long a conversation stays locked
+   * after its instance died (default 10 s; the holder renews it every third of it).
+   */
+  turnLeaseMs?: number;
   port?: number;
   host?: string;
   /** A config file (YAML or JSON); without it the demo is served. */
@@ -159,6 +164,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         compactionBudgetTokens: options.compactionBudgetTokens ?? DEFAULTS.compactionBudgetTokens,
         keepAliveMs: options.keepAliveMs ?? DEFAULTS.keepAliveMs,
         turnTimeoutMs: options.turnTimeoutMs ?? DEFAULTS.turnTimeoutMs,
+        turnLeaseMs: options.turnLeaseMs,
       },
     },
     keys.lookupFlowKey,

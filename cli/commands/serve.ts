@@ -35,6 +35,11 @@ function buildProgram(): Command {
         "--store <url>",
         "where conversations are kept: a postgres:// URL (default: $DATABASE_URL, else SQLite in --data)",
       )
+      .option(
+        "--turn-lease-ms <n>",
+        "with a postgres:// store: lease of a conversation's turn lock, how soon a dead instance's conversations are free (default 10000)",
+        integer("serve", "--turn-lease-ms"),
+      )
       .option("--config <file>", "config file (YAML or JSON); without it the demo workspace is served")
       .option("--demo", "serve the demo workspace (the default without --config)")
       .option(
@@ -132,6 +137,7 @@ export async function main(args: string[]): Promise<number> {
     server = await startServer({
       dataDir: String(opts.data),
       store: (opts.store as string | undefined) ?? (process.env.DATABASE_URL || undefined),
+      turnLeaseMs: opts.turnLeaseMs as number | undefined,
       port: opts.port as number | undefined,
       host: opts.host as string | undefined,
       configFile: opts.config as string | undefined,

@@ -12,6 +12,7 @@ import {
 } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
+import type { ConversationLocks } from "./leased-locks.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
 import type { SessionTextEntry } from "./session-history.ts";
@@ -44,7 +45,7 @@ export class ConversationService {
   readonly #deps: ServiceDeps;
   readonly #sessions: SessionRecorder;
   /** The per-conversation locks turns take: a fork waits for a running turn on its parent. */
-  readonly #locks: KeyedMutex;
+  readonly #locks: ConversationLocks;
   /**
    * Fork and delete of one conversation, one at a time: a fork never copies a parent that a concurrent
    * delete is removing underneath it (that was a 500, and a child left behind). Delete does not wait for a
@@ -58,7 +59,7 @@ export class ConversationService {
   constructor(
     deps: ServiceDeps,
     sessions: SessionRecorder,
-    locks: KeyedMutex = new KeyedMutex(),
+    locks: ConversationLocks = new KeyedMutex(),
     interruptTurn: (conversationId: string, reason: string) => void = () => undefined,
   ) {
     this.#deps = deps;

@@ -2,6 +2,7 @@
 import { findAgent, listModels } from "./agents.ts";
 import { ConversationService } from "./conversations.ts";
 import { FlowService } from "./flows.ts";
+import { LeasedLocks } from "./leased-locks.ts";
 import { KeyedMutex } from "./locks.ts";
 import { SessionRecorder } from "./sessions.ts";
 import { TurnService } from "./turns.ts";
@@ -17,6 +18,9 @@ export interface Service {
   close(): Promise<void>;
 }
 
+/** How long a dead instance's conversations stay locked (a live holder renews its lease every third of it). */
+export const DEFAULT_TURN_LEASE_MS = 10_000;
+
 export interface ServiceLive {
   runningTurns: number;
   turnTimers: number;
@@ -29,7 +33,10 @@ export async function createService(
   isFlowKey: (flowId: string, key: string) => boolean,
 ): Promise<Service> {
   const sessions = new SessionRecorder(deps.store, deps.options.sessionDelayMs);
-  const locks = new KeyedMutex();
+  // Instances sharing the store share the lock through it; one process keeps it in memory.
+  const locks = deps.store.turnLeases
+    ? new LeasedLocks(deps.store.turnLeases, { leaseMs: deps.options.turnLeaseMs ?? DEFAULT_TURN_LEASE_MS })
+    : new KeyedMutex();
   const turns = new TurnService(deps, sessions, locks);
   await turns.recoverInterruptedTurns();
   return {

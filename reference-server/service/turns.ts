@@ -13,7 +13,7 @@ import { checkModel, findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
 import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
-import type { KeyedMutex } from "./locks.ts";
+import type { ConversationLocks, Release } from "./leased-locks.ts";
 import { checkConversationId, newestUserText, systemText, titleFrom } from "./prompt.ts";
 import { loadHistory, type StoredSession } from "./session-history.ts";
 import type { SessionRecorder } from "./sessions.ts";
@@ -56,7 +56,7 @@ interface TurnPlan {
   model: string;
   system: string | undefined;
   metadata: NonNullable<SendMessageRequest["metadata"]>;
-  release: () => void;
+  release: Release;
   caller: Caller;
 }
 
@@ -75,13 +75,13 @@ const WORKSPACE_ROLES_THAT_RUN_TURNS = new Set(["Admin", "Builder", "Operator"])
 export class TurnService {
   readonly #deps: ServiceDeps;
   readonly #sessions: SessionRecorder;
-  readonly #locks: KeyedMutex;
+  readonly #locks: ConversationLocks;
   /** The turn running on each conversation (turns of one conversation are serialised), to end it early. */
   readonly #running = new Map<string, AbortController>();
   /** Turn time-out timers set and not yet cleared or fired (checked by tests: 0 once turns are over). */
   readonly #liveTimers = { count: 0 };
 
-  constructor(deps: ServiceDeps, sessions: SessionRecorder, locks: KeyedMutex) {
+  constructor(deps: ServiceDeps, sessions: SessionRecorder, locks: ConversationLocks) {
     this.#deps = deps;
     this.#sessions = sessions;
     this.#locks = locks;
@@ -109,33 +109,50 @@ export class TurnService {
   /**
    * Turns a previous process acknowledged and did not live to finish, recorded like a turn whose client
    * disconnected: the user's message kept, an error event, the session untouched. Run once at start-up,
-   * before any turn can begin (one process per data directory).
+   * before any turn can begin here. Where instances share the store, a turn whose lock another instance
+   * holds is running there and is left alone (the next turn on it records it, see prepare).
    */
   async recoverInterruptedTurns(): Promise<number> {
-    const store = this.#deps.store;
     let recovered = 0;
-    for (const pending of await store.listPendingTurns()) {
-      const current = await store.getConversation(pending.conversationId);
-      if (!current) continue;
-      await store.commitTurn({
-        conversationId: current.id,
-        turnIndex: current.turnCount,
-        messages: [
-          {
-            role: "user",
-            text: pending.text,
-            authorMemberId: pending.authorMemberId,
-            authorName: pending.authorName,
-            isCompactSummary: false,
-          },
-        ],
-        events: [{ type: "error", message: SERVER_STOPPED }],
-        compaction: null,
-        at: this.#now(),
-      });
-      recovered++;
+    for (const pending of await this.#deps.store.listPendingTurns()) {
+      const release = this.#locks.tryAcquire
+        ? await this.#locks.tryAcquire(pending.conversationId)
+        : undefined;
+      if (this.#locks.tryAcquire && release === undefined) continue;
+      try {
+        if (await this.#recordInterrupted(pending.conversationId, release?.fence)) recovered++;
+      } finally {
+        release?.();
+      }
     }
     return recovered;
+  }
+
+  /** Records the conversation's pending turn, if any, as interrupted (the caller holds its lock). */
+  async #recordInterrupted(conversationId: string, fence: number | undefined): Promise<boolean> {
+    const store = this.#deps.store;
+    const pending = await store.getPendingTurn(conversationId);
+    if (!pending) return false;
+    const current = await store.getConversation(pending.conversationId);
+    if (!current) return false;
+    await store.commitTurn({
+      conversationId: current.id,
+      turnIndex: current.turnCount,
+      messages: [
+        {
+          role: "user",
+          text: pending.text,
+          authorMemberId: pending.authorMemberId,
+          authorName: pending.authorName,
+          isCompactSummary: false,
+        },
+      ],
+      events: [{ type: "error", message: SERVER_STOPPED }],
+      compaction: null,
+      at: this.#now(),
+      fence,
+    });
+    return true;
   }
 
   async prepare(input: SendInput): Promise<PreparedTurn> {
@@ -154,6 +171,8 @@ export class TurnService {
 
     const release = await this.#locks.acquire(conversationId);
     try {
+      // A turn acknowledged by an instance that died during it: recorded before this one begins.
+      if (this.#locks.tryAcquire) await this.#recordInterrupted(conversationId, release.fence);
       const turnAutomation = findAutomation(agent, metadata.automation);
       const record = await this.#resolveConversation(caller, agent, conversationId, {
         // A new conversation's title comes from the prompt its first turn runs with.
@@ -412,6 +431,7 @@ export class TurnService {
       compaction: compaction?.kind === "compaction" ? { summary: compaction.summary } : null,
       at,
       session,
+      fence: plan.release.fence,
     });
     if (toRecord) await this.#sessions.recordLater(toRecord);
   }

@@ -25,6 +25,8 @@ export interface ServiceOptions {
   keepAliveMs: number;
   /** Wall-clock bound of one turn; past it the turn ends with an `error` event. */
   turnTimeoutMs: number;
+  /** The turn lock's lease where instances share the store (default DEFAULT_TURN_LEASE_MS). */
+  turnLeaseMs?: number;
 }
 
 export interface ServiceDeps {

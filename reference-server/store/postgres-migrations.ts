@@ -123,6 +123,17 @@ const migrations: ReadonlyArray<string> = [
     started_at       text NOT NULL
   );
   `,
+  // 2: the conversation's turn lock, shared by the instances: a lease with a fencing token (TurnLeases in
+  // types.ts). No foreign key: a new conversation's first turn takes the lock before its row exists.
+  `
+  CREATE SEQUENCE turn_lease_tokens;
+  CREATE TABLE turn_leases (
+    conversation_id text COLLATE "C" PRIMARY KEY,
+    token           bigint NOT NULL,
+    holder          text NOT NULL,
+    expires_at      timestamptz NOT NULL
+  );
+  `,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = migrations.length;

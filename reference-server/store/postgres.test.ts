@@ -12,6 +12,7 @@ import { openPostgresStore } from "./postgres.ts";
 import { POSTGRES_SCHEMA_VERSION } from "./postgres-migrations.ts";
 import {
   combinations,
+  conversationRecord,
   createTestDatabase,
   expected,
   filterOf,
@@ -21,6 +22,7 @@ import {
   type OpenedStore,
   POSTGRES_ENGINE,
   postgresSkipReason,
+  textTurn,
 } from "./testing.ts";
 import type { ConversationRecord, ListFilter } from "./types.ts";
 
@@ -197,3 +199,62 @@ describe.skipIf(skip !== undefined)("PostgreSQL migrations and connections", () 
     }
   });
 });
+
+describe.skipIf(skip !== undefined)(
+  "PostgreSQL turn leases (two stores on one database: two instances)",
+  () => {
+    const lease = { ms: 300 };
+
+    it("one holder at a time; a lease not renewed frees itself, and the next holder gets a larger token", async () => {
+      const database = await createTestDatabase();
+      const [a, b] = await Promise.all([openPostgresStore(database.url), openPostgresStore(database.url)]);
+      try {
+        const first = await a.turnLeases?.tryAcquire("c1", "a", lease.ms);
+        expect(first).toBeTypeOf("number");
+        expect(await b.turnLeases?.tryAcquire("c1", "b", lease.ms)).toBeUndefined();
+        // Another conversation is not held.
+        expect(await b.turnLeases?.tryAcquire("c2", "b", lease.ms)).toBeTypeOf("number");
+        // A renewal keeps it past its first term.
+        await new Promise((resolve) => setTimeout(resolve, lease.ms / 2));
+        expect(await a.turnLeases?.renew("c1", first as number, lease.ms)).toBe(true);
+        await new Promise((resolve) => setTimeout(resolve, lease.ms / 2 + 50));
+        expect(await b.turnLeases?.tryAcquire("c1", "b", lease.ms)).toBeUndefined();
+        // Its holder stops renewing (it died): free once the lease ran out.
+        await new Promise((resolve) => setTimeout(resolve, lease.ms + 50));
+        const second = await b.turnLeases?.tryAcquire("c1", "b", lease.ms);
+        expect(second).toBeGreaterThan(first as number);
+        // The first holder learns it lost the lease, and its release does not free the new holder's.
+        expect(await a.turnLeases?.renew("c1", first as number, lease.ms)).toBe(false);
+        await a.turnLeases?.release("c1", first as number);
+        expect(await a.turnLeases?.tryAcquire("c1", "a", 60_000)).toBeUndefined();
+        await b.turnLeases?.release("c1", second as number);
+        expect(await a.turnLeases?.tryAcquire("c1", "a", 60_000)).toBeGreaterThan(second as number);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+        await database.drop();
+      }
+    });
+
+    it("a commit fenced by a lost lease is refused and writes nothing; the holder's commit goes through", async () => {
+      const database = await createTestDatabase();
+      const [a, b] = await Promise.all([openPostgresStore(database.url), openPostgresStore(database.url)]);
+      try {
+        await a.insertConversation(conversationRecord());
+        const stale = (await a.turnLeases?.tryAcquire("c1", "a", 50)) as number;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const current = (await b.turnLeases?.tryAcquire("c1", "b", 60_000)) as number;
+        // The paused holder wakes up and tries to write its turn.
+        await expect(a.commitTurn({ ...textTurn("c1", 0), fence: stale })).rejects.toThrow(
+          /lost its conversation's lock/,
+        );
+        expect(await b.listMessages("c1")).toEqual([]);
+        expect((await b.getConversation("c1"))?.turnCount).toBe(0);
+        await b.commitTurn({ ...textTurn("c1", 0), fence: current });
+        expect(await a.listMessages("c1")).toHaveLength(2);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+        await database.drop();
+      }
+    });
+  },
+);

@@ -317,6 +317,15 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       // Serialised before the transaction starts: a value that cannot be stored fails with nothing written.
       const events = write.events.map((event) => JSON.stringify(event));
       await transaction(async (db) => {
+        if (write.fence !== undefined) {
+          const lease = await one<{ token: string }>(
+            db,
+            "SELECT token FROM turn_leases WHERE conversation_id = $1 FOR UPDATE",
+            [write.conversationId],
+          );
+          if (lease === undefined || Number(lease.token) !== write.fence)
+            throw new Error("the turn lost its conversation's lock (its lease expired and another took it)");
+        }
         const bumped = await db.query(
           "UPDATE conversations SET updated_at = $1, turn_count = $2 WHERE id = $3",
           [write.at, write.turnIndex + 1, write.conversationId],
@@ -405,6 +414,23 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
           startedAt: row.started_at,
         }),
       );
+    },
+
+    async getPendingTurn(conversationId) {
+      const row = await one<Record<string, unknown>>(
+        pool,
+        "SELECT conversation_id, turn_index, text, author_member_id, author_name, started_at FROM pending_turns WHERE conversation_id = $1",
+        [conversationId],
+      );
+      if (!row) return undefined;
+      return {
+        conversationId: row.conversation_id as string,
+        turnIndex: row.turn_index as number,
+        text: fromBytes(row.text),
+        authorMemberId: row.author_member_id as string | null,
+        authorName: row.author_name as string | null,
+        startedAt: row.started_at as string,
+      } satisfies PendingTurn;
     },
 
     async copyTurns(parentId, childId, uptoTurn) {
@@ -537,6 +563,37 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
         if (pointed.rowCount === 0) return;
         await insertSession(db, record);
       });
+    },
+
+    turnLeases: {
+      async tryAcquire(conversationId, holder, leaseMs) {
+        // The database's clock decides expiry, so the instances' clocks need not agree.
+        const row = await one<{ token: string }>(
+          pool,
+          `INSERT INTO turn_leases (conversation_id, token, holder, expires_at)
+           VALUES ($1, nextval('turn_lease_tokens'), $2, clock_timestamp() + $3 * interval '1 millisecond')
+           ON CONFLICT (conversation_id) DO UPDATE
+             SET token = EXCLUDED.token, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+             WHERE turn_leases.expires_at < clock_timestamp()
+           RETURNING token`,
+          [conversationId, holder, Math.max(1, Math.trunc(leaseMs))],
+        );
+        return row === undefined ? undefined : Number(row.token);
+      },
+      async renew(conversationId, token, leaseMs) {
+        const renewed = await pool.query(
+          `UPDATE turn_leases SET expires_at = clock_timestamp() + $3 * interval '1 millisecond'
+           WHERE conversation_id = $1 AND token = $2`,
+          [conversationId, token, Math.max(1, Math.trunc(leaseMs))],
+        );
+        return (renewed.rowCount ?? 0) > 0;
+      },
+      async release(conversationId, token) {
+        await pool.query("DELETE FROM turn_leases WHERE conversation_id = $1 AND token = $2", [
+          conversationId,
+          token,
+        ]);
+      },
     },
 
     async close() {

@@ -436,6 +436,21 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       );
     },
 
+    async getPendingTurn(conversationId) {
+      const row = statement(
+        "SELECT conversation_id, turn_index, text, author_member_id, author_name, started_at FROM pending_turns WHERE conversation_id = ?",
+      ).get(conversationId) as Record<string, SQLInputValue> | undefined;
+      if (!row) return undefined;
+      return {
+        conversationId: row.conversation_id as string,
+        turnIndex: row.turn_index as number,
+        text: row.text as string,
+        authorMemberId: row.author_member_id as string | null,
+        authorName: row.author_name as string | null,
+        startedAt: row.started_at as string,
+      } satisfies PendingTurn;
+    },
+
     async copyTurns(parentId, childId, uptoTurn) {
       transaction(() => {
         // Offsets keep seq unique should the child already hold messages (it normally holds none).

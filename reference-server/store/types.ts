@@ -139,6 +139,11 @@ export interface TurnWrite {
    * turn with no output).
    */
   session?: { append: SessionAppend } | { clearPointer: true };
+  /**
+   * The fencing token of the turn lease the writer holds (TurnLeases): the write is refused unless that lease
+   * is still the conversation's, so a holder that paused past its lease cannot write after another took it.
+   */
+  fence?: number;
 }
 
 /**
@@ -163,6 +168,20 @@ export interface PendingTurn {
   startedAt: string;
 }
 
+/**
+ * The conversation's turn lock held in the store, for instances that share it: a lease of `leaseMs` that its
+ * holder renews while the turn runs and that frees itself when the holder dies. Each acquisition gets a new,
+ * larger fencing token. Times are the database's clock, so the instances' clocks need not agree.
+ */
+export interface TurnLeases {
+  /** Takes the lease if it is free or expired: its fencing token, else undefined (held by a live holder). */
+  tryAcquire(conversationId: string, holder: string, leaseMs: number): Promise<number | undefined>;
+  /** Extends the lease held under `token`; false when it was lost (expired and taken by another). */
+  renew(conversationId: string, token: number, leaseMs: number): Promise<boolean>;
+  /** Frees the lease held under `token` (nothing when it was lost). */
+  release(conversationId: string, token: number): Promise<void>;
+}
+
 export interface Store {
   getConversation(id: string): Promise<ConversationRecord | undefined>;
   /** Throws ConversationExistsError when the id is taken. */
@@ -183,6 +202,8 @@ export interface Store {
   beginTurn(pending: PendingTurn): Promise<void>;
   /** Turns begun and never committed (the process stopped during them). */
   listPendingTurns(): Promise<PendingTurn[]>;
+  /** The conversation's turn begun and never committed, if any. */
+  getPendingTurn(conversationId: string): Promise<PendingTurn | undefined>;
   /** Copies messages (and events) of turns < uptoTurn from parent to child (fork), in one transaction. */
   copyTurns(parentId: string, childId: string, uptoTurn: number): Promise<void>;
   getLastCompaction(conversationId: string): Promise<CompactionRecord | undefined>;
@@ -203,6 +224,8 @@ export interface Store {
    */
   recordSession(record: SessionRecord): Promise<void>;
   close(): Promise<void>;
+  /** Present where several instances share the store (PostgreSQL); SQLite serves one process. */
+  turnLeases?: TurnLeases;
 }
 
 export class ConversationExistsError extends Error {
