@@ -16,7 +16,7 @@ import type { ConversationLocks } from "./leased-locks.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
 import type { SessionTextEntry } from "./session-history.ts";
-import type { SessionRecorder } from "./sessions.ts";
+import type { SessionRecordings } from "./sessions.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";
 
@@ -43,7 +43,7 @@ export function newSessionId(): string {
 
 export class ConversationService {
   readonly #deps: ServiceDeps;
-  readonly #sessions: SessionRecorder;
+  readonly #sessions: SessionRecordings;
   /** The per-conversation locks turns take: a fork waits for a running turn on its parent. */
   readonly #locks: ConversationLocks;
   /**
@@ -58,7 +58,7 @@ export class ConversationService {
 
   constructor(
     deps: ServiceDeps,
-    sessions: SessionRecorder,
+    sessions: SessionRecordings,
     locks: ConversationLocks = new KeyedMutex(),
     interruptTurn: (conversationId: string, reason: string) => void = () => undefined,
   ) {
@@ -160,7 +160,7 @@ export class ConversationService {
     const release = await this.#copyOrRemove.acquire(id);
     try {
       await this.#owned(caller, agent, id, "delete it");
-      this.#sessions.cancel(id);
+      await this.#sessions.cancel(id);
       await this.#deps.sandbox.remove(id);
       await this.#deps.store.deleteConversation(id);
     } finally {
@@ -271,7 +271,7 @@ export class ConversationService {
     session: Omit<SessionRecord, "context" | "turnIndex">,
   ): Promise<void> {
     const store = this.#deps.store;
-    const pending = this.#sessions.pendingSession(parentId);
+    const pending = await this.#sessions.pendingSession(parentId);
     if (pending?.turnIndex !== undefined && pending.turnIndex < atTurn) {
       await store.createSession({ ...session, context: pending.context, turnIndex: pending.turnIndex });
       return;

@@ -5,6 +5,7 @@ import { FlowService } from "./flows.ts";
 import { LeasedLocks } from "./leased-locks.ts";
 import { KeyedMutex } from "./locks.ts";
 import { SessionRecorder } from "./sessions.ts";
+import { SharedSessionRecorder } from "./shared-session-recorder.ts";
 import { TurnService } from "./turns.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 
@@ -32,7 +33,10 @@ export async function createService(
   deps: ServiceDeps,
   isFlowKey: (flowId: string, key: string) => boolean,
 ): Promise<Service> {
-  const sessions = new SessionRecorder(deps.store, deps.options.sessionDelayMs);
+  // Instances sharing the store record each other's pending sessions; one process keeps them in memory.
+  const sessions = deps.store.scheduledRecordings
+    ? new SharedSessionRecorder(deps.store.scheduledRecordings, deps.options.sessionDelayMs)
+    : new SessionRecorder(deps.store, deps.options.sessionDelayMs);
   // Instances sharing the store share the lock through it; one process keeps it in memory.
   const locks = deps.store.turnLeases
     ? new LeasedLocks(deps.store.turnLeases, { leaseMs: deps.options.turnLeaseMs ?? DEFAULT_TURN_LEASE_MS })

@@ -9,7 +9,19 @@
  */
 import type { SessionRecord, Store } from "../store/types.ts";
 
-export class SessionRecorder {
+/** What the services need of the recordings: SessionRecorder in one process, SharedSessionRecorder across several. */
+export interface SessionRecordings {
+  recordLater(session: SessionRecord): Promise<void>;
+  /** The session a conversation's newest turn wrote and that is waiting for its delay (a fork reads it). */
+  pendingSession(conversationId: string): Promise<SessionRecord | undefined>;
+  /** Recordings this process waits on. */
+  readonly pending: number;
+  /** Forgets a pending recording (a newer turn started, the conversation was deleted). */
+  cancel(conversationId: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class SessionRecorder implements SessionRecordings {
   readonly #store: Store;
   readonly #delayMs: number;
   readonly #pending = new Map<string, { timer: NodeJS.Timeout; session: SessionRecord }>();
@@ -31,7 +43,7 @@ export class SessionRecorder {
    */
   recordLater(session: SessionRecord): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    this.cancel(session.conversationId);
+    this.#forget(session.conversationId);
     const apply = () => {
       this.#pending.delete(session.conversationId);
       // A recording that fails is a recording lost, which the API allows (the next turn starts without
@@ -49,7 +61,7 @@ export class SessionRecorder {
   }
 
   /** The session a conversation's newest turn wrote and that is waiting for its delay (a fork reads it). */
-  pendingSession(conversationId: string): SessionRecord | undefined {
+  async pendingSession(conversationId: string): Promise<SessionRecord | undefined> {
     return this.#pending.get(conversationId)?.session;
   }
 
@@ -59,7 +71,11 @@ export class SessionRecorder {
   }
 
   /** Forgets a pending recording (a newer turn started, the conversation was deleted). */
-  cancel(conversationId: string): void {
+  async cancel(conversationId: string): Promise<void> {
+    this.#forget(conversationId);
+  }
+
+  #forget(conversationId: string): void {
     const pending = this.#pending.get(conversationId);
     if (pending) clearTimeout(pending.timer);
     this.#pending.delete(conversationId);

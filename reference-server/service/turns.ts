@@ -16,7 +16,7 @@ import { LazySandbox } from "./lazy-sandbox.ts";
 import type { ConversationLocks, Release } from "./leased-locks.ts";
 import { checkConversationId, newestUserText, systemText, titleFrom } from "./prompt.ts";
 import { loadHistory, type StoredSession } from "./session-history.ts";
-import type { SessionRecorder } from "./sessions.ts";
+import type { SessionRecordings } from "./sessions.ts";
 import {
   blockEvents,
   errorEvent,
@@ -74,14 +74,14 @@ const WORKSPACE_ROLES_THAT_RUN_TURNS = new Set(["Admin", "Builder", "Operator"])
 
 export class TurnService {
   readonly #deps: ServiceDeps;
-  readonly #sessions: SessionRecorder;
+  readonly #sessions: SessionRecordings;
   readonly #locks: ConversationLocks;
   /** The turn running on each conversation (turns of one conversation are serialised), to end it early. */
   readonly #running = new Map<string, AbortController>();
   /** Turn time-out timers set and not yet cleared or fired (checked by tests: 0 once turns are over). */
   readonly #liveTimers = { count: 0 };
 
-  constructor(deps: ServiceDeps, sessions: SessionRecorder, locks: ConversationLocks) {
+  constructor(deps: ServiceDeps, sessions: SessionRecordings, locks: ConversationLocks) {
     this.#deps = deps;
     this.#sessions = sessions;
     this.#locks = locks;
@@ -258,7 +258,7 @@ export class TurnService {
     const cut = new TurnSignal(clientSignal, interrupt.signal, options.turnTimeoutMs, this.#liveTimers);
     const { signal } = cut;
     // A newer turn supersedes a recording still pending from an earlier one.
-    this.#sessions.cancel(record.id);
+    await this.#sessions.cancel(record.id);
     const resumedSessionId = record.agentSessionId;
     const session = resumedSessionId ? await store.getSession(resumedSessionId) : undefined;
     const history = loadHistory(session?.context);

@@ -134,6 +134,16 @@ const migrations: ReadonlyArray<string> = [
     expires_at      timestamptz NOT NULL
   );
   `,
+  // 3: pending agent_session_id recordings with their due time (ScheduledRecordings in types.ts). `session` is
+  // the SessionRecord as JSON text.
+  `
+  CREATE TABLE pending_recordings (
+    conversation_id text COLLATE "C" PRIMARY KEY,
+    session         text NOT NULL,
+    due_at          timestamptz NOT NULL
+  );
+  CREATE INDEX pending_recordings_by_due ON pending_recordings (due_at);
+  `,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = migrations.length;

@@ -182,6 +182,22 @@ export interface TurnLeases {
   release(conversationId: string, token: number): Promise<void>;
 }
 
+/**
+ * Pending `agent_session_id` recordings kept in the store, for instances that share it: each has a due time
+ * on the database's clock, and whichever instance is alive records it once due (recordDue), so a recording
+ * outlives the instance that ran the turn.
+ */
+export interface ScheduledRecordings {
+  /** Schedules `session` to be recorded `delayMs` from now, replacing the conversation's earlier one. */
+  schedule(session: SessionRecord, delayMs: number): Promise<void>;
+  /** Forgets the conversation's pending recording (a newer turn started, the conversation was deleted). */
+  cancel(conversationId: string): Promise<void>;
+  /** The conversation's pending recording, if any. */
+  get(conversationId: string): Promise<SessionRecord | undefined>;
+  /** Records (recordSession) every recording that is due, each exactly once across instances; how many. */
+  recordDue(): Promise<number>;
+}
+
 export interface Store {
   getConversation(id: string): Promise<ConversationRecord | undefined>;
   /** Throws ConversationExistsError when the id is taken. */
@@ -226,6 +242,8 @@ export interface Store {
   close(): Promise<void>;
   /** Present where several instances share the store (PostgreSQL); SQLite serves one process. */
   turnLeases?: TurnLeases;
+  /** Present where several instances share the store (PostgreSQL); SQLite's recordings wait in memory. */
+  scheduledRecordings?: ScheduledRecordings;
 }
 
 export class ConversationExistsError extends Error {

@@ -9,7 +9,8 @@
  * 2. The turn lock is the store's: a turn on one instance waits for the turn running on another.
  * 3. SIGKILL one instance mid-turn: its client sees the stream cut; the lock frees within the lease; the next
  *    turn, on another instance, starts, and the transcript keeps the killed turn's acknowledged user message.
- * Each of 2 and 3 fails with a lock in process memory.
+ * 4. A pending agent_session_id recording of an instance killed right after its turn is recorded by another.
+ * Each of 2 and 3 fails with a lock in process memory, 4 with recordings in process memory.
  */
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,6 +21,7 @@ import { startPostgresCluster } from "../../scripts/postgres-cluster.ts";
 import { check, parseEnvFile, type ServeProcess, serve, stop } from "./processes.ts";
 
 const LEASE_MS = 2_000;
+const SESSION_DELAY_MS = 500;
 const KEY = "demo-admin-key";
 const AGENT = "demo-agent";
 
@@ -128,7 +130,7 @@ async function main(): Promise<number> {
             "--turn-lease-ms",
             String(LEASE_MS),
             "--session-delay-ms",
-            "500",
+            String(SESSION_DELAY_MS),
             "--log-level",
             "warn",
           ]),
@@ -224,6 +226,51 @@ async function main(): Promise<number> {
       headers: { "x-api-key": KEY },
     });
     expect(listed.status === 200, "the remaining instance keeps serving through nginx");
+
+    // 4. A pending agent_session_id recording outlives the instance that ran the turn: a third instance joins,
+    // runs a turn, and is killed as the stream ends; instance 1 records the session once it is due.
+    const late = await serve([
+      "--demo",
+      "--store",
+      store,
+      "--port",
+      "0",
+      "--data",
+      join(dir, "instance-2"),
+      "--write-env-file",
+      join(dir, "instance-2.env"),
+      "--turn-lease-ms",
+      String(LEASE_MS),
+      "--session-delay-ms",
+      String(SESSION_DELAY_MS),
+      "--log-level",
+      "warn",
+    ]);
+    instances.push(late);
+    const lateUrl = parseEnvFile(join(dir, "instance-2.env")).AGENT_API_BASE_URL;
+    const orphan = `orphan-${Date.now()}`;
+    const written = await sendTurn(lateUrl, orphan, "Remember this code word: n-orphan-7");
+    late.child.kill("SIGKILL");
+    expect(written.completed, "a turn on a third instance completes, which is then killed");
+    let sessionId: string | null = null;
+    const killed = performance.now();
+    while (sessionId === null && performance.now() - killed < SESSION_DELAY_MS + 5_000) {
+      const got = await fetch(`${direct[1]}/api/agents/${AGENT}/conversations/${orphan}`, {
+        headers: { "x-api-key": KEY },
+      });
+      sessionId = ((await got.json()) as { conversation: { agent_session_id: string | null } }).conversation
+        .agent_session_id;
+      if (sessionId === null) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(
+      sessionId !== null,
+      `another instance recorded the dead instance's session (${Math.round(performance.now() - killed)} ms after the kill)`,
+    );
+    const recalled = await sendTurn(direct[1], orphan, "What code word did I ask you to remember?");
+    expect(
+      recalled.text.includes("n-orphan-7"),
+      "the next turn, on another instance, resumes with that session",
+    );
   } finally {
     await nginx?.close();
     await Promise.all(instances.map((instance) => stop(instance.child)));
