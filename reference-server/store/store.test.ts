@@ -4,10 +4,38 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { conversationRecord, type OpenedStore, STORE_ENGINES, textTurn } from "./testing.ts";
-import { ConversationExistsError, type Store } from "./types.ts";
+import { ConversationExistsError, type SessionHistory, type Store, type TurnWrite } from "./types.ts";
 
 const conversation = conversationRecord;
 const turn = textTurn;
+
+const historyConversation = (id: string) => conversationRecord({ id, title: "Long" });
+const user = (text: string) => ({ role: "user", content: [{ type: "text", text }] });
+const assistant = (text: string) => ({ role: "assistant", content: [{ type: "text", text }] });
+
+function historyTurn(id: string, turnIndex: number, session: TurnWrite["session"]): TurnWrite {
+  return {
+    conversationId: id,
+    turnIndex,
+    messages: [
+      {
+        role: "user",
+        text: `q${turnIndex}`,
+        authorMemberId: "alice",
+        authorName: "Alice",
+        isCompactSummary: false,
+      },
+    ],
+    events: [],
+    compaction: null,
+    at: new Date(Date.UTC(2026, 0, 1, 0, 0, turnIndex)).toISOString(),
+    session,
+  };
+}
+
+async function history(store: Store, id: string): Promise<SessionHistory> {
+  return (await store.getSession(id))?.context as SessionHistory;
+}
 
 const listAll = { workspaceId: "demo", agent: "demo-agent", viewerMemberId: "alice", limit: 200 };
 
@@ -410,6 +438,86 @@ describe.each(STORE_ENGINES)("$name store", (engine) => {
       await store.commitTurn(turn("p1", 0));
       await store.deleteConversation("p2");
       expect(await store.listPendingTurns()).toEqual([]);
+    });
+  });
+
+  describe("session histories", () => {
+    it("a session history: a prompt joined to a trailing message, a compaction, and a fork reading it as it stood after any turn", async () => {
+      await store.insertConversation(historyConversation("c1"));
+      await store.commitTurn(historyTurn("c1", 0, undefined));
+      const start = [user("q0"), assistant("a0"), user("tool results")];
+      await store.recordSession({
+        id: "s1",
+        conversationId: "c1",
+        context: { messages: start, tokens: 5 },
+        createdAt: "t",
+        updatedAt: "t",
+        turnIndex: 0,
+      });
+      const joined = [
+        user("q0"),
+        assistant("a0"),
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "tool results" },
+            { type: "text", text: "q1" },
+          ],
+        },
+        assistant("a1"),
+      ];
+      await store.commitTurn(
+        historyTurn("c1", 1, { append: { id: "s1", history: { messages: joined, tokens: 6 }, kept: 2 } }),
+      );
+      expect(await history(store, "s1")).toEqual({ messages: joined, tokens: 6 });
+
+      const compacted = [user("summary\nq2"), assistant("a2")];
+      await store.commitTurn(
+        historyTurn("c1", 2, { append: { id: "s1", history: { messages: compacted, tokens: 2 }, kept: 0 } }),
+      );
+      expect(await history(store, "s1")).toEqual({ messages: compacted, tokens: 2 });
+      const next = [...compacted, user("q3"), assistant("a3")];
+      await store.commitTurn(
+        historyTurn("c1", 3, { append: { id: "s1", history: { messages: next, tokens: 4 }, kept: 2 } }),
+      );
+
+      // Each fork gets the history its turn resumed: replaced rows are still there to be read.
+      const asOf = [[], start, joined, compacted, next];
+      for (const [upto, expected] of asOf.entries()) {
+        const id = `fork-${upto}`;
+        const found = await store.forkSession({
+          parentConversationId: "c1",
+          uptoTurn: upto,
+          session: { id, conversationId: id, createdAt: "t", updatedAt: "t" },
+        });
+        expect(found).toBe(upto > 0);
+        if (upto > 0) expect((await history(store, id)).messages).toEqual(expected);
+        else expect(await store.hasSession(id)).toBe(false);
+      }
+      // The whole current history keeps the parent's measure; a prefix gets its share of it.
+      expect((await history(store, "fork-4")).tokens).toBe(4);
+      expect((await history(store, "fork-1")).tokens).toBeGreaterThan(0);
+      // A fork's session keeps the turns its rows were written by, so a fork of the fork reads the same way.
+      await store.insertConversation(historyConversation("fork-4"));
+      const childHistory = [...next, user("q4"), assistant("a4")];
+      await store.commitTurn(
+        historyTurn("fork-4", 4, {
+          append: { id: "fork-4", history: { messages: childHistory, tokens: 6 }, kept: 4 },
+        }),
+      );
+      for (const [upto, expected] of [
+        [5, childHistory],
+        [4, next],
+        [2, joined],
+      ] as const) {
+        const id = `grand-${upto}`;
+        await store.forkSession({
+          parentConversationId: "fork-4",
+          uptoTurn: upto,
+          session: { id, conversationId: id, createdAt: "t", updatedAt: "t" },
+        });
+        expect((await history(store, id)).messages).toEqual(expected);
+      }
     });
   });
 });
