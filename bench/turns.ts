@@ -11,6 +11,7 @@
  * durably stored. Turns use the scripted engine, one text block, no tools.
  *
  * Run: npm run bench:turns [-- --seconds 3 --levels 1,16,64 --profile DIR]
+ *   (with DATABASE_URL=postgres://… the reference server runs on that PostgreSQL database)
  *   --profile DIR  writes a V8 CPU profile of the reference server process into DIR (.cpuprofile)
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -43,6 +44,8 @@ async function serveReference(dataDir: string): Promise<void> {
     demo: true,
     sessionDelayMs: 300,
     logLevel: "silent",
+    // DATABASE_URL=postgres://… measures the PostgreSQL store instead of SQLite.
+    store: process.env.DATABASE_URL || undefined,
   });
   process.stdout.write(`READY ${server.url}\n`);
   const stop = async () => {

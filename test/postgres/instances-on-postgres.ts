@@ -10,6 +10,7 @@
  * 3. SIGKILL one instance mid-turn: its client sees the stream cut; the lock frees within the lease; the next
  *    turn, on another instance, starts, and the transcript keeps the killed turn's acknowledged user message.
  * 4. A pending agent_session_id recording of an instance killed right after its turn is recorded by another.
+ * 5. SIGTERM during a turn (a rolling restart's step): the turn finishes before the instance exits.
  * Each of 2 and 3 fails with a lock in process memory, 4 with recordings in process memory.
  */
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -271,6 +272,13 @@ async function main(): Promise<number> {
       recalled.text.includes("n-orphan-7"),
       "the next turn, on another instance, resumes with that session",
     );
+
+    // 5. A restart: SIGTERM during a turn lets it finish (grace period) before the instance exits.
+    const draining = instances[1].child;
+    const exited = new Promise<number | null>((resolve) => draining.once("exit", (code) => resolve(code)));
+    const drained = await sendTurn(direct[1], `drain-${Date.now()}`, slow, () => draining.kill("SIGTERM"));
+    expect(drained.completed, "a turn running when its instance is sent SIGTERM finishes (message_stop)");
+    expect((await exited) === 0, "the instance then exits cleanly");
   } finally {
     await nginx?.close();
     await Promise.all(instances.map((instance) => stop(instance.child)));
