@@ -27,6 +27,8 @@ import {
 import type { ConversationRecord, ListFilter } from "./types.ts";
 
 const skip = postgresSkipReason();
+/** A describe's title, with why it is skipped where there is no PostgreSQL. */
+const titled = (title: string) => (skip === undefined ? title : `${title} (skipped: ${skip})`);
 
 interface PlanNode {
   "Node Type": string;
@@ -51,7 +53,7 @@ function indexFor(filter: ListFilter): string {
   return ["conversations_list", ...columns].join("_");
 }
 
-describe.skipIf(skip !== undefined)("PostgreSQL store", () => {
+describe.skipIf(skip !== undefined)(titled("PostgreSQL store"), () => {
   let opened: OpenedStore;
   let admin: pg.Client;
   let records: ConversationRecord[];
@@ -131,7 +133,7 @@ describe.skipIf(skip !== undefined)("PostgreSQL store", () => {
   });
 });
 
-describe.skipIf(skip !== undefined)("PostgreSQL migrations and connections", () => {
+describe.skipIf(skip !== undefined)(titled("PostgreSQL migrations and connections"), () => {
   it("instances starting at once on an empty database migrate it once, and all of them open", async () => {
     const database = await createTestDatabase();
     try {
@@ -201,7 +203,7 @@ describe.skipIf(skip !== undefined)("PostgreSQL migrations and connections", () 
 });
 
 describe.skipIf(skip !== undefined)(
-  "PostgreSQL turn leases (two stores on one database: two instances)",
+  titled("PostgreSQL turn leases (two stores on one database: two instances)"),
   () => {
     const lease = { ms: 300 };
 
@@ -259,51 +261,54 @@ describe.skipIf(skip !== undefined)(
   },
 );
 
-describe.skipIf(skip !== undefined)("PostgreSQL scheduled recordings (two stores on one database)", () => {
-  it("a recording is recorded once it is due, by any instance, exactly once; a newer one replaces it; cancel forgets it", async () => {
-    const database = await createTestDatabase();
-    const [a, b] = await Promise.all([openPostgresStore(database.url), openPostgresStore(database.url)]);
-    try {
-      for (const id of ["c1", "c2"]) await a.insertConversation(conversationRecord({ id }));
-      const session = (id: string, conversationId: string) => ({
-        id,
-        conversationId,
-        context: { messages: [{ role: "user", content: "hi" }], tokens: 1 },
-        createdAt: "t",
-        updatedAt: "t",
-        turnIndex: 0,
-      });
-      await a.scheduledRecordings?.schedule(session("s-old", "c1"), 300);
-      await a.scheduledRecordings?.schedule(session("s1", "c1"), 300);
-      await a.scheduledRecordings?.schedule(session("s2", "c2"), 300);
-      await a.scheduledRecordings?.cancel("c2");
-      expect((await b.scheduledRecordings?.get("c1"))?.id).toBe("s1");
-      // Not due yet: nothing recorded.
-      expect(await b.scheduledRecordings?.recordDue()).toBe(0);
-      expect((await b.getConversation("c1"))?.agentSessionId).toBeNull();
-      await new Promise((resolve) => setTimeout(resolve, 350));
-      // Both instances try at once: one records it.
-      const counts = await Promise.all([
-        a.scheduledRecordings?.recordDue(),
-        b.scheduledRecordings?.recordDue(),
-      ]);
-      expect(counts.reduce((sum = 0, n = 0) => sum + n, 0)).toBe(1);
-      expect((await a.getConversation("c1"))?.agentSessionId).toBe("s1");
-      expect((await a.getSession("s1"))?.context).toEqual({
-        messages: [{ role: "user", content: "hi" }],
-        tokens: 1,
-      });
-      expect(await a.hasSession("s-old")).toBe(false);
-      expect((await a.getConversation("c2"))?.agentSessionId).toBeNull();
-      expect(await a.scheduledRecordings?.get("c1")).toBeUndefined();
-      // The conversation deleted while its recording waited: nothing lands.
-      await a.scheduledRecordings?.schedule(session("s3", "c2"), 0);
-      await a.deleteConversation("c2");
-      expect(await b.scheduledRecordings?.recordDue()).toBe(1);
-      expect(await a.hasSession("s3")).toBe(false);
-    } finally {
-      await Promise.all([a.close(), b.close()]);
-      await database.drop();
-    }
-  });
-});
+describe.skipIf(skip !== undefined)(
+  titled("PostgreSQL scheduled recordings (two stores on one database)"),
+  () => {
+    it("a recording is recorded once it is due, by any instance, exactly once; a newer one replaces it; cancel forgets it", async () => {
+      const database = await createTestDatabase();
+      const [a, b] = await Promise.all([openPostgresStore(database.url), openPostgresStore(database.url)]);
+      try {
+        for (const id of ["c1", "c2"]) await a.insertConversation(conversationRecord({ id }));
+        const session = (id: string, conversationId: string) => ({
+          id,
+          conversationId,
+          context: { messages: [{ role: "user", content: "hi" }], tokens: 1 },
+          createdAt: "t",
+          updatedAt: "t",
+          turnIndex: 0,
+        });
+        await a.scheduledRecordings?.schedule(session("s-old", "c1"), 300);
+        await a.scheduledRecordings?.schedule(session("s1", "c1"), 300);
+        await a.scheduledRecordings?.schedule(session("s2", "c2"), 300);
+        await a.scheduledRecordings?.cancel("c2");
+        expect((await b.scheduledRecordings?.get("c1"))?.id).toBe("s1");
+        // Not due yet: nothing recorded.
+        expect(await b.scheduledRecordings?.recordDue()).toBe(0);
+        expect((await b.getConversation("c1"))?.agentSessionId).toBeNull();
+        await new Promise((resolve) => setTimeout(resolve, 350));
+        // Both instances try at once: one records it.
+        const counts = await Promise.all([
+          a.scheduledRecordings?.recordDue(),
+          b.scheduledRecordings?.recordDue(),
+        ]);
+        expect(counts.reduce((sum = 0, n = 0) => sum + n, 0)).toBe(1);
+        expect((await a.getConversation("c1"))?.agentSessionId).toBe("s1");
+        expect((await a.getSession("s1"))?.context).toEqual({
+          messages: [{ role: "user", content: "hi" }],
+          tokens: 1,
+        });
+        expect(await a.hasSession("s-old")).toBe(false);
+        expect((await a.getConversation("c2"))?.agentSessionId).toBeNull();
+        expect(await a.scheduledRecordings?.get("c1")).toBeUndefined();
+        // The conversation deleted while its recording waited: nothing lands.
+        await a.scheduledRecordings?.schedule(session("s3", "c2"), 0);
+        await a.deleteConversation("c2");
+        expect(await b.scheduledRecordings?.recordDue()).toBe(1);
+        expect(await a.hasSession("s3")).toBe(false);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+        await database.drop();
+      }
+    });
+  },
+);
