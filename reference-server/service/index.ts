@@ -43,10 +43,17 @@ export async function createService(
     : new KeyedMutex();
   const turns = new TurnService(deps, sessions, locks);
   await turns.recoverInterruptedTurns();
+  // A delete on another instance ends the turn running here (and one here, there).
+  const interrupts = deps.store.turnInterrupts;
+  const unsubscribe = interrupts
+    ? await interrupts.subscribe((id, reason) => turns.interrupt(id, reason))
+    : undefined;
+  const interruptTurn = (id: string, reason: string) => {
+    turns.interrupt(id, reason);
+    void interrupts?.publish(id, reason).catch(() => undefined);
+  };
   return {
-    conversations: new ConversationService(deps, sessions, locks, (id, reason) =>
-      turns.interrupt(id, reason),
-    ),
+    conversations: new ConversationService(deps, sessions, locks, interruptTurn),
     turns,
     flows: new FlowService(deps, turns, isFlowKey),
     models: (caller, agent) => listModels(findAgent(deps.config, caller, agent)),
@@ -59,7 +66,10 @@ export async function createService(
         pendingRecordings: sessions.pending,
       };
     },
-    close: () => sessions.close(),
+    close: async () => {
+      await unsubscribe?.();
+      await sessions.close();
+    },
   };
 }
 

@@ -43,6 +43,9 @@ const BYTES_COLUMNS = new Set(["title"]);
 
 type Queryable = pg.Pool | pg.PoolClient;
 
+/** The LISTEN/NOTIFY channel of TurnInterrupts. */
+const INTERRUPT_CHANNEL = "agent_api_turn_interrupts";
+
 /** 23505 = unique_violation. */
 function isUniqueViolation(error: unknown): boolean {
   return (error as { code?: unknown }).code === "23505";
@@ -635,6 +638,40 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
           }
           return rows.length;
         });
+      },
+    },
+
+    turnInterrupts: {
+      async publish(conversationId, reason) {
+        await pool.query("SELECT pg_notify($1, $2)", [
+          INTERRUPT_CHANNEL,
+          JSON.stringify({ conversationId, reason }),
+        ]);
+      },
+      async subscribe(handler) {
+        // LISTEN holds its connection: one of its own, outside the pool.
+        const listener = new pg.Client({
+          connectionString: url,
+          application_name: options.applicationName ?? "agent-api",
+        });
+        listener.on("error", () => undefined);
+        listener.on("notification", (message) => {
+          if (message.channel !== INTERRUPT_CHANNEL || !message.payload) return;
+          try {
+            const { conversationId, reason } = JSON.parse(message.payload) as {
+              conversationId: string;
+              reason: string;
+            };
+            handler(conversationId, reason);
+          } catch {
+            // Not ours.
+          }
+        });
+        await listener.connect();
+        await listener.query(`LISTEN ${INTERRUPT_CHANNEL}`);
+        return async () => {
+          await listener.end().catch(() => undefined);
+        };
       },
     },
 

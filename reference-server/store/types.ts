@@ -198,6 +198,16 @@ export interface ScheduledRecordings {
   recordDue(): Promise<number>;
 }
 
+/**
+ * Word to the other instances that a conversation's running turn must end (a delete on another instance):
+ * each instance subscribes and ends the turn if it runs there.
+ */
+export interface TurnInterrupts {
+  publish(conversationId: string, reason: string): Promise<void>;
+  /** Calls `handler` for every interrupt published by any instance (this one included); resolves with unsubscribe. */
+  subscribe(handler: (conversationId: string, reason: string) => void): Promise<() => Promise<void>>;
+}
+
 export interface Store {
   getConversation(id: string): Promise<ConversationRecord | undefined>;
   /** Throws ConversationExistsError when the id is taken. */
@@ -244,6 +254,8 @@ export interface Store {
   turnLeases?: TurnLeases;
   /** Present where several instances share the store (PostgreSQL); SQLite's recordings wait in memory. */
   scheduledRecordings?: ScheduledRecordings;
+  /** Present where several instances share the store (PostgreSQL: LISTEN/NOTIFY). */
+  turnInterrupts?: TurnInterrupts;
 }
 
 export class ConversationExistsError extends Error {

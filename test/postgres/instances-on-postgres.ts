@@ -7,6 +7,7 @@
  *    earlier turn wrote, or a push, fail when the turns land on different instances; every other check must
  *    pass.
  * 2. The turn lock is the store's: a turn on one instance waits for the turn running on another.
+ * 2b. A delete on one instance ends the turn running on another (LISTEN/NOTIFY), instead of waiting for it.
  * 3. SIGKILL one instance mid-turn: its client sees the stream cut; the lock frees within the lease; the next
  *    turn, on another instance, starts, and the transcript keeps the killed turn's acknowledged user message.
  * 4. A pending agent_session_id recording of an instance killed right after its turn is recorded by another.
@@ -190,6 +191,31 @@ async function main(): Promise<number> {
     expect(
       second.headersMs > 2_000,
       `a turn on instance 1 waits for the turn running on instance 0 (waited ${Math.round(second.headersMs)} ms)`,
+    );
+
+    // 2b. A delete on one instance ends the turn running on another (rather than waiting for it).
+    const doomed = `delete-${Date.now()}`;
+    let deleteMs = 0;
+    let deleteStatus = 0;
+    let deleted: Promise<void> = Promise.resolve();
+    const interrupted = await sendTurn(direct[0], doomed, "Run the shell command: sleep 8", () => {
+      const started = performance.now();
+      deleted = fetch(`${direct[1]}/api/agents/${AGENT}/conversations/${doomed}`, {
+        method: "DELETE",
+        headers: { "x-api-key": KEY },
+      }).then((response) => {
+        deleteStatus = response.status;
+        deleteMs = performance.now() - started;
+      });
+    });
+    await deleted;
+    expect(
+      deleteStatus === 204 && deleteMs < 5_000,
+      `a delete on instance 1 ends the 8 s turn running on instance 0 (204 in ${Math.round(deleteMs)} ms)`,
+    );
+    expect(
+      !interrupted.completed && /deleted during the turn/.test(interrupted.text),
+      "that turn's stream ends with an error event saying the conversation was deleted",
     );
 
     // 3. SIGKILL mid-turn.
