@@ -4,6 +4,7 @@
  * stream opens. Fastify was picked for its routing, body limits and hooks; its own schema layer is not
  * used because the requests are validated against the OpenAPI document itself.
  */
+import cors from "@fastify/cors";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -34,6 +35,11 @@ export interface AppOptions {
   logger: FastifyBaseLogger;
   /** How long a turn's client may leave events unread before it is dropped (default 30 s). */
   sseStallMs?: number;
+  /**
+   * Browser origins allowed to call the API (CORS), e.g. a docs page's "Try it" console; `*` allows any.
+   * Empty or unset: no CORS headers, and preflights are not answered (browsers then refuse cross-origin calls).
+   */
+  corsOrigins?: string[];
 }
 
 declare module "fastify" {
@@ -112,6 +118,17 @@ export function buildApp(options: AppOptions): FastifyInstance {
     }
   });
 
+  if (options.corsOrigins && options.corsOrigins.length > 0) {
+    const origins = options.corsOrigins;
+    void app.register(cors, {
+      origin: origins.includes("*") ? "*" : origins,
+      methods: ["GET", "POST", "PUT", "PATCH", "DELETE"],
+      // A browser reads only the response headers it is allowed to: the new conversation's id is one.
+      exposedHeaders: ["X-Conversation-Id"],
+      maxAge: 600,
+    });
+  }
+
   app.addHook("onResponse", async (request, reply) => {
     // One line per request; never headers or bodies (keys and prompts are secrets of the caller).
     request.log.info(
@@ -162,6 +179,9 @@ export function buildApp(options: AppOptions): FastifyInstance {
       body,
       routed,
     });
+    // The stream is written on the raw response: headers hooks set on the reply (CORS) go with it.
+    for (const [name, value] of Object.entries(reply.getHeaders()))
+      if (value !== undefined) reply.raw.setHeader(name, value);
     reply.hijack();
     await writeEventStream(
       reply.raw,
@@ -177,6 +197,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
     async (request, reply) => {
       callerOf(request);
       validator.body("sendMessage", request.body);
+      validator.newestUserMessage(request.body as Schemas["SendMessageRequest"]);
       await streamTurn(
         request,
         reply,
@@ -190,6 +211,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
   app.post("/api/agents/v1/messages", authenticated, async (request, reply) => {
     callerOf(request);
     validator.body("sendRoutedMessage", request.body);
+    validator.newestUserMessage(request.body as Schemas["SendMessageRequest"]);
     const body = request.body as Schemas["SendMessageRequest"];
     if (typeof body.model !== "string" || body.model === "")
       throw badRequest("model is required: <routing_prefix>--<agent> or an agent name");
