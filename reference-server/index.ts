@@ -51,6 +51,8 @@ export interface ServerOptions {
   toolOutputCapBytes?: number;
   /** How long a turn's client may leave events unread before it is dropped (default 30 s). */
   sseStallMs?: number;
+  /** Browser origins allowed to call the API (CORS); `*` allows any. Unset: no CORS. */
+  corsOrigins?: string[];
   /**
    * SQLite WAL checkpoints run by a worker thread this often (ms), off the event loop; 0: inside commits, as
    * SQLite does by default (see store/sqlite.ts).
@@ -156,7 +158,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     },
     keys.lookupFlowKey,
   );
-  const app = buildApp({ config, keys, service, routingPrefix, logger, sseStallMs: options.sseStallMs });
+  const app = buildApp({
+    config,
+    keys,
+    service,
+    routingPrefix,
+    logger,
+    sseStallMs: options.sseStallMs,
+    corsOrigins: options.corsOrigins,
+  });
   let closed = false;
   const closeAll = async () => {
     if (closed) return;

@@ -81,6 +81,10 @@ function buildProgram(): Command {
         `interval of SSE comment lines while the model works (default ${DEFAULTS.keepAliveMs})`,
         integer("serve", "--keep-alive-ms"),
       )
+      .option(
+        "--cors <origin...>",
+        "let browser pages of these origins call the API (e.g. a docs page's Try it console); * allows any",
+      )
       .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
       .option(
         "--sandbox-user <who>",
@@ -153,6 +157,7 @@ export async function main(args: string[]): Promise<number> {
           : { tmpBytes: opts.sandboxTmp as number, shmBytes: opts.sandboxTmp as number }),
       },
       logLevel: String(opts.logLevel),
+      corsOrigins: opts.cors as unknown as string[] | undefined,
     });
   } catch (error) {
     process.stderr.write(`agent-api serve: ${error instanceof Error ? error.message : String(error)}\n`);
