@@ -100,6 +100,7 @@ async function textWith(page: Page, needles: string[], timeoutMs = 60_000): Prom
   const deadline = Date.now() + timeoutMs;
   let text = "";
   while (Date.now() < deadline) {
+    // biome-ignore lint/performance/useDomNodeTextContent: the text as rendered (closed sections left out) is the point.
     text = await page.innerText("body");
     if (needles.every((needle) => text.includes(needle))) break;
     await page.waitForTimeout(250);
@@ -137,6 +138,7 @@ describe.skipIf(skip !== null)(`docs renderers${skip ? ` (skipped: ${skip})` : "
         const deadline = Date.now() + 30_000;
         let text = "";
         while (Date.now() < deadline) {
+          // biome-ignore lint/performance/useDomNodeTextContent: the text as rendered (closed sections left out) is the point.
           text = await page.innerText("body");
           if (CASES[renderer].events.test(text)) break;
           await page.waitForTimeout(250);
