@@ -1,5 +1,5 @@
 /**
- * `npm run test:tools`: the compatibility matrix (test/tools/README.md). Not part of `npm test`: it installs
+ * `npm run test:tools`: the compatibility matrix (spec/README.md, "Published forms"). Not part of `npm test`: it installs
  * third-party generators, renderers and linters (test/tools/tools-dir.ts) and runs each of them.
  */
 import { defineConfig } from "vitest/config";
