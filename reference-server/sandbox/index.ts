@@ -50,6 +50,7 @@ import type {
 } from "./types.ts";
 
 export { DEFAULT_SANDBOX_LIMITS, parseSize, type SandboxLimits } from "./limits.ts";
+export { RepoRefusedError } from "./repo.ts";
 export { SandboxPathError } from "./safe-paths.ts";
 export { parseSandboxUser, type SandboxUserSetting } from "./sandbox-user.ts";
 export { REFUSED_NO_ISOLATION } from "./tool-runner.ts";
@@ -327,16 +328,16 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     if (!url) throw new Error(`repo agent ${request.agent.name} has no repoUrl`);
     const repo: RepoPaths = { gitDir: gitDirOf(request.conversationId), workTree: workdir };
     if (!cold) {
-      await refresh(repo, entry.branch, false);
+      await refresh(repo, entry.branch, false, limits.diskBytes);
       return repo;
     }
     if (await exists(path.join(repo.gitDir, "HEAD"))) {
       await excludeUploads(repo);
       entry.branch = await remoteDefaultBranch(repo);
-      await refresh(repo, entry.branch, true);
+      await refresh(repo, entry.branch, true, limits.diskBytes);
     } else {
       await rm(repo.gitDir, { recursive: true, force: true });
-      await cloneInto(url, repo, dirs.tmp);
+      await cloneInto(url, repo, dirs.tmp, limits.diskBytes);
       entry.branch = await remoteDefaultBranch(repo);
     }
     return repo;
