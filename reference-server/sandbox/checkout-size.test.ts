@@ -1,12 +1,12 @@
 /**
- * checkoutBytes (checkout-size.ts) against what a real `git clone` writes: conversions of the tree's own
+ * checkoutSize (checkout-size.ts) against what a real `git clone` writes: conversions of the tree's own
  * .gitattributes (eol=crlf, text, ident, in sub-folders too), symlinks, odd paths.
  */
 import { execFileSync } from "node:child_process";
 import { chmod, mkdir, symlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { checkoutBytes } from "./checkout-size.ts";
+import { checkoutSize } from "./checkout-size.ts";
 import { hostGit, TestBed } from "./testing.ts";
 
 const bed = new TestBed();
@@ -27,22 +27,34 @@ async function repositoryOf(fill: (dir: string) => Promise<void>): Promise<strin
   return bare;
 }
 
-/** What a real clone of `bare` writes: the sizes of its files and links, .git aside. */
-async function clonedBytes(bare: string): Promise<number> {
+/** What a real clone of `bare` writes (.git aside): apparent bytes of its files and links, blocks, entries. */
+async function cloned(bare: string): Promise<{ bytes: number; blockBytes: number; entries: number }> {
   const dir = await bed.dir("clone");
   hostGit(dir, "clone", "--quiet", bare, "t");
-  const sizes = execFileSync(
+  const lines = execFileSync(
     "find",
-    ["t", "-path", "t/.git", "-prune", "-o", "!", "-type", "d", "-printf", "%s\\n"],
-    {
-      cwd: dir,
-      encoding: "utf8",
-    },
-  );
-  return sizes
+    ["t", "-mindepth", "1", "-path", "t/.git", "-prune", "-o", "-printf", "%y %s %b\\n"],
+    { cwd: dir, encoding: "utf8" },
+  )
     .split("\n")
     .filter(Boolean)
-    .reduce((sum, n) => sum + Number(n), 0);
+    .map((line) => line.split(" "));
+  const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+  return {
+    bytes: sum(lines.filter(([type]) => type !== "d").map(([, size]) => Number(size))),
+    blockBytes: sum(lines.map(([, , blocks]) => Number(blocks) * 512)),
+    entries: lines.length,
+  };
+}
+
+/** checkoutSize against the clone: the same bytes and entries, and never fewer blocks than the clone took. */
+async function expectMatchesClone(bare: string): Promise<number> {
+  const real = await cloned(bare);
+  const measured = await checkoutSize(bare, "main", 1e9);
+  expect(measured.bytes).toBe(real.bytes);
+  expect(measured.entries).toBe(real.entries);
+  expect(measured.diskBytes).toBeGreaterThanOrEqual(real.blockBytes);
+  return real.bytes;
 }
 
 describe("the bytes a checkout writes", () => {
@@ -51,7 +63,7 @@ describe("the bytes a checkout writes", () => {
       await writeFile(path.join(dir, "a.txt"), "one\ntwo\n".repeat(1000));
       await symlink("a.txt", path.join(dir, "link"));
     });
-    expect(await checkoutBytes(bare, "main", 1e9)).toBe(await clonedBytes(bare));
+    await expectMatchesClone(bare);
   });
 
   it("count eol=crlf, text and ident conversions of the tree's own attributes, in sub-folders and odd paths too", async () => {
@@ -67,9 +79,7 @@ describe("the bytes a checkout writes", () => {
       await chmod(path.join(dir, "run.sh"), 0o755);
       await symlink("lines.txt", path.join(dir, "link.txt"));
     });
-    const cloned = await clonedBytes(bare);
     // The conversions are real: the blobs alone are 100,000 + 5,000 + 500 + ... bytes.
-    expect(cloned).toBeGreaterThan(210_000);
-    expect(await checkoutBytes(bare, "main", 1e9)).toBe(cloned);
+    expect(await expectMatchesClone(bare)).toBeGreaterThan(210_000);
   });
 });

@@ -15,18 +15,41 @@ import { spawnProcess } from "./spawner.ts";
 const REGULAR = new Set(["100644", "100755"]);
 const SYMLINK = "120000";
 
+/** What a checkout of a tree writes, in the disk quota's terms. */
+export interface CheckoutSize {
+  /** Apparent bytes of its files and links, after conversions. */
+  bytes: number;
+  /**
+   * Bytes of disk it takes on a file system of 4 KiB blocks (ext4, tmpfs), as the quota measures a work tree:
+   * each file rounded up to a block, a block per directory. A conversion's growth is added unrounded.
+   */
+  diskBytes: number;
+  /** Files, links and directories (the file quota counts each). */
+  entries: number;
+}
+
+const BLOCK = 4096;
+const roundUp = (bytes: number) => Math.ceil(bytes / BLOCK) * BLOCK;
+
 /**
- * The bytes a checkout of `treeish` (in the repository at `gitDir`) writes. A tree whose blobs alone add up
- * to more than `limitBytes` is not measured further (it is over the limit whatever its attributes say).
+ * What a checkout of `treeish` (in the repository at `gitDir`) writes. A tree whose blobs alone take more than
+ * `limitBytes` is not measured further (it is over the limit whatever its attributes say).
  */
-export async function checkoutBytes(gitDir: string, treeish: string, limitBytes: number): Promise<number> {
+export async function checkoutSize(
+  gitDir: string,
+  treeish: string,
+  limitBytes: number,
+): Promise<CheckoutSize> {
   const listing = await git(
     [`--git-dir=${gitDir}`, "ls-tree", "-r", "-l", "-z", "--full-tree", treeish],
     gitDir,
   );
   let blobBytes = 0;
   let regularBytes = 0;
+  let diskBytes = 0;
+  let files = 0;
   let hasAttributes = false;
+  const directories = new Set<string>();
   // `<oid> <path>` of each regular file, NUL-terminated: cat-file's input.
   const regular: string[] = [];
   for (const entry of listing.split("\0")) {
@@ -34,18 +57,26 @@ export async function checkoutBytes(gitDir: string, treeish: string, limitBytes:
     if (tab < 0) continue;
     const [mode, , oid, size] = entry.slice(0, tab).split(/ +/);
     const file = entry.slice(tab + 1);
+    // A gitlink is checked out as an empty directory.
+    files++;
+    for (let slash = file.lastIndexOf("/"); slash > 0; slash = file.lastIndexOf("/", slash - 1))
+      directories.add(file.slice(0, slash));
     if (!REGULAR.has(mode) && mode !== SYMLINK) continue;
     const bytes = Number(size) || 0;
     blobBytes += bytes;
+    // A short symlink lives in its inode; a long one takes a block.
+    diskBytes += REGULAR.has(mode) || bytes > 60 ? roundUp(bytes) : 0;
     if (!REGULAR.has(mode)) continue;
     regularBytes += bytes;
     regular.push(`${oid} ${file}\0`);
     if (file === ".gitattributes" || file.endsWith("/.gitattributes")) hasAttributes = true;
   }
+  diskBytes += directories.size * BLOCK;
+  const entries = files + directories.size;
   // No attributes in the tree, no conversion on checkout (the closed configuration sets no core.autocrlf/eol).
-  if (!hasAttributes || blobBytes > limitBytes) return blobBytes;
-  const converted = await convertedBytes(gitDir, treeish, regular);
-  return blobBytes - regularBytes + converted;
+  if (!hasAttributes || diskBytes > limitBytes) return { bytes: blobBytes, diskBytes, entries };
+  const growth = (await convertedBytes(gitDir, treeish, regular)) - regularBytes;
+  return { bytes: blobBytes + growth, diskBytes: diskBytes + Math.max(0, growth), entries };
 }
 
 /**

@@ -7,7 +7,7 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { UPLOADS_DIR } from "./attachments.ts";
-import { checkoutBytes } from "./checkout-size.ts";
+import { checkoutSize } from "./checkout-size.ts";
 import { GitError, git, type RepoPaths } from "./git-command.ts";
 import { scanWorkTree, type WorkTreeScan } from "./work-tree-scan.ts";
 
@@ -74,12 +74,15 @@ export class OversizedWorkTreeError extends RepoRefusedError {
  * out larger than the disk quota: every later clone would write it.
  */
 export class OversizedCheckoutError extends RepoRefusedError {
-  constructor(action: string, bytes: number, limit: number) {
-    super(
-      `${action}: a checkout of the branch would write ${bytes} bytes (line-ending and ident conversions of ` +
-        `.gitattributes included), more than the disk quota of ${limit}. Remove or shrink files to push.`,
-    );
+  constructor(action: string, what: string, advice: string) {
+    super(`${action}: a checkout of the branch would write ${what}. ${advice}`);
   }
+}
+
+/** The disk quota of a work tree: bytes of disk, and files and directories. */
+export interface CheckoutQuota {
+  bytes: number;
+  files: number;
 }
 
 /** The walk every server git on the work tree waits for; throws when the tree holds a nested `.git`. */
@@ -90,15 +93,31 @@ async function refuseNestedGitEntries(repo: RepoPaths, action: string): Promise<
   return scan;
 }
 
-/** Refuses a tree (commit, branch) that would check out larger than `limitBytes`. */
+/** Refuses a tree (commit, branch) whose checkout would not fit in the quota. */
 async function refuseOversizedCheckout(
   repo: RepoPaths,
   treeish: string,
-  limitBytes: number,
+  quota: CheckoutQuota,
   action: string,
 ): Promise<void> {
-  const bytes = await checkoutBytes(repo.gitDir, treeish, limitBytes);
-  if (bytes > limitBytes) throw new OversizedCheckoutError(action, bytes, limitBytes);
+  const size = await checkoutSize(repo.gitDir, treeish, quota.bytes);
+  const advice =
+    action === "not pushed"
+      ? "Remove or shrink files to push."
+      : "The repository is larger than the disk quota of a conversation.";
+  const bytes = Math.max(size.bytes, size.diskBytes);
+  if (bytes > quota.bytes)
+    throw new OversizedCheckoutError(
+      action,
+      `${bytes} bytes of disk (line-ending and ident conversions of .gitattributes included), more than the disk quota of ${quota.bytes}`,
+      advice,
+    );
+  if (size.entries > quota.files)
+    throw new OversizedCheckoutError(
+      action,
+      `${size.entries} files and directories, more than the file quota of ${quota.files}`,
+      advice,
+    );
 }
 
 async function gitSucceeds(args: string[], repo: RepoPaths): Promise<boolean> {
@@ -126,7 +145,7 @@ export async function cloneInto(
   url: string,
   repo: RepoPaths,
   scratchRoot: string,
-  limitBytes: number,
+  quota: CheckoutQuota,
 ): Promise<void> {
   // git clone wants an empty target for its `.git` link file; the real tree is checked out afterwards.
   const scratch = await mkdtemp(path.join(scratchRoot, "clone-"));
@@ -151,7 +170,7 @@ export async function cloneInto(
     try {
       // The work tree may hold files of an earlier clone: the checkout is the server's git reading it.
       await refuseNestedGitEntries(repo, "not checked out");
-      await refuseOversizedCheckout(repo, "HEAD", limitBytes, "not checked out");
+      await refuseOversizedCheckout(repo, "HEAD", quota, "not checked out");
     } catch (error) {
       // A clone never checked out must not look like one: its empty index would commit every file's removal.
       await rm(repo.gitDir, { recursive: true, force: true });
@@ -194,7 +213,7 @@ export async function refresh(
   repo: RepoPaths,
   branch: string | null,
   alwaysMerge: boolean,
-  limitBytes: number,
+  quota: CheckoutQuota,
 ): Promise<void> {
   const tracking = branch === null ? null : `refs/remotes/origin/${branch}`;
   const before = tracking === null ? null : await readRef(repo.gitDir, tracking);
@@ -206,7 +225,7 @@ export async function refresh(
   // turn tries again even if the fetch brings nothing new.
   try {
     await refuseNestedGitEntries(repo, "not merged");
-    await refuseOversizedCheckout(repo, `origin/${branch}`, limitBytes, "not merged");
+    await refuseOversizedCheckout(repo, `origin/${branch}`, quota, "not merged");
     await git(["merge", "--quiet", "--ff-only", `origin/${branch}`], repo.workTree, repo);
     mergePending.delete(repo.gitDir);
   } catch {
@@ -272,13 +291,13 @@ export async function commitAndPush(
   repo: RepoPaths,
   branch: string,
   conversationId: string,
-  limitBytes: number,
+  quota: CheckoutQuota,
   baselineTree?: string | null,
 ): Promise<string | null> {
   const scan = await refuseNestedGitEntries(repo, "not committed");
   // Blocks on disk are bounded by the quota; apparent size is not (sparse files). `.uploads/` counts too: a
   // `.gitignore` of the turn can make git read it before it is unstaged.
-  if (scan.apparentBytes > limitBytes) throw new OversizedWorkTreeError(scan.apparentBytes, limitBytes);
+  if (scan.apparentBytes > quota.bytes) throw new OversizedWorkTreeError(scan.apparentBytes, quota.bytes);
   // Attachments are never staged, whatever a .gitignore says.
   await stageAll(repo);
   await refuseNestedRepositories(repo);
@@ -294,7 +313,7 @@ export async function commitAndPush(
   await git(["commit", "--quiet", "--no-verify", "-m", message], repo.workTree, repo);
   for (let attempt = 1; ; attempt++) {
     // What the branch will hold, as a clone checks it out (after a rebase: others' files too).
-    await refuseOversizedCheckout(repo, "HEAD", limitBytes, "not pushed");
+    await refuseOversizedCheckout(repo, "HEAD", quota, "not pushed");
     try {
       await git(["push", "--quiet", "origin", `HEAD:refs/heads/${branch}`], repo.workTree, repo);
       break;
@@ -311,7 +330,7 @@ export async function commitAndPush(
       )
         .then((out) => out.split("\n")[0].trim())
         .catch(() => null);
-      if (merged) await refuseOversizedCheckout(repo, merged, limitBytes, "not pushed");
+      if (merged) await refuseOversizedCheckout(repo, merged, quota, "not pushed");
       try {
         await git(["rebase", "--quiet", `origin/${branch}`], repo.workTree, repo);
       } catch (rebaseError) {
