@@ -29,6 +29,7 @@ export interface CheckoutSize {
 }
 
 const BLOCK = 4096;
+const YIELD_EVERY = 10_000;
 const roundUp = (bytes: number) => Math.ceil(bytes / BLOCK) * BLOCK;
 
 /**
@@ -52,7 +53,11 @@ export async function checkoutSize(
   const directories = new Set<string>();
   // `<oid> <path>` of each regular file, NUL-terminated: cat-file's input.
   const regular: string[] = [];
-  for (const entry of listing.split("\0")) {
+  const lines = listing.split("\0");
+  for (let index = 0; index < lines.length; index++) {
+    // A tree of 100,000 files is ~60 ms of parsing on a loaded core: other requests get the loop in between.
+    if (index > 0 && index % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
+    const entry = lines[index];
     const tab = entry.indexOf("\t");
     if (tab < 0) continue;
     const [mode, , oid, size] = entry.slice(0, tab).split(/ +/);
