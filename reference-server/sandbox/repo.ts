@@ -203,6 +203,12 @@ async function readRef(gitDir: string, ref: string): Promise<string | null> {
   }
 }
 
+/** The commit HEAD names, through its branch; null when it names none yet. */
+async function headCommit(gitDir: string): Promise<string | null> {
+  const head = (await readFile(path.join(gitDir, "HEAD"), "utf8").catch(() => "")).trim();
+  return head.startsWith("ref: ") ? readRef(gitDir, head.slice(5)) : head || null;
+}
+
 /**
  * Fetches and fast-forwards to the remote branch when that is possible; local changes are kept.
  * A warm turn skips the merge when the fetch brought nothing new for the branch (it would be a no-op).
@@ -221,6 +227,11 @@ export async function refresh(
   if (branch === null || tracking === null) return;
   const after = await readRef(repo.gitDir, tracking);
   if (after === null || (after === before && !alwaysMerge && !mergePending.has(repo.gitDir))) return;
+  // Already there (a cold turn of a clone that is up to date): no merge, so no walk of the work tree either.
+  if (after === (await headCommit(repo.gitDir))) {
+    mergePending.delete(repo.gitDir);
+    return;
+  }
   // Fails when local work diverged or conflicts: the turn then works on what it has, and the next
   // turn tries again even if the fetch brings nothing new.
   try {
