@@ -7,12 +7,11 @@ import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
 import type { AgentEvent, TurnOutcome } from "../engine/types.ts";
-import { RepoRefusedError } from "../sandbox/index.ts";
 import { newConversation } from "../store/new-conversation.ts";
 import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
-import { conversationNotFound, forbidden, notImplemented, repoRefused } from "./errors.ts";
+import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
 import type { KeyedMutex } from "./locks.ts";
 import { checkConversationId, newestUserText, systemText, titleFrom } from "./prompt.ts";
@@ -321,12 +320,7 @@ export class TurnService {
       const finished = await sandbox.finish(failure === undefined ? "completed" : "failed");
       pushedCommit = finished?.pushedCommit ?? null;
     } catch (error) {
-      failure ??=
-        error instanceof RepoRefusedError
-          ? repoRefused(error.message).message
-          : error instanceof Error
-            ? error.message
-            : String(error);
+      failure ??= error instanceof Error ? error.message : String(error);
     }
     try {
       this.#commit(plan, { agentEvents, outcome, resumedSessionId, failure, pushedCommit });
