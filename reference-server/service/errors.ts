@@ -44,6 +44,12 @@ export const errorCatalogue = {
   /** A refusal of the HTTP framework (Fastify, the router, Node's parser) that has no code of its own. */
   AGENT_API_REQUEST_REFUSED: { status: 400, type: "invalid_request_error" },
   AGENT_API_FLOW_STEP_FAILED: { status: 502, type: "api_error" },
+  /**
+   * A repository agent's writable turn whose changes the server would not commit, push or check out (a nested
+   * `.git`, more than the disk quota once checked out). Only ever the stream's `error` event: the stream is
+   * open by then, so the status is never sent.
+   */
+  AGENT_API_REPO_REFUSED: { status: 409, type: "api_error" },
   AGENT_API_INTERNAL: { status: 500, type: "api_error", message: "Internal server error" },
 } as const satisfies Record<string, CatalogueEntry>;
 
@@ -74,3 +80,4 @@ export const conversationNotFound = () => new ApiError("AGENT_API_CONVERSATION_N
 export const conflict = (message: string) => new ApiError("AGENT_API_CONFLICT", message);
 export const notImplemented = (message: string) => new ApiError("AGENT_API_NOT_IMPLEMENTED", message);
 export const flowStepFailed = (message: string) => new ApiError("AGENT_API_FLOW_STEP_FAILED", message);
+export const repoRefused = (message: string) => new ApiError("AGENT_API_REPO_REFUSED", message);
