@@ -77,9 +77,17 @@ export class Admission {
     const server = this.#server;
     const mine = this.#byKey.get(key) ?? { requests: 0, bodyBytes: 0 };
     if (server.requests >= limits.requestsPerServer)
-      throw overCap("server", `${limits.requestsPerServer} requests are already in flight on this server`);
+      throw overCap(
+        "server",
+        `${limits.requestsPerServer} requests are already in flight on this server`,
+        RETRY_AFTER_S,
+      );
     if (mine.requests >= limits.requestsPerKey)
-      throw overCap("key", `${limits.requestsPerKey} requests of this key are already in flight`);
+      throw overCap(
+        "key",
+        `${limits.requestsPerKey} requests of this key are already in flight`,
+        RETRY_AFTER_S,
+      );
     this.#checkBytes(mine, declaredBytes);
     this.#byKey.set(key, mine);
     server.requests++;
@@ -118,11 +126,13 @@ export class Admission {
       throw overCap(
         "server",
         `The request bodies in flight on this server would exceed ${limits.bodyBytesPerServer} bytes`,
+        RETRY_AFTER_S,
       );
     if (mine.bodyBytes + bytes > limits.bodyBytesPerKey)
       throw overCap(
         "key",
         `The request bodies in flight of this key would exceed ${limits.bodyBytesPerKey} bytes`,
+        RETRY_AFTER_S,
       );
   }
 }
