@@ -4,10 +4,16 @@
  * body is sent, or as a chunked body arrives). Every refusal is fast, carries Retry-After and the error
  * envelope, leaves other keys alone, and everything held drains to 0 afterwards.
  */
+
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseConfig } from "../config/load.ts";
+import { loadConfigFile, parseConfig } from "../config/load.ts";
+import { DEFAULT_LIMITS } from "../index.ts";
 import { sleep } from "../sandbox/server-testing.ts";
 import { KEYS, startTestServer, type TestServer } from "./helpers.ts";
 
@@ -202,6 +208,18 @@ describe("caps on pending work", () => {
 });
 
 describe("limits in the config file", () => {
+  it("the config README's example states the defaults", async () => {
+    const readme = readFileSync(new URL("../config/README.md", import.meta.url), "utf8");
+    const example = /```yaml\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
+    const dir = await mkdtemp(join(tmpdir(), "limits-readme-"));
+    try {
+      await writeFile(join(dir, "readme.yaml"), example);
+      expect((await loadConfigFile(join(dir, "readme.yaml"))).limits).toEqual(DEFAULT_LIMITS);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   const base = { workspaces: [{ id: "w", members: [{ id: "m" }] }] };
 
   it("maps `limits` to the server's caps", () => {
