@@ -300,7 +300,10 @@ describe("limits under load", () => {
       });
     }
   }, 120_000);
+});
 
+// Side by side on the shared server (the keep-alive test mostly waits): the file stays near 12 s.
+describe.concurrent("slow clients, keep-alives, stream logs and headers", () => {
   it("slow clients are cut by the request time-out, a turn streaming longer than it is not, and the server keeps answering", async () => {
     const rss = sampleRss(server.pid);
     const probe = probeOtherTenant();
