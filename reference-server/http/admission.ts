@@ -44,12 +44,20 @@ interface Usage {
   bodyBytes: number;
 }
 
-/** What one admitted request holds; `release` (idempotent) gives it all back. */
+/**
+ * What one admitted request holds. `release` (idempotent, called when the response is over) gives it all
+ * back, unless work of the request still runs under `hold`: then it is given back when that work ends.
+ */
 export interface AdmissionTicket {
   /** Counts `bytes` more of body (a chunked body as it arrives); throws 429/503 over a cap. */
   reserve(bytes: number): void;
   /** Body bytes counted so far. */
   readonly bodyBytes: number;
+  /**
+   * Keeps the ticket while the request's work runs, whether or not its client is still there: a turn
+   * waiting for its conversation's lock holds its parsed body after its client left. Returns the unhold.
+   */
+  hold(): () => void;
   release(): void;
 }
 
@@ -89,11 +97,14 @@ export class Admission {
         RETRY_AFTER_S,
       );
     this.#checkBytes(mine, declaredBytes);
-    this.#byKey.set(key, mine);
+    const byKey = this.#byKey;
+    byKey.set(key, mine);
     server.requests++;
     mine.requests++;
     let held = 0;
     let released = false;
+    let holds = 0;
+    let closed = false;
     const reserve = (bytes: number) => {
       if (released || bytes <= 0) return;
       this.#checkBytes(mine, bytes);
@@ -107,16 +118,31 @@ export class Admission {
       get bodyBytes() {
         return held;
       },
+      hold: () => {
+        holds++;
+        let unheld = false;
+        return () => {
+          if (unheld) return;
+          unheld = true;
+          holds--;
+          if (closed && holds === 0) giveBack();
+        };
+      },
       release: () => {
-        if (released) return;
-        released = true;
-        server.requests--;
-        server.bodyBytes -= held;
-        mine.requests--;
-        mine.bodyBytes -= held;
-        if (mine.requests === 0) this.#byKey.delete(key);
+        closed = true;
+        if (holds === 0) giveBack();
       },
     };
+
+    function giveBack(): void {
+      if (released) return;
+      released = true;
+      server.requests--;
+      server.bodyBytes -= held;
+      mine.requests--;
+      mine.bodyBytes -= held;
+      if (mine.requests === 0) byKey.delete(key);
+    }
   }
 
   #checkBytes(mine: Usage, bytes: number): void {

@@ -232,19 +232,30 @@ export function buildApp(options: AppOptions): FastifyInstance {
     body: Schemas["SendMessageRequest"],
     routed: boolean,
   ): Promise<void> {
-    const turn = await service.turns.prepare({
-      caller: request.caller as AuthenticatedCaller,
-      agent,
-      body,
-      routed,
-    });
-    request.turnStream = true;
-    reply.hijack();
-    const outcome = await writeEventStream(reply.raw, turn.conversationId, (signal) => turn.events(signal), {
-      stallMs: options.sseStallMs,
-      keepAliveMs: options.keepAliveMs,
-    });
-    logTurnStream(request, reply, turn.conversationId, outcome);
+    // The body stays counted until the turn is over, also when its client left while it waited or ran.
+    const unhold = request.admission?.hold();
+    try {
+      const turn = await service.turns.prepare({
+        caller: request.caller as AuthenticatedCaller,
+        agent,
+        body,
+        routed,
+      });
+      request.turnStream = true;
+      reply.hijack();
+      const outcome = await writeEventStream(
+        reply.raw,
+        turn.conversationId,
+        (signal) => turn.events(signal),
+        {
+          stallMs: options.sseStallMs,
+          keepAliveMs: options.keepAliveMs,
+        },
+      );
+      logTurnStream(request, reply, turn.conversationId, outcome);
+    } finally {
+      unhold?.();
+    }
   }
 
   /** A turn's line: info when message_stop reached the client; warn, with how far it got, otherwise. */
@@ -371,7 +382,12 @@ export function buildApp(options: AppOptions): FastifyInstance {
     async (request) => {
       validator.body("invokeFlow", request.body);
       const { input_vars } = request.body as Schemas["FlowInvokeRequest"];
-      return service.flows.invoke(request.params.app_id, input_vars);
+      const unhold = request.admission?.hold();
+      try {
+        return await service.flows.invoke(request.params.app_id, input_vars);
+      } finally {
+        unhold?.();
+      }
     },
   );
 

@@ -175,6 +175,29 @@ describe("caps on pending work", () => {
     expect(await drained()).toMatchObject({ requestsInFlight: 0, bodyBytesHeld: 0 });
   });
 
+  it("a turn whose client left while it waits keeps its body counted until it leaves the queue", async () => {
+    const running = await open(SLEEP(2));
+    const body = JSON.stringify({
+      messages: [{ role: "user", content: "x".repeat(600 * 1024) }],
+      metadata: { conversation_id: running.id },
+    });
+    const socket = connect(Number(new URL(t.url).port), "127.0.0.1");
+    socket.on("error", () => undefined);
+    socket.write(
+      `POST /api/agents/demo-agent/v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${KEYS.admin}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    for (let i = 0; i < 200 && t.server.live().waitingTurns < 1; i++) await sleep(10);
+    socket.destroy();
+    await sleep(100);
+    // Gone client, parsed body still held by the waiting turn: still counted against the key.
+    expect(t.server.live().bodyBytesHeld).toBeGreaterThanOrEqual(600 * 1024);
+    const second = await send("x".repeat(600 * 1024));
+    expectRefusal(second, 429, "rate_limit_error", /would exceed 1048576 bytes/);
+    await running.done;
+    expect(await drained()).toMatchObject({ requestsInFlight: 0, bodyBytesHeld: 0, waitingTurns: 0 });
+  }, 30_000);
+
   it("body bytes of one key: a chunked body is counted as it arrives and refused past the cap", async () => {
     const status = await new Promise<number>((resolve) => {
       const request = httpRequest(`${t.url}/api/agents/demo-agent/v1/messages`, {
