@@ -788,7 +788,7 @@ export interface components {
          * @description Too much pending work of this caller. Rate limits and concurrency limits are "not shown" by the API: a
          *     deployment may answer 429 when it chooses, and a caller should wait `Retry-After` seconds and retry.
          */
-        TooManyRequests: {
+        TurnTooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["Retry-After"];
                 [name: string]: unknown;
@@ -802,6 +802,19 @@ export interface components {
          *     the API; a caller should wait `Retry-After` seconds and retry.
          */
         ServiceUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /**
+         * @description Too much pending work of this caller. Rate limits and concurrency limits are "not shown" by the API: a
+         *     deployment may answer 429 when it chooses, and a caller should wait `Retry-After` seconds and retry.
+         */
+        TooManyRequests: {
             headers: {
                 "Retry-After": components["headers"]["Retry-After"];
                 [name: string]: unknown;
@@ -909,7 +922,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            429: components["responses"]["TooManyRequests"];
+            429: components["responses"]["TurnTooManyRequests"];
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
@@ -963,7 +976,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            429: components["responses"]["TooManyRequests"];
+            429: components["responses"]["TurnTooManyRequests"];
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {

@@ -85,17 +85,9 @@ export class Admission {
     const server = this.#server;
     const mine = this.#byKey.get(key) ?? { requests: 0, bodyBytes: 0 };
     if (server.requests >= limits.requestsPerServer)
-      throw overCap(
-        "server",
-        `${limits.requestsPerServer} requests are already in flight on this server`,
-        RETRY_AFTER_S,
-      );
+      throw overCap("server", "Too many requests are already in flight on this server", RETRY_AFTER_S);
     if (mine.requests >= limits.requestsPerKey)
-      throw overCap(
-        "key",
-        `${limits.requestsPerKey} requests of this key are already in flight`,
-        RETRY_AFTER_S,
-      );
+      throw overCap("key", "Too many requests of this key are already in flight", RETRY_AFTER_S);
     this.#checkBytes(mine, declaredBytes);
     const byKey = this.#byKey;
     byKey.set(key, mine);
@@ -151,15 +143,11 @@ export class Admission {
     if (this.#server.bodyBytes + bytes > limits.bodyBytesPerServer)
       throw overCap(
         "server",
-        `The request bodies in flight on this server would exceed ${limits.bodyBytesPerServer} bytes`,
+        "Too many request body bytes are already in flight on this server",
         RETRY_AFTER_S,
       );
     if (mine.bodyBytes + bytes > limits.bodyBytesPerKey)
-      throw overCap(
-        "key",
-        `The request bodies in flight of this key would exceed ${limits.bodyBytesPerKey} bytes`,
-        RETRY_AFTER_S,
-      );
+      throw overCap("key", "Too many request body bytes of this key are already in flight", RETRY_AFTER_S);
   }
 }
 

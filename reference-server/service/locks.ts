@@ -79,15 +79,11 @@ export class KeyedMutex {
     const byKey = this.#waitingByKey.get(key) ?? 0;
     const byOwner = this.#waitingByOwner.get(owner) ?? 0;
     if (this.#waiting >= limits.perServer)
-      throw overCap("server", `${limits.perServer} turns are already waiting on this server`, RETRY_AFTER_S);
+      throw overCap("server", "Too many turns are already waiting on this server", RETRY_AFTER_S);
     if (byKey >= limits.perConversation)
-      throw overCap(
-        "conversation",
-        `${limits.perConversation} turns are already waiting on this conversation`,
-        RETRY_AFTER_S,
-      );
+      throw overCap("conversation", "Too many turns are already waiting on this conversation", RETRY_AFTER_S);
     if (byOwner >= limits.perKey)
-      throw overCap("key", `${limits.perKey} turns of this key are already waiting`, RETRY_AFTER_S);
+      throw overCap("key", "Too many turns of this key are already waiting", RETRY_AFTER_S);
     this.#waitingByKey.set(key, byKey + 1);
     this.#waitingByOwner.set(owner, byOwner + 1);
     this.#waiting++;

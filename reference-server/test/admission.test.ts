@@ -95,7 +95,7 @@ describe("caps on pending work", () => {
     const started = Date.now();
     const third = await send("Say three.", { conversation_id: running.id });
     expect(Date.now() - started).toBeLessThan(1_000);
-    expectRefusal(third, 429, "rate_limit_error", /2 turns are already waiting on this conversation/);
+    expectRefusal(third, 429, "rate_limit_error", /Too many turns are already waiting on this conversation/);
     // Another conversation is not held up by this one's queue.
     expect((await send("Say hello.")).status).toBe(200);
     await running.done;
@@ -115,7 +115,7 @@ describe("caps on pending work", () => {
       { status: overKey.status, headers: overKey.headers, body: await overKey.text() },
       429,
       "rate_limit_error",
-      /6 requests of this key are already in flight/,
+      /Too many requests of this key are already in flight/,
     );
     const member = await Promise.all(
       Array.from({ length: 4 }, () =>
@@ -148,7 +148,7 @@ describe("caps on pending work", () => {
       { status: other.status, headers: other.headers, body: await other.text() },
       503,
       "overloaded_error",
-      /10 requests are already in flight on this server/,
+      /Too many requests are already in flight on this server/,
     );
     await Promise.all(turns.map((turn) => turn.done));
     expect(await drained()).toMatchObject({ requestsInFlight: 0, bodyBytesHeld: 0 });
@@ -171,7 +171,7 @@ describe("caps on pending work", () => {
     await closed;
     expect(answer).toMatch(/^HTTP\/1\.1 429 /);
     expect(answer.toLowerCase()).toContain("retry-after: 1");
-    expect(answer).toContain("in flight of this key would exceed 1048576 bytes");
+    expect(answer).toContain("Too many request body bytes of this key are already in flight");
     expect(await drained()).toMatchObject({ requestsInFlight: 0, bodyBytesHeld: 0 });
   });
 
@@ -193,7 +193,7 @@ describe("caps on pending work", () => {
     // Gone client, parsed body still held by the waiting turn: still counted against the key.
     expect(t.server.live().bodyBytesHeld).toBeGreaterThanOrEqual(600 * 1024);
     const second = await send("x".repeat(600 * 1024));
-    expectRefusal(second, 429, "rate_limit_error", /would exceed 1048576 bytes/);
+    expectRefusal(second, 429, "rate_limit_error", /Too many request body bytes of this key/);
     await running.done;
     expect(await drained()).toMatchObject({ requestsInFlight: 0, bodyBytesHeld: 0, waitingTurns: 0 });
   }, 30_000);
