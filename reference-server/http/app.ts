@@ -4,6 +4,7 @@
  * stream opens. Fastify was picked for its routing, body limits and hooks; its own schema layer is not
  * used because the requests are validated against the OpenAPI document itself.
  */
+import { pipeline } from "node:stream";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -178,7 +179,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
   // A body of unknown length (chunked) is counted as it arrives.
   app.addHook("preParsing", async (request, _reply, payload) => {
     if (request.admission === undefined || request.headers["content-length"] !== undefined) return payload;
-    return payload.pipe(countedBody(request.admission));
+    // pipeline, not pipe: a client that goes away mid-body ends the counted stream with an error too.
+    return pipeline(payload, countedBody(request.admission), () => undefined);
   });
 
   const requestFields = (request: FastifyRequest, status: number, ms: number) => ({
