@@ -162,6 +162,9 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   // A bare name means setpriv is not on the server's PATH: the server cannot switch users.
   const setprivFound = resolveExecutable("setpriv");
   const setprivCommand = setprivFound.includes("/") ? setprivFound : null;
+  // coreutils' timeout: the wall clock each command's launcher holds, whatever becomes of the server.
+  const timeoutFound = resolveExecutable("timeout");
+  const timeoutCommand = timeoutFound.includes("/") ? timeoutFound : null;
   const isRoot = process.getuid?.() === 0;
   const identity: SandboxIdentity = resolveSandboxIdentity(
     options.sandboxUser ?? "auto",
@@ -201,6 +204,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
         procsFiles: [],
         fileSizeBytes: limits.diskBytes,
         memoryRlimit: false,
+        wallClock: null,
       });
       const result = await runProcess({
         file: spec.file,
@@ -272,6 +276,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       outputCapBytes: options.toolOutputCapBytes,
       bwrapCommand,
       setprivCommand,
+      timeoutCommand,
       user,
       limits,
       cgroups,

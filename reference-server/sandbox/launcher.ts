@@ -1,7 +1,15 @@
 /**
  * How one sandboxed command is started: a tiny `/bin/bash` launcher joins the command's cgroups and sets its
- * rlimits while it still may, setpriv drops to the sandbox user, and the process becomes bubblewrap. Joining
- * before anything else runs means not one process of the command starts outside its limits.
+ * rlimits while it still may, then becomes (exec, no fork) the wall clock, which starts setpriv dropping to
+ * the sandbox user, which becomes bubblewrap. Joining before anything else runs means not one process of the
+ * command starts outside its limits.
+ *
+ * Nothing of it may outlive the server. Every link is the parent of the next and dies with it: the spawner
+ * (spawner-child.ts) kills its children when the server goes; the wall clock gets a parent-death signal
+ * (setpriv --pdeathsig) from the spawner; bubblewrap's `--die-with-parent` ties it to the wall clock and its
+ * sandbox to itself; and the sandbox is a PID namespace, which the kernel empties when its first process dies.
+ * The wall clock (coreutils `timeout`, as the server's user, in no namespace the command can see) ends the
+ * command at its limit even while the server cannot act.
  *
  * The launcher starts with an empty environment; bubblewrap reads the sandbox's variables from fd 3.
  */
@@ -33,8 +41,13 @@ export function openFilesPerProcess(totalPids: number): number {
 
 export interface LaunchInput {
   bwrapCommand: string;
-  /** setpriv, absolute; needed only when `user` is set. */
+  /** setpriv, absolute; needed when `user` is set, and gives the wall clock its parent-death signal. */
   setprivCommand: string | null;
+  /**
+   * coreutils `timeout`, absolute, and the wall-clock limit it holds the command to (ms); null: no limit
+   * but the server's own (the start-up probes).
+   */
+  wallClock: { timeoutCommand: string; limitMs: number } | null;
   workdir: string;
   command: string;
   env: Record<string, string>;
@@ -50,7 +63,9 @@ export interface LaunchInput {
    * Bytes of output the server reads at most. Set, the command's stdout and stderr go through one pipe to a
    * drain in the command's own cgroup (`head -c`, then `wc -c`), which passes the first bytes on as stdout
    * and writes how many it dropped to stderr: a command flooding its output costs its own CPU share, not the
-   * server's, and never sees a closed pipe.
+   * server's, and never sees a closed pipe. The drain is a process substitution, not a pipeline: the launcher
+   * still becomes the command, so no shell waiting on a pipeline stands between the spawner and bubblewrap
+   * (a parent that outlives the spawner would keep `--die-with-parent` from ever firing).
    */
   outputCapBytes?: number;
 }
@@ -90,17 +105,35 @@ function launcherScript(input: LaunchInput, lastFd: number): string {
     "n=$1; shift",
     'while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n - 1)); done',
     ...limits,
-    // -c: an empty environment (bash would otherwise export PWD, SHLVL and _ into bwrap's own).
-    ...(input.outputCapBytes === undefined
-      ? ['exec -c "$@"']
-      : [
-          "set +e",
-          // head reads no further than the cap, so wc counts exactly what was dropped.
-          `exec -c "$@" 2>&1 | { head -c ${Math.max(0, Math.floor(input.outputCapBytes))}; wc -c >&2; }`,
-          // The command's status, as bubblewrap gave it (128 + n for a signal), not the drain's.
-          'exit "$PIPESTATUS"',
-        ]),
+    // -c: an empty environment (bash would otherwise export PWD, SHLVL and _ into bwrap's own). The exit status
+    // is the command's, as bubblewrap gives it (128 + n for a signal), not the drain's.
+    input.outputCapBytes === undefined
+      ? 'exec -c "$@"'
+      : // head reads no further than the cap, so wc counts exactly what was dropped; it ends when the last
+        // writer (the command, or the wall clock that killed it) is gone.
+        `exec -c "$@" > >(head -c ${Math.max(0, Math.floor(input.outputCapBytes))}; wc -c >&2) 2>&1`,
   ].join("\n");
+}
+
+/** Seconds for `timeout`, rounded up to the millisecond. */
+const seconds = (ms: number) => `${(Math.ceil(ms) / 1000).toFixed(3)}s`;
+
+/**
+ * `command` under the wall clock: `timeout` KILLs bubblewrap at the limit (bubblewrap's sandbox dies with
+ * it). `--foreground`: only bubblewrap is signalled, not the launcher's process group, so the drain lives to
+ * report what it dropped. The clock stands between the spawner and bubblewrap, so it must die with the
+ * spawner: setpriv gives it a parent-death SIGKILL (kept across exec).
+ */
+function withWallClock(input: LaunchInput, command: string[]): string[] {
+  if (input.wallClock === null) return command;
+  return [
+    ...(input.setprivCommand ? [input.setprivCommand, "--pdeathsig", "KILL", "--"] : []),
+    input.wallClock.timeoutCommand,
+    "--foreground",
+    "--signal=KILL",
+    seconds(input.wallClock.limitMs),
+    ...command,
+  ];
 }
 
 export function launchSpec(input: LaunchInput): LaunchSpec {
@@ -125,7 +158,7 @@ export function launchSpec(input: LaunchInput): LaunchSpec {
       "sandbox-launcher",
       String(input.procsFiles.length),
       ...input.procsFiles,
-      ...dropped,
+      ...withWallClock(input, dropped),
     ],
     pipes,
   };
