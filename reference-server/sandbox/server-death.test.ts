@@ -5,6 +5,7 @@
  * after the sleep would have ended, no process of the command may be left: neither a process of its sandbox
  * user nor any process whose command line holds the command.
  */
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, rmdir } from "node:fs/promises";
@@ -232,5 +233,16 @@ describe.concurrent("no command outlives the server or its time limit", {
     } finally {
       await cleanUp(running, token);
     }
+  });
+});
+
+describe("--tool-timeout-seconds", () => {
+  it.for(["0", "abc", "86401"])("refuses %s with a usage error, before starting", (value) => {
+    const run = spawnSync(BIN, ["serve", "--tool-timeout-seconds", value, "--port", "0"], {
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain("--tool-timeout-seconds must be a number of seconds above 0");
   });
 });
