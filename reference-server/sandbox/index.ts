@@ -13,7 +13,7 @@ import { writeAttachments } from "./attachments.ts";
 import { detectCgroups } from "./cgroups.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
 import { DEFAULT_BWRAP_COMMAND, probeBwrap, resolveExecutable } from "./isolation.ts";
-import { launchSpec } from "./launcher.ts";
+import { launchSpec, setprivHasParentDeathSignal } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
 import {
@@ -165,6 +165,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   // coreutils' timeout: the wall clock each command's launcher holds, whatever becomes of the server.
   const timeoutFound = resolveExecutable("timeout");
   const timeoutCommand = timeoutFound.includes("/") ? timeoutFound : null;
+  const parentDeathSignal = isolation === "bwrap" && (await setprivHasParentDeathSignal(setprivCommand));
   const isRoot = process.getuid?.() === 0;
   const identity: SandboxIdentity = resolveSandboxIdentity(
     options.sandboxUser ?? "auto",
@@ -205,6 +206,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
         fileSizeBytes: limits.diskBytes,
         memoryRlimit: false,
         wallClock: null,
+        parentDeathSignal,
       });
       const result = await runProcess({
         file: spec.file,
@@ -277,6 +279,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       bwrapCommand,
       setprivCommand,
       timeoutCommand,
+      parentDeathSignal,
       user,
       limits,
       cgroups,
@@ -472,6 +475,16 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       ...(leftovers ? [leftovers] : []),
       ...(userProblem ? [userProblem] : []),
       ...(isolation === "bwrap" && identity.warning ? [identity.warning] : []),
+      ...(isolation === "bwrap" && timeoutCommand === null
+        ? [
+            "timeout (coreutils) is not on the server's PATH: a command's time limit is held by the server alone, not while it is stalled",
+          ]
+        : []),
+      ...(isolation === "bwrap" && !parentDeathSignal
+        ? [
+            "no setpriv with --pdeathsig (util-linux 2.33 or later) on the server's PATH: a command outlives a spawner killed together with the server, until its time limit",
+          ]
+        : []),
       ...(isolation === "bwrap" && cgroups.version === "none"
         ? [
             `no cgroups for tool limits (${cgroups.reason}): processes and memory per command are bounded by rlimits only, CPU per command not at all`,

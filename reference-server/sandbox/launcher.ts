@@ -17,6 +17,7 @@ import { readFileSync } from "node:fs";
 import { bwrapArgs, bwrapPipes } from "./isolation.ts";
 import type { SandboxLimits } from "./limits.ts";
 import type { HostUser } from "./sandbox-user.ts";
+import { runCollected } from "./spawner.ts";
 
 /** Open files per process of a command at most: Linux's usual default, plenty for shells, compilers and test runners. */
 export const OPEN_FILES = 1024;
@@ -48,6 +49,8 @@ export interface LaunchInput {
    * but the server's own (the start-up probes).
    */
   wallClock: { timeoutCommand: string; limitMs: number } | null;
+  /** setpriv understands `--pdeathsig` (util-linux 2.33 and later): see `setprivHasParentDeathSignal`. */
+  parentDeathSignal: boolean;
   workdir: string;
   command: string;
   env: Record<string, string>;
@@ -115,6 +118,19 @@ function launcherScript(input: LaunchInput, lastFd: number): string {
   ].join("\n");
 }
 
+/** Whether this setpriv has `--pdeathsig` (util-linux 2.33 and later); asked once, at start. */
+export async function setprivHasParentDeathSignal(setprivCommand: string | null): Promise<boolean> {
+  if (setprivCommand === null) return false;
+  const help = await runCollected({
+    file: setprivCommand,
+    args: ["--help"],
+    env: {},
+    timeoutMs: 10_000,
+    maxBuffer: 64 * 1024,
+  });
+  return help.stdout.toString("utf8").includes("--pdeathsig");
+}
+
 /** Seconds for `timeout`, rounded up to the millisecond. */
 const seconds = (ms: number) => `${(Math.ceil(ms) / 1000).toFixed(3)}s`;
 
@@ -127,7 +143,9 @@ const seconds = (ms: number) => `${(Math.ceil(ms) / 1000).toFixed(3)}s`;
 function withWallClock(input: LaunchInput, command: string[]): string[] {
   if (input.wallClock === null) return command;
   return [
-    ...(input.setprivCommand ? [input.setprivCommand, "--pdeathsig", "KILL", "--"] : []),
+    ...(input.setprivCommand && input.parentDeathSignal
+      ? [input.setprivCommand, "--pdeathsig", "KILL", "--"]
+      : []),
     input.wallClock.timeoutCommand,
     "--foreground",
     "--signal=KILL",
@@ -146,6 +164,8 @@ export function launchSpec(input: LaunchInput): LaunchSpec {
           `--reuid=${input.user.uid}`,
           `--regid=${input.user.gid}`,
           "--clear-groups",
+          // Until bubblewrap sets its own (--die-with-parent): no moment without one.
+          ...(input.parentDeathSignal ? ["--pdeathsig", "KILL"] : []),
           "--",
           ...bwrap,
         ]

@@ -51,6 +51,8 @@ export interface ToolRunnerOptions {
   setprivCommand: string | null;
   /** coreutils `timeout`, absolute: the wall clock held in the command's own launcher; null where not found. */
   timeoutCommand: string | null;
+  /** setpriv has `--pdeathsig`. */
+  parentDeathSignal: boolean;
   /** The host user commands run as, and who owns what the file tools create; null = the server's. */
   user: HostUser | null;
   limits: SandboxLimits;
@@ -323,6 +325,7 @@ async function runCommandTool(
         fileSizeBytes: await options.disk.remaining(),
         memoryRlimit: cgroup === null,
         outputCapBytes: options.outputCapBytes,
+        parentDeathSignal: options.parentDeathSignal,
         wallClock:
           options.timeoutCommand === null
             ? null
