@@ -13,7 +13,7 @@ import { writeAttachments } from "./attachments.ts";
 import { detectCgroups } from "./cgroups.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
 import { DEFAULT_BWRAP_COMMAND, probeBwrap, resolveExecutable } from "./isolation.ts";
-import { launchSpec, setprivHasParentDeathSignal } from "./launcher.ts";
+import { detectLauncherTools, launchSpec } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
 import {
@@ -162,10 +162,12 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   // A bare name means setpriv is not on the server's PATH: the server cannot switch users.
   const setprivFound = resolveExecutable("setpriv");
   const setprivCommand = setprivFound.includes("/") ? setprivFound : null;
-  // coreutils' timeout: the wall clock each command's launcher holds, whatever becomes of the server.
-  const timeoutFound = resolveExecutable("timeout");
-  const timeoutCommand = timeoutFound.includes("/") ? timeoutFound : null;
-  const parentDeathSignal = isolation === "bwrap" && (await setprivHasParentDeathSignal(setprivCommand));
+  // coreutils' timeout (the wall clock each command's launcher holds, whatever becomes of the server) and
+  // setpriv's parent-death signal.
+  const { timeoutCommand, parentDeathSignal } =
+    isolation === "bwrap"
+      ? await detectLauncherTools(setprivCommand)
+      : { timeoutCommand: null, parentDeathSignal: false };
   const isRoot = process.getuid?.() === 0;
   const identity: SandboxIdentity = resolveSandboxIdentity(
     options.sandboxUser ?? "auto",
@@ -477,7 +479,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       ...(isolation === "bwrap" && identity.warning ? [identity.warning] : []),
       ...(isolation === "bwrap" && timeoutCommand === null
         ? [
-            "timeout (coreutils) is not on the server's PATH: a command's time limit is held by the server alone, not while it is stalled",
+            "no GNU timeout (coreutils) on the server's PATH: a command's time limit is held by the server alone, not while it is stalled",
           ]
         : []),
       ...(isolation === "bwrap" && !parentDeathSignal

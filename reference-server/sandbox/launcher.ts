@@ -14,7 +14,7 @@
  * The launcher starts with an empty environment; bubblewrap reads the sandbox's variables from fd 3.
  */
 import { readFileSync } from "node:fs";
-import { bwrapArgs, bwrapPipes } from "./isolation.ts";
+import { bwrapArgs, bwrapPipes, resolveExecutable } from "./isolation.ts";
 import type { SandboxLimits } from "./limits.ts";
 import type { HostUser } from "./sandbox-user.ts";
 import { runCollected } from "./spawner.ts";
@@ -49,7 +49,7 @@ export interface LaunchInput {
    * but the server's own (the start-up probes).
    */
   wallClock: { timeoutCommand: string; limitMs: number } | null;
-  /** setpriv understands `--pdeathsig` (util-linux 2.33 and later): see `setprivHasParentDeathSignal`. */
+  /** setpriv understands `--pdeathsig` (see `detectLauncherTools`). */
   parentDeathSignal: boolean;
   workdir: string;
   command: string;
@@ -118,21 +118,33 @@ function launcherScript(input: LaunchInput, lastFd: number): string {
   ].join("\n");
 }
 
-/** Whether this setpriv has `--pdeathsig` (util-linux 2.33 and later); asked once, at start. */
-export async function setprivHasParentDeathSignal(setprivCommand: string | null): Promise<boolean> {
-  if (setprivCommand === null) return false;
-  const help = await runCollected({
-    file: setprivCommand,
-    args: ["--help"],
-    env: {},
-    timeoutMs: 10_000,
-    maxBuffer: 64 * 1024,
-  });
-  return help.stdout.toString("utf8").includes("--pdeathsig");
-}
-
 /** Seconds for `timeout`, rounded up to the millisecond. */
 const seconds = (ms: number) => `${(Math.ceil(ms) / 1000).toFixed(3)}s`;
+
+/** What the launcher can use on this host (asked once, at start). */
+export interface LauncherTools {
+  /** GNU `timeout`, absolute, when it takes the options the wall clock uses (busybox's does not); else null. */
+  timeoutCommand: string | null;
+  /** setpriv understands `--pdeathsig` (util-linux 2.33 and later). */
+  parentDeathSignal: boolean;
+}
+
+export async function detectLauncherTools(setprivCommand: string | null): Promise<LauncherTools> {
+  const run = (file: string, args: string[]) =>
+    runCollected({ file, args, env: {}, timeoutMs: 10_000, maxBuffer: 64 * 1024 });
+  const timeoutFound = resolveExecutable("timeout");
+  const [clock, help] = await Promise.all([
+    // A bare name is not on the server's PATH: no wall clock.
+    timeoutFound.includes("/")
+      ? run(timeoutFound, ["--foreground", "--signal=KILL", seconds(10_000), "/bin/sh", "-c", ":"])
+      : null,
+    setprivCommand === null ? null : run(setprivCommand, ["--help"]),
+  ]);
+  return {
+    timeoutCommand: clock?.code === 0 ? timeoutFound : null,
+    parentDeathSignal: help?.stdout.toString("utf8").includes("--pdeathsig") === true,
+  };
+}
 
 /**
  * `command` under the wall clock: `timeout` KILLs bubblewrap at the limit (bubblewrap's sandbox dies with
@@ -164,7 +176,7 @@ export function launchSpec(input: LaunchInput): LaunchSpec {
           `--reuid=${input.user.uid}`,
           `--regid=${input.user.gid}`,
           "--clear-groups",
-          // Until bubblewrap sets its own (--die-with-parent): no moment without one.
+          // Until bubblewrap sets its own (--die-with-parent): the gap without one is only setpriv's start.
           ...(input.parentDeathSignal ? ["--pdeathsig", "KILL"] : []),
           "--",
           ...bwrap,
