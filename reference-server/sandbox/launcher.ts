@@ -40,6 +40,15 @@ export function openFilesPerProcess(totalPids: number): number {
   return Math.max(64, Math.min(OPEN_FILES, Math.floor(hostFileTable / 2 / Math.max(1, totalPids))));
 }
 
+export interface QuotaWatch {
+  limitBytes: number;
+  limitFiles: number;
+  /** What the directory held when the command started: a directory already past the quota may shrink. */
+  usedBytes: number;
+  usedFiles: number;
+  intervalMs: number;
+}
+
 export interface LaunchInput {
   bwrapCommand: string;
   /** setpriv, absolute; needed when `user` is set, and gives the wall clock its parent-death signal. */
@@ -51,6 +60,8 @@ export interface LaunchInput {
   wallClock: { timeoutCommand: string; limitMs: number } | null;
   /** setpriv understands `--pdeathsig` (see `detectLauncherTools`). */
   parentDeathSignal: boolean;
+  /** The disk quota of `workdir`, also held by the launcher itself (see `quotaWatcher`); absent: the server's only. */
+  quotaWatch?: QuotaWatch;
   workdir: string;
   command: string;
   env: Record<string, string>;
@@ -84,9 +95,39 @@ export interface LaunchSpec {
  * The launcher: closes every inherited descriptor but 0-2 and bubblewrap's pipes (a server started with an open file would otherwise
  * hand it to every sandbox, root-only files included), joins each cgroup.procs file given first, sets the
  * rlimits while it still may (inherited by the sandbox user, who cannot raise them), then becomes the rest of
- * its arguments, or, with an output cap, runs them into the drain and exits with their status. bash, not sh:
- * dash cannot close descriptors above 9, and has no PIPESTATUS. Only numbers are written into it.
+ * its arguments (with an output cap, writing into the drain). bash, not sh: dash cannot close descriptors above
+ * 9, and has no process substitution. Only numbers are written into it; the watched directory is an argument.
  */
+/** Whole numbers for the script: a limit of Infinity (no file quota) as the largest bash compares exactly. */
+const whole = (n: number) =>
+  String(Number.isFinite(n) ? Math.max(0, Math.floor(n)) : Number.MAX_SAFE_INTEGER);
+
+/**
+ * The disk quota held without the server: a background loop of the launcher (as the server's user, in the
+ * command's cgroup, so its walks cost the command's CPU share) measures the working directory like the server
+ * does (blocks allocated and entries, one file system, links not followed) and KILLs what the launcher became
+ * (the wall clock, or bubblewrap: the sandbox goes with it) once the directory is past the quota and grew
+ * since its previous look. It holds no descriptor of the command's output (the call ends when the command
+ * does) and ends when the launcher's process is gone. The server's own, finer check runs while it can.
+ */
+function quotaWatcher(watch: QuotaWatch, lastFd: number): string {
+  // mawk's %d stops at 2^31: bytes are printed as a float without decimals.
+  const measure = `find "$watch_dir" -xdev -printf '%b\\n' 2>/dev/null | awk '{ b += $1 } END { printf "%.0f %d\\n", b * 512, NR }'`;
+  return [
+    "(",
+    // Not bubblewrap's pipes either (3 ... lastFd).
+    `  exec </dev/null >/dev/null 2>&1; for fd in $(seq 3 ${lastFd}); do eval "exec $fd<&-"; done`,
+    `  pb=${whole(watch.usedBytes)}; pf=${whole(watch.usedFiles)}`,
+    `  while sleep ${(Math.max(100, watch.intervalMs) / 1000).toFixed(3)}; do`,
+    "    kill -0 $$ || exit 0",
+    `    read -r b f < <(${measure}) || continue`,
+    `    if { [ "$b" -gt ${whole(watch.limitBytes)} ] || [ "$f" -gt ${whole(watch.limitFiles)} ]; } && { [ "$b" -gt "$pb" ] || [ "$f" -gt "$pf" ]; }; then kill -KILL $$; exit 0; fi`,
+    "    pb=$b; pf=$f",
+    "  done",
+    ") &",
+  ].join("\n");
+}
+
 function launcherScript(input: LaunchInput, lastFd: number): string {
   const limits = [
     "ulimit -c 0",
@@ -105,8 +146,10 @@ function launcherScript(input: LaunchInput, lastFd: number): string {
   return [
     "set -e",
     `for p in /proc/$$/fd/*; do fd=\${p##*/}; if [ "$fd" -gt ${lastFd} ]; then eval "exec $fd>&-"; fi; done`,
+    "watch_dir=$1; shift",
     "n=$1; shift",
     'while [ "$n" -gt 0 ]; do echo $$ > "$1"; shift; n=$((n - 1)); done',
+    ...(input.quotaWatch ? [quotaWatcher(input.quotaWatch, lastFd)] : []),
     ...limits,
     // -c: an empty environment (bash would otherwise export PWD, SHLVL and _ into bwrap's own). The exit status
     // is the command's, as bubblewrap gives it (128 + n for a signal), not the drain's.
@@ -188,6 +231,7 @@ export function launchSpec(input: LaunchInput): LaunchSpec {
       "-c",
       launcherScript(input, 2 + pipes.length),
       "sandbox-launcher",
+      input.workdir,
       String(input.procsFiles.length),
       ...input.procsFiles,
       ...withWallClock(input, dropped),

@@ -121,10 +121,10 @@ interface Running {
 }
 
 /**
- * Starts `agent-api serve` with `flags` and a turn running `echo > started; sleep S; echo > marker`, and
+ * Starts `agent-api serve` with `flags` and a turn running `echo > started; BODY; echo > marker`, and
  * resolves once the command has started.
  */
-async function startCommand(flags: string[], sleepSeconds: string, token: string): Promise<Running> {
+async function startCommand(flags: string[], body: string, token: string): Promise<Running> {
   const dataDir = await mkdtemp(join(tmpdir(), "agent-api-death-"));
   const groups = await privateGroups(`agent-api-death-test-${process.pid}-${token.replace(".", "-")}`);
   try {
@@ -148,7 +148,7 @@ async function startCommand(flags: string[], sleepSeconds: string, token: string
     const turn = sendTurn(
       served.url,
       "demo-agent",
-      phrase.run(`echo up > started; sleep ${sleepSeconds}; echo late > marker`),
+      phrase.run(`echo up > started; ${body}; echo late > marker`),
       { stream_tool_calls: true, conversation_id: id },
     ).catch((error: Error) => error);
     // Generous: a loaded 2-core machine may take seconds to start the first sandbox.
@@ -196,7 +196,7 @@ describe.concurrent("no command outlives the server or its time limit", {
     let running: Running | undefined;
     try {
       // The command's own limit (60 s) is far past its sleep: only the server's death can stop it.
-      running = await startCommand(["--tool-timeout-seconds", "60"], token, token);
+      running = await startCommand(["--tool-timeout-seconds", "60"], `sleep ${token}`, token);
       const { served, dir, uid, startedAt } = running;
       // The scan sees the command while it runs: an empty scan later means it is gone, not that it looked wrong.
       expect(survivors(uid, token).length).toBeGreaterThan(0);
@@ -217,7 +217,7 @@ describe.concurrent("no command outlives the server or its time limit", {
     const token = `6.0${process.pid}2`;
     let running: Running | undefined;
     try {
-      running = await startCommand(["--tool-timeout-seconds", "2"], token, token);
+      running = await startCommand(["--tool-timeout-seconds", "2"], `sleep ${token}`, token);
       const { served, dir, uid, startedAt } = running;
       // Frozen: its timers cannot fire, its spawner and the command go on.
       process.kill(served.pid, "SIGSTOP");
@@ -231,6 +231,40 @@ describe.concurrent("no command outlives the server or its time limit", {
       const result = reply.blocks.find((b) => b.type === "tool_result");
       expect(result).toMatchObject({ is_error: true });
       expect(result && "content" in result ? result.content : "").toContain("timed out after 2000 ms");
+    } finally {
+      await cleanUp(running, token);
+    }
+  });
+
+  it("a frozen server's command filling the disk is stopped near the quota, by its launcher", async () => {
+    const MiB = 1024 * 1024;
+    const token = `0.2${process.pid}4`;
+    let running: Running | undefined;
+    try {
+      // 1 MiB files, five a second, each within what is left (RLIMIT_FSIZE does not stop them): 100 MiB
+      // against a 16 MiB quota, which only a measurement of the whole directory catches.
+      running = await startCommand(
+        ["--tool-timeout-seconds", "60", "--sandbox-disk", "16M"],
+        `for i in $(seq 1 100); do head -c 1M /dev/zero > f$i; sleep ${token}; done`,
+        token,
+      );
+      const { served, dir, uid } = running;
+      process.kill(served.pid, "SIGSTOP");
+      // Until the command is gone: killed near the quota, or (without a check of its own) after all 100 files.
+      await until(() => survivors(uid, token).length === 0, 45_000);
+      const written = readdirSync(dir)
+        .filter((name) => /^f\d+$/.test(name))
+        .reduce((sum, name) => sum + statSync(join(dir, name)).size, 0);
+      expect(existsSync(join(dir, "marker"))).toBe(false);
+      expect(written).toBeLessThan(2 * 16 * MiB);
+      expect(survivors(uid, token)).toEqual([]);
+      process.kill(served.pid, "SIGCONT");
+      const reply = await running.turn;
+      if (reply instanceof Error) throw reply;
+      const result = reply.blocks.find((b) => b.type === "tool_result");
+      expect(result && "content" in result ? result.content : "").toContain(
+        "[command killed: it filled the disk quota]",
+      );
     } finally {
       await cleanUp(running, token);
     }

@@ -34,6 +34,11 @@ const SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sb
 const WALL_CLOCK_GRACE_MS = 1_000;
 /** Exit status of a command the launcher's wall clock killed (128 + SIGKILL). */
 const KILLED_STATUS = 137;
+/**
+ * How often the launcher measures the working directory itself (the backstop while the server cannot): less
+ * often than the server, whose check does the work while it runs.
+ */
+const LAUNCHER_QUOTA_POLL_MS = 1_000;
 /** How often a running command's working directory is measured against the disk quota. */
 const QUOTA_POLL_MS = 250;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -313,6 +318,8 @@ async function runCommandTool(
   if (sandboxed) {
     const cgroup = await options.cgroups.create(options.limits);
     try {
+      const fileSizeBytes = await options.disk.remaining();
+      const usage = await options.disk.usage();
       const spec = launchSpec({
         bwrapCommand: options.bwrapCommand,
         setprivCommand: options.setprivCommand,
@@ -322,7 +329,14 @@ async function runCommandTool(
         user: options.user,
         limits: options.limits,
         procsFiles: cgroup?.procsFiles ?? [],
-        fileSizeBytes: await options.disk.remaining(),
+        fileSizeBytes,
+        quotaWatch: {
+          limitBytes: options.disk.limitBytes,
+          limitFiles: options.disk.limitFiles,
+          usedBytes: usage.bytes,
+          usedFiles: usage.files,
+          intervalMs: LAUNCHER_QUOTA_POLL_MS,
+        },
         memoryRlimit: cgroup === null,
         outputCapBytes: options.outputCapBytes,
         parentDeathSignal: options.parentDeathSignal,
@@ -355,7 +369,9 @@ async function runCommandTool(
   if (result.droppedBytes > 0) content += truncationMarker(result.droppedBytes);
   const quota = await options.disk.remeasure();
   if (quota !== null) content += `\n${quota}`;
-  if (result.aborted && overQuota.signal.aborted)
+  // Killed by the launcher's own quota check: the server's came late (its event loop was held).
+  const quotaKilled = sandboxed && result.signal === "SIGKILL" && quota !== null && !result.timedOut;
+  if ((result.aborted && overQuota.signal.aborted) || quotaKilled)
     return fail(`${content}\n[command killed: it filled the disk quota]`);
   if (result.aborted) return fail(`${content}\n[command cancelled: the turn ended]`);
   // Killed by the launcher's wall clock: the server's own timer came late (its event loop was held).
