@@ -1,7 +1,8 @@
 /**
  * The disk quota of one working directory: bytes and files. Usage is measured by `find` (blocks actually
  * allocated and entries, links not followed, one file system), after every command and every 250 ms while
- * one runs. A command may grow one file by at most
+ * one runs (and each second by the command's launcher itself, which holds while the server cannot: see
+ * launcher.ts). A command may grow one file by at most
  * what is left (RLIMIT_FSIZE, set by the launcher); once usage is past the limit, no file may grow at all
  * (RLIMIT_FSIZE 0) until the turn removes files, and every tool call says so.
  */
