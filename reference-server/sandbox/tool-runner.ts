@@ -370,7 +370,8 @@ async function runCommandTool(
   const quota = await options.disk.remeasure();
   if (quota !== null) content += `\n${quota}`;
   // Killed by the launcher's own quota check: the server's came late (its event loop was held).
-  const quotaKilled = sandboxed && result.signal === "SIGKILL" && quota !== null && !result.timedOut;
+  const quotaKilled =
+    sandboxed && result.signal === "SIGKILL" && quota !== null && !result.timedOut && !result.aborted;
   if ((result.aborted && overQuota.signal.aborted) || quotaKilled)
     return fail(`${content}\n[command killed: it filled the disk quota]`);
   if (result.aborted) return fail(`${content}\n[command cancelled: the turn ended]`);
