@@ -272,7 +272,7 @@ describe.concurrent("no command outlives the server or its time limit", {
 });
 
 describe("--tool-timeout-seconds", () => {
-  it.for(["0", "abc", "86401"])("refuses %s with a usage error, before starting", (value) => {
+  it.for(["abc", "86401"])("refuses %s with a usage error, before starting", (value) => {
     const run = spawnSync(BIN, ["serve", "--tool-timeout-seconds", value, "--port", "0"], {
       encoding: "utf8",
       timeout: 20_000,
