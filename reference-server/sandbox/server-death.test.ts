@@ -3,7 +3,8 @@
  * that sleeps and then writes a file, and the server is killed (SIGKILL: no clean-up of its own runs) or
  * frozen (SIGSTOP: as an event loop held by one request). The file must never appear and, a few seconds
  * after the sleep would have ended, no process of the command may be left: neither a process of its sandbox
- * user nor any process whose command line holds the command.
+ * user nor any process whose command line holds the command. A frozen server's command filling the disk
+ * with many files, each within what is left, is stopped near the quota all the same.
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
