@@ -71,6 +71,15 @@ const optionKey = (flag: string) =>
     .slice(2)
     .replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 
+const toolTimeoutOption = usage("serve", (value: string) => {
+  const seconds = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || seconds <= 0 || seconds > 86_400)
+    throw new Error(
+      `--tool-timeout-seconds must be a number of seconds above 0 and at most 86400, got ${value}`,
+    );
+  return Math.round(seconds * 1000);
+});
+
 function buildProgram(): Command {
   return (
     new Command("agent-api serve")
@@ -122,6 +131,11 @@ function buildProgram(): Command {
         "--turn-timeout-ms <n>",
         `wall-clock limit of one turn (default ${DEFAULTS.turnTimeoutMs})`,
         integer("serve", "--turn-timeout-ms"),
+      )
+      .option(
+        "--tool-timeout-seconds <n>",
+        `wall-clock limit of one run_command call, in seconds (default ${DEFAULTS.toolTimeoutMs / 1000})`,
+        toolTimeoutOption,
       )
       .option(
         "--keep-alive-ms <n>",
@@ -198,6 +212,7 @@ export async function main(args: string[]): Promise<number> {
       maxTokens: opts.maxTokens as number | undefined,
       turnTimeoutMs: opts.turnTimeoutMs as number | undefined,
       keepAliveMs: opts.keepAliveMs as number | undefined,
+      toolTimeoutMs: opts.toolTimeoutSeconds as number | undefined,
       unsafeNoIsolation: opts.unsafeNoIsolation === true,
       sandboxUser: opts.sandboxUser as unknown as SandboxUserSetting | undefined,
       sandboxLimits: {

@@ -13,7 +13,7 @@ import { writeAttachments } from "./attachments.ts";
 import { detectCgroups } from "./cgroups.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
 import { DEFAULT_BWRAP_COMMAND, probeBwrap, resolveExecutable } from "./isolation.ts";
-import { launchSpec } from "./launcher.ts";
+import { detectLauncherTools, launchSpec } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
 import {
@@ -163,6 +163,12 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   // A bare name means setpriv is not on the server's PATH: the server cannot switch users.
   const setprivFound = resolveExecutable("setpriv");
   const setprivCommand = setprivFound.includes("/") ? setprivFound : null;
+  // coreutils' timeout (the wall clock each command's launcher holds, whatever becomes of the server) and
+  // setpriv's parent-death signal.
+  const { timeoutCommand, parentDeathSignal } =
+    isolation === "bwrap"
+      ? await detectLauncherTools(setprivCommand)
+      : { timeoutCommand: null, parentDeathSignal: false };
   const isRoot = process.getuid?.() === 0;
   const identity: SandboxIdentity = resolveSandboxIdentity(
     options.sandboxUser ?? "auto",
@@ -204,6 +210,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
         procsFiles: [],
         fileSizeBytes: limits.diskBytes,
         memoryRlimit: false,
+        wallClock: null,
+        parentDeathSignal,
       });
       const result = await runProcess({
         file: spec.file,
@@ -275,6 +283,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       outputCapBytes: options.toolOutputCapBytes,
       bwrapCommand,
       setprivCommand,
+      timeoutCommand,
+      parentDeathSignal,
       user,
       limits,
       cgroups,
@@ -470,6 +480,16 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       ...(leftovers ? [leftovers] : []),
       ...(userProblem ? [userProblem] : []),
       ...(isolation === "bwrap" && identity.warning ? [identity.warning] : []),
+      ...(isolation === "bwrap" && timeoutCommand === null
+        ? [
+            "no GNU timeout (coreutils) on the server's PATH: a command's time limit is held by the server alone, not while it is stalled",
+          ]
+        : []),
+      ...(isolation === "bwrap" && !parentDeathSignal
+        ? [
+            "no setpriv with --pdeathsig (util-linux 2.33 or later) on the server's PATH: a command outlives a spawner killed together with the server, until its time limit",
+          ]
+        : []),
       ...(isolation === "bwrap" && cgroups.version === "none"
         ? [
             `no cgroups for tool limits (${cgroups.reason}): processes and memory per command are bounded by rlimits only, CPU per command not at all`,
