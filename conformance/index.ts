@@ -12,7 +12,14 @@ export type { RetryPolicy } from "./context.ts";
 export { renderCoverage, type SeedRule, seedRules } from "./coverage.ts";
 /** Whether a deployment answers at all, through the proxy the suite would use (null when it does). */
 export { reachability } from "./http.ts";
-export { type Counts, progressLine, type Summary, summarize, summaryText } from "./reports/console.ts";
+export {
+  type Counts,
+  progressLine,
+  type Summary,
+  summarize,
+  summaryText,
+  timelineLines,
+} from "./reports/console.ts";
 export { htmlReport } from "./reports/html.ts";
 export { jsonReport } from "./reports/json.ts";
 export { junitReport } from "./reports/junit.ts";
@@ -25,6 +32,14 @@ export {
   replyText,
   type TurnStreamReading,
 } from "./sse/grammar.ts";
+export {
+  type BlockArrival,
+  readTimedStream,
+  type StreamTiming,
+  type TurnTimeline,
+  timelineText,
+  turnTimeline,
+} from "./sse/timing.ts";
 export type {
   CheckDef,
   CheckResult,

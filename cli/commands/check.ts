@@ -19,9 +19,11 @@ import {
   runConformance,
   selectChecks,
   summaryText,
+  timelineLines,
 } from "../../conformance/index.ts";
 import {
   DEFAULT_CONCURRENCY,
+  DEFAULT_IDLE_SECONDS,
   DEFAULT_TIMEOUT_MS,
   envNameOf,
   flagOrEnv,
@@ -90,6 +92,10 @@ function buildProgram(): Command {
       "--timeout-ms <n>",
       `bound of one request (a whole turn), default ${DEFAULT_TIMEOUT_MS} ${env("--timeout-ms")}`,
     )
+    .option(
+      "--idle-seconds [n]",
+      `opt-in: a turn stays quiet this long (default ${DEFAULT_IDLE_SECONDS} when given without a value) and must still end at message_stop, as behind a proxy's idle time-out; needs a tool limit above n + 5 s and --timeout-ms above it ${env("--idle-seconds")}`,
+    )
     .option("--junit <file>", `write a JUnit XML report ${env("--junit")}`)
     .option("--json <file>", `write a JSON report ${env("--json")}`)
     .option("--html <file>", `write a self-contained HTML report ${env("--html")}`)
@@ -111,7 +117,7 @@ function listCatalogue(): string {
     (c) =>
       `${c.id.padEnd(36)} ${c.level.padEnd(6)} ${c.section}\n${"".padEnd(44)}${c.title}${
         c.needs.length > 0 ? `\n${"".padEnd(44)}needs ${c.needs.map((n) => INPUT_FLAGS[n]).join(", ")}` : ""
-      }`,
+      }${c.levelReason ? `\n${"".padEnd(44)}level: ${c.levelReason}` : ""}`,
   );
   return `${rows.join("\n")}\n\n${catalogue.length} checks\n`;
 }
@@ -203,7 +209,10 @@ export async function main(args: string[]): Promise<number> {
       concurrency: settings.concurrency,
       requestTimeoutMs: settings.timeoutMs,
       inputLabel: inputFlag,
-      onResult: (result) => process.stdout.write(`${progressLine(result, color)}\n`),
+      onResult: (result) =>
+        process.stdout.write(
+          `${[progressLine(result, color), ...timelineLines(result, color)].join("\n")}\n`,
+        ),
     });
     process.stdout.write(summaryText(report));
     const outputs: Array<[string, (r: typeof report) => string]> = [

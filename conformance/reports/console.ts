@@ -2,6 +2,7 @@
  * What `agent-api check` prints: one progress line per check as it finishes, then a short summary.
  * Only MUST failures fail a run; SHOULD and INFO failures are shown but do not change the exit code.
  */
+import { timelineText } from "../sse/timing.ts";
 import type { CheckResult, Level, Outcome, RunReport } from "../types.ts";
 
 const WORD: Record<Outcome, string> = { pass: "PASS", fail: "FAIL", skip: "SKIP" };
@@ -33,6 +34,14 @@ export function progressLine(result: CheckResult, color: boolean): string {
     line += `  ${color ? `${DIM}${reason}${RESET}` : reason}`;
   }
   return line;
+}
+
+/** The timelines a check judged, one indented line each (empty when it judged none). */
+export function timelineLines(result: CheckResult, color: boolean): string[] {
+  return (result.timelines ?? []).map(({ label, timeline }) => {
+    const text = `${oneLine(label)}: ${timelineText(timeline)}`;
+    return `       ${color ? `${DIM}${text}${RESET}` : text}`;
+  });
 }
 
 export interface Counts {
