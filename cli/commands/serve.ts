@@ -17,6 +17,13 @@ const MiB = 1024 * 1024;
 
 const sizeOption = usage("serve", parseSize);
 const sandboxUserOption = usage("serve", parseSandboxUser);
+const toolTimeoutOption = usage("serve", (value: string) => {
+  const seconds = Number(value);
+  // Bounded by the turn's own limit in practice; a day is far past any sensible command.
+  if (!/^\d+$/.test(value) || seconds < 1 || seconds > 86_400)
+    throw new Error(`--tool-timeout-seconds must be a whole number from 1 to 86400, got ${value}`);
+  return seconds;
+});
 const cpusOption = usage("serve", (value: string) => {
   const cpus = Number(value);
   if (!/^\d+(\.\d+)?$/.test(value) || cpus <= 0)
@@ -81,6 +88,11 @@ function buildProgram(): Command {
         `interval of SSE comment lines while the model works (default ${DEFAULTS.keepAliveMs})`,
         integer("serve", "--keep-alive-ms"),
       )
+      .option(
+        "--tool-timeout-seconds <n>",
+        `wall-clock limit of one tool command (default ${DEFAULTS.toolTimeoutMs / 1000}); a turn quiet for longer than a proxy's idle time-out needs a command that runs that long`,
+        toolTimeoutOption,
+      )
       .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
       .option(
         "--sandbox-user <who>",
@@ -141,6 +153,8 @@ export async function main(args: string[]): Promise<number> {
       maxTokens: opts.maxTokens as number | undefined,
       turnTimeoutMs: opts.turnTimeoutMs as number | undefined,
       keepAliveMs: opts.keepAliveMs as number | undefined,
+      toolTimeoutMs:
+        opts.toolTimeoutSeconds === undefined ? undefined : (opts.toolTimeoutSeconds as number) * 1000,
       unsafeNoIsolation: opts.unsafeNoIsolation === true,
       sandboxUser: opts.sandboxUser as unknown as SandboxUserSetting | undefined,
       sandboxLimits: {
