@@ -1,4 +1,6 @@
 /** The four report renderers over a hand-built run: pass, fail and skip at every level, hostile text. */
+import { readFile } from "node:fs/promises";
+import { Ajv2020 } from "ajv/dist/2020.js";
 import { XMLValidator } from "fast-xml-parser";
 import { describe, expect, it } from "vitest";
 import type { CheckResult, Level, Outcome, RunReport } from "../types.ts";
@@ -236,9 +238,15 @@ describe("timelines of judged turns", () => {
     expect(html).not.toContain("<script");
   });
 
-  it("json: the timelines as data", () => {
+  it("json: the timelines as data, as the published schema describes them", async () => {
     const parsed = JSON.parse(jsonReport(withTimelines));
     expect(parsed.results[0].timelines[0].timeline).toEqual(timeline);
     expect(parsed.results[1].exchanges[0].timeline.blocks[1].type).toBe("tool_result");
+    const schema = JSON.parse(await readFile(new URL("../report.schema.json", import.meta.url), "utf8"));
+    const validate = new Ajv2020({ allErrors: true, strict: false }).compile(schema);
+    expect(validate(parsed), JSON.stringify(validate.errors)).toBe(true);
+    const broken = structuredClone(parsed);
+    broken.results[0].timelines[0].timeline.headersMs = "soon";
+    expect(validate(broken)).toBe(false);
   });
 });
