@@ -397,7 +397,14 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
             res.end(Buffer.from(await answer.stream.arrayBuffer()));
             return;
           }
-          for await (const chunk of answer.stream) res.write(chunk);
+          for await (const chunk of answer.stream) {
+            // A client that went away ends the pass-through (and, through it, the upstream request).
+            if (res.destroyed) {
+              answer.stream.destroy();
+              return;
+            }
+            res.write(chunk);
+          }
           res.end();
           return;
         }
