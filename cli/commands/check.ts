@@ -163,6 +163,15 @@ async function servePage(
   opts: Record<string, unknown>,
   environment: Record<string, string | undefined>,
 ): Promise<number> {
+  let connection: ConnectionOptions;
+  let expectedFailures: ExpectedFailure[] | undefined;
+  try {
+    connection = await connectionOptions(opts, environment);
+    expectedFailures = await readExpectedFailures(opts, environment);
+  } catch (error) {
+    process.stderr.write(`agent-api check: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 2;
+  }
   const defaults: Record<string, string> = {};
   for (const field of FORM_FIELDS) {
     const value = flagOrEnv(opts, field.flag, environment);
@@ -180,6 +189,8 @@ async function servePage(
     port: Number(portText),
     reportsDir: typeof opts.reportsDir === "string" ? opts.reportsDir : ".agent-api-runs",
     defaults,
+    connection,
+    expectedFailures,
   });
   process.stdout.write(`The conformance page is at ${ui.url} (Ctrl-C to stop)\n`);
   await new Promise<void>((resolve) => {
@@ -299,6 +310,7 @@ export async function main(args: string[]): Promise<number> {
     environment = { ...env, ...demo.envVars };
   }
   try {
+    // The page needs no complete set of inputs: its form takes what the flags did not give.
     if (opts.ui) return await servePage(opts, environment);
     let inputs: ReturnType<typeof resolveInputs>;
     let settings: ReturnType<typeof resolveRunSettings>;

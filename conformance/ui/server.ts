@@ -12,7 +12,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { catalogue } from "../catalogue.ts";
 import { seedRules } from "../coverage.ts";
-import { reachability } from "../http.ts";
+import type { ExpectedFailure } from "../expected-failures.ts";
+import { type ConnectionOptions, reachability } from "../http.ts";
 import { type ConformanceResults, runConformance } from "../index.ts";
 import { inputFlag, resolveInputs, resolveRunSettings, UsageError } from "../inputs.ts";
 import { htmlReport, resultHtml } from "../reports/html.ts";
@@ -34,6 +35,10 @@ export interface UiOptions {
   reportsDir: string;
   /** The command's own flag and environment values (`--base-url` → value), prefilled on the page. */
   defaults?: Record<string, string>;
+  /** `--ca` and `--http2` of the command, for every run the page starts. */
+  connection?: ConnectionOptions;
+  /** `--expected-failures` of the command, for every run the page starts. */
+  expectedFailures?: ExpectedFailure[];
 }
 
 export interface UiServer {
@@ -143,7 +148,7 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
     runs.set(run.id, run);
     void (async () => {
       try {
-        const unreachable = await reachability(inputs.baseUrl, settings.timeoutMs);
+        const unreachable = await reachability(inputs.baseUrl, settings.timeoutMs, options.connection);
         if (unreachable) throw new Error(`cannot reach ${inputs.baseUrl}: ${unreachable}`);
         run.report = await runConformance({
           inputs,
@@ -151,6 +156,8 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
           level,
           concurrency: settings.concurrency,
           requestTimeoutMs: settings.timeoutMs,
+          connection: options.connection,
+          expectedFailures: options.expectedFailures,
           inputLabel: inputFlag,
           onResult: (result) => {
             run.results.push(result);

@@ -50,6 +50,7 @@ import type {
 } from "./types.ts";
 
 export { DEFAULT_SANDBOX_LIMITS, parseSize, type SandboxLimits } from "./limits.ts";
+export { RepoRefusedError } from "./repo.ts";
 export { SandboxPathError } from "./safe-paths.ts";
 export { parseSandboxUser, type SandboxUserSetting } from "./sandbox-user.ts";
 export { REFUSED_NO_ISOLATION } from "./tool-runner.ts";
@@ -180,6 +181,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
           close: async () => undefined,
         };
   const limits = { ...DEFAULT_SANDBOX_LIMITS, ...options.limits };
+  // What the server's git may check out or push: what one conversation's working directory may hold.
+  const checkoutQuota = { bytes: limits.diskBytes, files: limits.files };
   // Secure by default: when commands should run as an unprivileged user and cannot, they do not run.
   const userProblem = identity.mode === "server" ? null : await probeUserSwitch();
   if (userProblem !== null) isolation = "unavailable";
@@ -327,16 +330,16 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     if (!url) throw new Error(`repo agent ${request.agent.name} has no repoUrl`);
     const repo: RepoPaths = { gitDir: gitDirOf(request.conversationId), workTree: workdir };
     if (!cold) {
-      await refresh(repo, entry.branch, false);
+      await refresh(repo, entry.branch, false, checkoutQuota);
       return repo;
     }
     if (await exists(path.join(repo.gitDir, "HEAD"))) {
       await excludeUploads(repo);
       entry.branch = await remoteDefaultBranch(repo);
-      await refresh(repo, entry.branch, true);
+      await refresh(repo, entry.branch, true, checkoutQuota);
     } else {
       await rm(repo.gitDir, { recursive: true, force: true });
-      await cloneInto(url, repo, dirs.tmp);
+      await cloneInto(url, repo, dirs.tmp, checkoutQuota);
       entry.branch = await remoteDefaultBranch(repo);
     }
     return repo;
@@ -405,7 +408,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
                 repo,
                 entry.branch ?? FALLBACK_BRANCH,
                 request.conversationId,
-                limits.diskBytes,
+                checkoutQuota,
                 baseline,
               );
               return { pushedCommit, publishedOutputs: [] };
