@@ -13,23 +13,17 @@
  * Run by `npm run test:proxies` (its own step in CI, after `npm test`): it takes about a minute.
  */
 import { execFile } from "node:child_process";
-import { chmod, mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DemoServer, startDemoServer } from "../../cli/demo.ts";
 import { mustVerdict } from "../../conformance/reference-verdict.ts";
+import { makeTestCa, type TestCa } from "../../conformance/testing/front-server.ts";
 import type { RunReport } from "../../conformance/types.ts";
 import { type ServeCommand, startServeCommand } from "../../reference-server/sandbox/server-testing.ts";
-import {
-  type Certificates,
-  freePort,
-  makeCertificates,
-  type RunningProxy,
-  startHaproxy,
-  startNginx,
-} from "./proxy-processes.ts";
+import { freePort, type RunningProxy, startHaproxy, startNginx } from "./proxy-processes.ts";
 import { haproxyConfig, nginxSite, readmeBlock, replaceOnce } from "./readme-configs.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -40,7 +34,9 @@ const PROXY_IDLE_S = 3;
 const QUIET_S = 3;
 
 let dir: string;
-let certs: Certificates;
+let certs: TestCa;
+/** The server certificate then its key, in one file (HAProxy's `crt`). */
+let pemFile: string;
 /** `agent-api serve` (the command) with a 1 s keep-alive interval and a 20 s tool limit. */
 let server: ServeCommand;
 let serverEnv: Record<string, string>;
@@ -128,7 +124,9 @@ beforeAll(async () => {
   await chmod(dir, 0o711);
   const certDir = join(dir, "tls");
   await mkdir(certDir, { mode: 0o700 });
-  certs = await makeCertificates(certDir);
+  certs = makeTestCa(certDir);
+  pemFile = join(certDir, "server-with-key.pem");
+  await writeFile(pemFile, certs.cert + certs.key, { mode: 0o600 });
   const envFile = join(dir, "demo.env");
   // The tools' sandbox where bubblewrap works; unisolated where it does not (the sandbox has its own tests).
   [server, slowKeepAlive] = await Promise.all([
@@ -228,7 +226,7 @@ describe("the README's reverse-proxy guide, run for real", () => {
     const config = haproxyConfig(
       await readmeBlock("haproxy"),
       { upstream: upstreamOf(server.url), port },
-      certs.pemFile,
+      pemFile,
     );
     const proxy = await startHaproxy(join(dir, "haproxy"), config, port);
     proxies.push(proxy);

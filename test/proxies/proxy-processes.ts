@@ -1,84 +1,14 @@
 /**
- * Real proxies for the deployment-guide test: a private CA and a server certificate made with the openssl
- * command, and Debian's nginx and HAProxy run as foreground children on loopback, each stopped by its own pid.
+ * Real proxies for the deployment-guide test: Debian's nginx and HAProxy run as foreground children on
+ * loopback, each stopped by its own pid (the certificates come from conformance/testing/front-server.ts).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
+import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { createServer, connect as netConnect } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 
 const run = promisify(execFile);
-
-export interface Certificates {
-  caFile: string;
-  certFile: string;
-  keyFile: string;
-  /** Certificate then key, in one file (HAProxy's `crt`). */
-  pemFile: string;
-}
-
-/** A CA valid for a day and a certificate it signed for 127.0.0.1. */
-export async function makeCertificates(dir: string): Promise<Certificates> {
-  const file = (name: string) => join(dir, name);
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  await run("openssl", [
-    "req",
-    "-x509",
-    ...ec,
-    "-keyout",
-    file("ca.key"),
-    "-out",
-    file("ca.pem"),
-    "-days",
-    "1",
-    "-subj",
-    "/CN=agent-api proxies test CA",
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign,cRLSign",
-  ]);
-  await run("openssl", [
-    "req",
-    ...ec,
-    "-keyout",
-    file("server.key"),
-    "-out",
-    file("server.csr"),
-    "-subj",
-    "/CN=127.0.0.1",
-  ]);
-  await writeFile(
-    file("server.ext"),
-    "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-  );
-  await run("openssl", [
-    "x509",
-    "-req",
-    "-in",
-    file("server.csr"),
-    "-CA",
-    file("ca.pem"),
-    "-CAkey",
-    file("ca.key"),
-    "-CAcreateserial",
-    "-days",
-    "1",
-    "-extfile",
-    file("server.ext"),
-    "-out",
-    file("server.pem"),
-  ]);
-  const pem = (await readFile(file("server.pem"), "utf8")) + (await readFile(file("server.key"), "utf8"));
-  await writeFile(file("server-with-key.pem"), pem, { mode: 0o600 });
-  return {
-    caFile: file("ca.pem"),
-    certFile: file("server.pem"),
-    keyFile: file("server.key"),
-    pemFile: file("server-with-key.pem"),
-  };
-}
 
 /** A port free on 127.0.0.1 right now (the proxy binds it a moment later). */
 export async function freePort(): Promise<number> {
