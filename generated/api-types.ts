@@ -790,6 +790,45 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
+        /**
+         * @description Too much pending work of this caller. Rate limits and concurrency limits are "not shown" by the API: a
+         *     deployment may answer 429 when it chooses, and a caller should wait `Retry-After` seconds and retry.
+         */
+        TurnTooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /**
+         * @description The deployment cannot take more work right now. Rate limits and concurrency limits are "not shown" by
+         *     the API; a caller should wait `Retry-After` seconds and retry.
+         */
+        ServiceUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /**
+         * @description Too much pending work of this caller. Rate limits and concurrency limits are "not shown" by the API: a
+         *     deployment may answer 429 when it chooses, and a caller should wait `Retry-After` seconds and retry.
+         */
+        TooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
     };
     parameters: {
         /**
@@ -836,6 +875,8 @@ export interface components {
          *     gives the id back; the JSON bodies always carry the id verbatim.
          */
         "X-Conversation-Id": string;
+        /** @description Seconds after which the request may be sent again. */
+        "Retry-After": number;
     };
     pathItems: never;
 }
@@ -887,6 +928,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TurnTooManyRequests"];
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
@@ -896,6 +938,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     sendRoutedMessage: {
@@ -939,6 +982,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TurnTooManyRequests"];
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
@@ -948,6 +992,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listModels: {
@@ -979,6 +1024,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listConversations: {
@@ -1026,6 +1073,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getConversation: {
@@ -1062,6 +1111,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     setConversationSharing: {
@@ -1111,6 +1162,8 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     deleteConversation: {
@@ -1154,6 +1207,8 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getTranscript: {
@@ -1190,6 +1245,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getLastCompaction: {
@@ -1226,6 +1283,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     forkConversation: {
@@ -1275,6 +1334,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     invokeFlow: {
@@ -1316,6 +1377,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
             /** @description A step of the flow failed (its agent turn ended with an error). Statuses of a failed flow are "not shown" by the API. */
             502: {
                 headers: {
@@ -1325,6 +1387,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
 }
