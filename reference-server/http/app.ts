@@ -4,8 +4,9 @@
  * stream opens. Fastify was picked for its routing, body limits and hooks; its own schema layer is not
  * used because the requests are validated against the OpenAPI document itself.
  */
-import cors from "@fastify/cors";
+
 import { pipeline } from "node:stream";
+import cors from "@fastify/cors";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
