@@ -4,11 +4,16 @@
  * read and X-Conversation-Id is exposed; a page of another origin is refused by the browser, and without the
  * setting no CORS header is sent at all.
  */
+import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { type Browser, chromium as playwright } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chromium } from "../../test/spec/browser.ts";
+import { startServeCommand } from "../sandbox/server-testing.ts";
 import { KEYS, raw, startTestServer, type TestServer } from "./helpers.ts";
 
 const SEND = "/api/agents/demo-agent/v1/messages";
@@ -135,6 +140,44 @@ describe("CORS for browser consoles", () => {
     expect(preflight.headers.get("access-control-allow-origin")).toBe(allowed.origin);
     expect(preflight.headers.get("access-control-allow-methods")).toContain("POST");
     expect(preflight.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("x-api-key");
+  });
+
+  it("agent-api serve --cors takes several origins", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "serve-cors-"));
+    const bin = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
+    const served = await startServeCommand([
+      bin,
+      "serve",
+      "--demo",
+      "--data",
+      dir,
+      "--port",
+      "0",
+      "--cors",
+      "https://docs.example.com",
+      allowed.origin,
+      "--unsafe-no-isolation",
+    ]);
+    try {
+      for (const origin of ["https://docs.example.com", allowed.origin]) {
+        const preflight = await raw(served.url, "OPTIONS", SEND, {
+          headers: {
+            origin,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "x-api-key",
+          },
+        });
+        expect(preflight.status, origin).toBe(204);
+        expect(preflight.headers.get("access-control-allow-origin")).toBe(origin);
+      }
+      const refused = await raw(served.url, "OPTIONS", SEND, {
+        headers: { origin: other.origin, "access-control-request-method": "POST" },
+      });
+      expect(refused.headers.get("access-control-allow-origin")).toBeNull();
+    } finally {
+      await served.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("without the setting no CORS header is sent and a preflight is not found", async () => {
