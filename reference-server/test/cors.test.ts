@@ -10,9 +10,9 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Browser, chromium as playwright } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chromium } from "../../test/spec/browser.ts";
+import { chromium, launchChromium } from "../../test/spec/browser.ts";
 import { startServeCommand } from "../sandbox/server-testing.ts";
 import { KEYS, raw, startTestServer, type TestServer } from "./helpers.ts";
 
@@ -36,17 +36,7 @@ beforeAll(async () => {
   allowed = await pageServer();
   other = await pageServer();
   withCors = await startTestServer({ corsOrigins: [allowed.origin] });
-  if (chromium)
-    browser = await playwright.launch({
-      executablePath: chromium,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-      ],
-    });
+  if (chromium) browser = await launchChromium();
 }, 120_000);
 afterAll(async () => {
   await browser?.close();

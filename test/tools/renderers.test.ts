@@ -7,10 +7,10 @@
 import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { join } from "node:path";
-import { type Browser, type Page, chromium as playwright } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { projectRoot } from "../../scripts/tool-bin.ts";
-import { chromium } from "../spec/browser.ts";
+import { chromium, launchChromium } from "../spec/browser.ts";
 import { type Renderer, rendererServer } from "./renderer-pages.ts";
 import { toolsUnavailable } from "./tools-dir.ts";
 
@@ -79,16 +79,7 @@ let browser: Browser;
 beforeAll(async () => {
   if (skip) return;
   pages = await rendererServer();
-  browser = await playwright.launch({
-    executablePath: chromium,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-    ],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
