@@ -86,7 +86,16 @@ export function realisticAnswer(
       model: /-\d{8}$/.test(base.message.model) ? base.message.model : `${base.message.model}-20250929`,
       content: blocks,
       stop_reason: stop,
-      usage: { ...base.message.usage, output_tokens: Math.max(1, tokensOf(blocks)) },
+      // The Messages API's usage carries more than the four counters; clients read what they know.
+      usage: {
+        ...base.message.usage,
+        output_tokens: Math.max(1, tokensOf(blocks)),
+        cache_creation: {
+          ephemeral_5m_input_tokens: base.message.usage.cache_creation_input_tokens ?? 0,
+          ephemeral_1h_input_tokens: 0,
+        },
+        service_tier: "standard",
+      } as ScriptedAnswer["message"]["usage"],
     },
     transient: base.transient,
   });
@@ -123,8 +132,12 @@ export function realisticAnswer(
   const parts = base.parts;
   if (parts === undefined) {
     const said = content.some((b) => b.type === "text");
-    // A compaction summary is the model's own memory, read back by it: told as it is.
-    if (said) return { ...base, message: { ...base.message } };
+    // A compaction summary: the model's own memory, read back by it, so only its layout changes.
+    if (said)
+      return rewrite([
+        ...lead,
+        ...content.flatMap((b) => (b.type === "text" ? [text(`## Conversation summary\n\n${b.text}`)] : [])),
+      ]);
     // Asked for no output at all: many models still say a word.
     const word = choose("silence", SILENCE);
     return rewrite(word === "" ? lead : [...lead, text(word)]);
