@@ -35,8 +35,13 @@ type MessageParam = Anthropic.Messages.MessageParam;
 type ContentBlock = Anthropic.Messages.ContentBlock;
 type ContentBlockParam = Anthropic.Messages.ContentBlockParam;
 
-/** Id prefix of the exploratory tool calls: how a later call of the turn tells them from asked ones. */
+/**
+ * Id prefixes of the calls a model makes on its own (a look at the files first, a read-back after writing):
+ * how a later call of the turn tells them from the asked ones.
+ */
 const LOOK_AROUND_ID = "toolu_01look";
+const READ_BACK_ID = "toolu_01back";
+const OWN_CALL_IDS = [LOOK_AROUND_ID, READ_BACK_ID];
 
 /** The transport options that make `agent-api model` answer in the realistic style with `seed`. */
 export function realisticUpstreamOptions(
@@ -56,7 +61,7 @@ export function realisticAnswer(
   options: ScriptedModelOptions = {},
   requestChars?: number,
 ): ScriptedAnswer {
-  const messages = withoutLookingAround(request.messages);
+  const messages = withoutOwnCalls(request.messages);
   // The request's size still counts the exploratory calls: usage is what was sent.
   const base = scriptedAnswer({ ...request, messages }, options, requestChars);
   const promptAt = lastPromptIndex(request.messages);
@@ -130,6 +135,17 @@ export function realisticAnswer(
   // Only a test engine fails on request; a real model answers that it cannot.
   if (base.failAfterBlocks !== undefined) return rewrite([...lead, text(choose("refuse", REFUSE_TO_FAIL))]);
   const parts = base.parts;
+  // Done writing: some models read the file back before they say so.
+  const written = firstCall ? undefined : lastWrite(request.messages.slice(promptAt + 1));
+  if (parts !== undefined && written !== undefined && choose("read-back", [true, false])) {
+    const back: ContentBlock = {
+      type: "tool_use",
+      id: `${READ_BACK_ID}${digest([request.messages.length, written]).slice(0, 20)}`,
+      name: "read_file",
+      input: { path: written },
+    } as ContentBlock;
+    return rewrite([...lead, text(choose("read-back-say", READ_BACK)), back], "tool_use");
+  }
   if (parts === undefined) {
     const said = content.some((b) => b.type === "text");
     // A compaction summary: the model's own memory, read back by it, so only its layout changes.
@@ -223,6 +239,9 @@ function tell(part: ReplyPart, choose: Choose): string {
     case "list_attachments": {
       if (!items || items.length === 0) return part.text;
       const what = part.kind === "list_attachments" ? "attached files" : "files";
+      // A long list is often summed up by its ends.
+      if (items.length > 6 && choose("list-ends", [true, false]))
+        return `There are ${items.length} ${what}, from \`${items[0]}\` to \`${items.at(-1)}\`.`;
       return choose("list", [
         `Here are the ${what}:\n\n${items.map((item) => `- \`${item}\``).join("\n")}`,
         `I found ${items.length} ${what}: ${items.map((item) => `**${item}**`).join(", ")}.`,
@@ -265,6 +284,7 @@ const BEFORE_TOOL: Record<string, readonly string[]> = {
   list_files: ["Let me list the files in `{path}`.", "I'll check which files are there."],
 };
 const BEFORE_ANY_TOOL = ["Let me use a tool for that."] as const;
+const READ_BACK = ["Let me double-check the file.", "I'll read it back to verify."] as const;
 const OPENINGS = ["", "", "Sure!", "Here you go."] as const;
 const SIGN_OFFS = [
   "",
@@ -287,17 +307,40 @@ function asAModelWrites(use: Anthropic.Messages.ToolUseBlock, choose: Choose): u
   return input;
 }
 
-/** The request's messages without the exploratory tool calls and their results. */
-function withoutLookingAround(messages: MessageParam[]): MessageParam[] {
+/** The request's messages without the calls the model made on its own, and their results. */
+function withoutOwnCalls(messages: MessageParam[]): MessageParam[] {
+  const own = (id: string) => OWN_CALL_IDS.some((prefix) => id.startsWith(prefix));
   const looked = (b: ContentBlockParam) =>
-    (b.type === "tool_use" && b.id.startsWith(LOOK_AROUND_ID)) ||
-    (b.type === "tool_result" && b.tool_use_id.startsWith(LOOK_AROUND_ID));
+    (b.type === "tool_use" && own(b.id)) || (b.type === "tool_result" && own(b.tool_use_id));
   if (!messages.some((m) => Array.isArray(m.content) && m.content.some(looked))) return messages;
   return messages.flatMap((m): MessageParam[] => {
     if (!Array.isArray(m.content) || !m.content.some(looked)) return [m];
     const content = (m.content as ContentBlockParam[]).filter((b) => !looked(b));
     return content.length > 0 ? [{ ...m, content } as MessageParam] : [];
   });
+}
+
+/**
+ * The path of the turn's last asked call when it wrote a file successfully and was not read back yet: the
+ * calls after the prompt, from the history as sent.
+ */
+function lastWrite(turnSoFar: MessageParam[]): string | undefined {
+  const blocks = turnSoFar.flatMap((m) =>
+    Array.isArray(m.content) ? (m.content as ContentBlockParam[]) : [],
+  );
+  if (blocks.some((b) => b.type === "tool_use" && b.id.startsWith(READ_BACK_ID))) return undefined;
+  const asked = blocks.filter(
+    (b): b is Anthropic.Messages.ToolUseBlockParam =>
+      b.type === "tool_use" && !b.id.startsWith(LOOK_AROUND_ID),
+  );
+  const last = asked.at(-1);
+  const path = (last?.input as { path?: unknown } | undefined)?.path;
+  if (last?.name !== "write_file" || typeof path !== "string") return undefined;
+  const result = blocks.find(
+    (b): b is Anthropic.Messages.ToolResultBlockParam =>
+      b.type === "tool_result" && b.tool_use_id === last.id,
+  );
+  return result && !result.is_error ? path : undefined;
 }
 
 /** The newest user message carrying text: this turn's prompt (later ones carry tool results). */

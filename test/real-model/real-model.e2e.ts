@@ -21,12 +21,13 @@ import { startServeCommand } from "../../reference-server/sandbox/server-testing
 const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
 
 /**
- * 3, 4 and 8 open the hello reply with a text block of its own (which the old TRANSCRIPT-SHAPE misjudged);
- * asked for silence, 3 and 4 keep it in the resumed conversation and 8 in the new one, so each silence check
- * runs in some seed and meets a model that speaks in another; 4 and 8 make their look at the files and the
- * asked tool call in one message, 3 one after the other.
+ * Each of 5, 20 and 22 opens the hello reply with a short text block of its own (which the old
+ * TRANSCRIPT-SHAPE misjudged). Asked for silence, 20 keeps it in the resumed conversation, 22 in the new
+ * one and 5 in neither, so each silence check runs in one seed and meets a model that speaks in the others.
+ * 5 and 20 look at the files in the same message as the asked tool call, 22 one message before; 20 and 22
+ * read a written file back before they answer.
  */
-const SEEDS = (process.env.REAL_MODEL_SEEDS ?? "3,4,8")
+const SEEDS = (process.env.REAL_MODEL_SEEDS ?? "5,20,22")
   .split(",")
   .map((s) => Number(s.trim()))
   .filter((n) => Number.isInteger(n));
