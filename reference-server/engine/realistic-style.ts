@@ -3,20 +3,26 @@
  * as the plain scripted answer, told in a real model's manner. Taken from how the Messages API streams a
  * real model's turn, not from what any check expects:
  *
- * - a short text block before each tool call ("Let me read that file."), and an exploratory listing of the
- *   working directory before the first file or shell tool a turn asks for;
+ * - a short text block before each tool call ("Let me read `notes.txt`."); a listing of the working
+ *   directory before the first file or shell tool a turn asks for, alone or as a parallel call beside it;
+ *   a read-back of a file just written before saying it is done; `./` before relative paths and a trailing
+ *   newline in written content;
  * - a thinking block first when the request enables thinking (and when the prompt asks to think);
  * - the reply in several text blocks: an opening, the answer paragraph by paragraph, a sign-off;
- * - markdown around values (bold, backticks, code fences, bullet lists), prompts echoed with their
- *   whitespace and casing changed; values themselves (a code word, a path, a file's content) verbatim;
+ * - markdown around values (bold, backticks, code fences, bullet lists), long lists summed up by their
+ *   ends, prompts echoed with their whitespace and casing changed; values themselves (a code word, a path,
+ *   a file's content) verbatim;
  * - a word or two when asked for no output at all (some seeds, some turns), and a polite refusal instead of
  *   failing on request (only a test engine fails when asked);
- * - many small deltas per block and a `ping` after `message_start` (transport options below).
+ * - the dated snapshot as the answering model, usage with more fields than the four counters, many small
+ *   deltas per block and a `ping` after `message_start` (transport options below), and now and then a 529
+ *   "overloaded" before the same request is answered.
  *
  * Deterministic given the seed: every choice is a hash of the seed and of the request's shape (its kind of
  * answer, the history's length), never of the nonces it carries, so one seed answers one suite run the same
- * way every time. The model stays stateless: an exploratory call is recognised in the history by its id and
- * left out of what the scripted model is asked, which answers as if it had not happened.
+ * way every time. The model stays stateless: a call it made on its own (look-around, read-back) is
+ * recognised in the history by its id and left out of what the scripted model is asked, which answers as if
+ * it had not happened.
  */
 import { createHash } from "node:crypto";
 import type Anthropic from "@anthropic-ai/sdk";
@@ -83,6 +89,7 @@ export function realisticAnswer(
       signature: signThinking(thinking, options.thinkingSignatureSecret),
     });
   }
+  const overloaded = choose("overloaded", [true, false, false, false, false, false, false, false]);
   const rewrite = (blocks: ContentBlock[], stop = base.message.stop_reason): ScriptedAnswer => ({
     message: {
       ...base.message,
@@ -102,7 +109,8 @@ export function realisticAnswer(
         service_tier: "standard",
       } as ScriptedAnswer["message"]["usage"],
     },
-    transient: base.transient,
+    // A busy upstream now and then: 529 overloaded once, then the same request answered.
+    transient: base.transient ?? (overloaded ? { kind: "overloaded", times: 1 } : undefined),
   });
 
   const toolUse = content.find((b): b is Anthropic.Messages.ToolUseBlock => b.type === "tool_use");
