@@ -55,7 +55,11 @@ export function realisticUpstreamOptions(
 ): Required<Pick<ScriptedUpstreamOptions, "answer" | "chunkText" | "ping">> {
   return {
     answer: (request, options, requestChars) => realisticAnswer(request, seed, options, requestChars),
-    chunkText: (value, salt) => smallDeltas(value, random(seed, `deltas:${salt}`)),
+    chunkText: (value, block) => {
+      const deltas = smallDeltas(value, random(seed, `deltas:${block.salt}`));
+      // The Messages API opens a tool call's input with an empty partial_json.
+      return block.type === "tool_use" ? ["", ...deltas] : deltas;
+    },
     ping: true,
   };
 }

@@ -32,8 +32,11 @@ export interface ScriptedUpstreamOptions extends ScriptedModelOptions {
    * wraps it to answer the way real models do.
    */
   answer?: (request: ScriptedRequest, options: ScriptedModelOptions, requestChars: number) => ScriptedAnswer;
-  /** Splits a block's streamed content into deltas, overriding `deltasPerBlock` (`salt` tells blocks apart). */
-  chunkText?: (value: string, salt: string) => string[];
+  /**
+   * Splits a block's streamed content into deltas, overriding `deltasPerBlock`: `salt` tells blocks apart,
+   * `type` is the block's (a tool_use block's content is its input's JSON).
+   */
+  chunkText?: (value: string, block: { salt: string; type: string }) => string[];
   /** Sends a `ping` event after `message_start`, as the Messages API does. */
   ping?: boolean;
   /** Observer of each well-formed request, as it arrived (tests read what the model was sent). */
@@ -153,8 +156,10 @@ function frame(event: Record<string, unknown> & { type: string }): string {
 function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions) {
   const { message } = answer;
   const parts = Math.max(1, options.deltasPerBlock ?? 1);
-  const chunks = (value: string, index: number) =>
-    options.chunkText ? options.chunkText(value, `${message.id}:${index}`) : split(value, parts);
+  const chunks = (value: string, index: number, type: string) =>
+    options.chunkText
+      ? options.chunkText(value, { salt: `${message.id}:${index}`, type })
+      : split(value, parts);
   yield {
     type: "message_start",
     message: {
@@ -180,7 +185,7 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
     switch (block.type) {
       case "text":
         yield { type: "content_block_start", index, content_block: { type: "text", text: "" } };
-        for (const piece of chunks(block.text, index))
+        for (const piece of chunks(block.text, index, "text"))
           yield { type: "content_block_delta", index, delta: { type: "text_delta", text: piece } };
         break;
       case "thinking":
@@ -189,7 +194,7 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
           index,
           content_block: { type: "thinking", thinking: "", signature: "" },
         };
-        for (const piece of chunks(block.thinking, index))
+        for (const piece of chunks(block.thinking, index, "thinking"))
           yield { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: piece } };
         yield {
           type: "content_block_delta",
@@ -206,7 +211,7 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
           index,
           content_block: { type: "tool_use", id: block.id, name: block.name, input: {} },
         };
-        for (const piece of chunks(JSON.stringify(block.input), index))
+        for (const piece of chunks(JSON.stringify(block.input), index, "tool_use"))
           yield {
             type: "content_block_delta",
             index,

@@ -74,12 +74,19 @@ async function startModel(seed: number): Promise<{ url: string; banner: string }
     out += chunk.toString("utf8");
   });
   return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`agent-api model did not start: ${out}`)), 30_000);
     child.stdout?.on("data", (chunk: Buffer) => {
       out += chunk.toString("utf8");
       const url = /listening on (http:\/\/\S+)/.exec(out)?.[1];
-      if (url && /seed \d+/.test(out)) resolve({ url, banner: out });
+      if (url && /seed \d+/.test(out)) {
+        clearTimeout(timer);
+        resolve({ url, banner: out });
+      }
     });
-    child.once("exit", () => reject(new Error(`agent-api model exited: ${out}`)));
+    child.once("exit", () => {
+      clearTimeout(timer);
+      reject(new Error(`agent-api model exited: ${out}`));
+    });
   });
 }
 
