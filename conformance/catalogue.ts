@@ -3,6 +3,7 @@
  * finishes sooner). Ids are stable; `agent-api check --list` prints this.
  */
 import { authChecks } from "./checks/auth.ts";
+import { consistencyChecks } from "./checks/consistency.ts";
 import { conversationIdChecks } from "./checks/conversation-ids.ts";
 import { endpointChecks } from "./checks/endpoints.ts";
 import { eventChecks } from "./checks/events.ts";
@@ -29,6 +30,8 @@ export const catalogue: CheckDef[] = [
   ...routeChecks,
   // After the timing-sensitive session checks, so their turns do not compete with these chains.
   ...forkChecks,
+  // Each reads one fact through every route that shows it; independent of the chains above.
+  ...consistencyChecks,
   // Last: the default-limit check needs more than 50 conversations, which the run has made by then.
   ...listChecks,
 ];

@@ -36,7 +36,7 @@ export function envNameOf(flag: string): string {
 }
 
 /** `--member-key` → `memberKey`. */
-function camelOf(flag: string): string {
+export function camelOf(flag: string): string {
   return flag.replace(/^--/, "").replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 

@@ -84,7 +84,13 @@ export interface FailureDetail {
   evidence?: string;
 }
 
-export type Outcome = "pass" | "fail" | "skip";
+/**
+ * `xfail`: a failure the run's expected-failures file lists (a known deviation); it does not fail the run.
+ */
+export type Outcome = "pass" | "fail" | "skip" | "xfail";
+
+/** Why a check did not run: an input it needs was not given, or the deployment cannot show the fact. */
+export type SkipKind = "input" | "unobservable";
 
 export interface CheckResult {
   id: string;
@@ -95,6 +101,15 @@ export interface CheckResult {
   ms: number;
   /** Why it failed or was skipped. */
   reason?: string;
+  /** For a skip: whether an input was missing or the deployment could not show the fact. */
+  skipKind?: SkipKind;
+  /**
+   * For a failure: true when the deployment kept the check from reaching the API (its proxy answered, TLS
+   * or a body size limit refused the request), rather than the API answering wrongly.
+   */
+  prevented?: boolean;
+  /** For `xfail`, and for a listed check that passed: the reason the expected-failures file gives. */
+  expectedFailure?: string;
   details: FailureDetail[];
   /** Observations that do not decide the outcome (e.g. `ping` frames seen). */
   notes: string[];

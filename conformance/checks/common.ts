@@ -170,7 +170,7 @@ export function attachment(
 export function secondAgent(ctx: CheckContext): string {
   const other = ctx.inputs.storageAgent ?? ctx.inputs.repoAgent;
   if (!other || other === ctx.inputs.agent)
-    skip("needs a second agent of the same workspace (--storage-agent or --repo-agent)");
+    skip("needs a second agent of the same workspace (--storage-agent or --repo-agent)", "input");
   return other;
 }
 

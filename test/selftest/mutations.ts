@@ -24,9 +24,19 @@ import {
   type SseEvent,
   withJson,
 } from "./proxy.ts";
+import { tableMutations } from "./table-mutations.ts";
 
 /** Which part of the seed a mutation breaks. */
-export type Area = "status" | "headers" | "sse" | "shapes" | "state" | "send" | "silent";
+export type Area =
+  | "status"
+  | "headers"
+  | "sse"
+  | "shapes"
+  | "state"
+  | "send"
+  | "silent"
+  | "consistency"
+  | "meaning";
 
 type Maybe<T> = T | undefined;
 
@@ -47,6 +57,10 @@ export interface Mutation {
    * serves a request "as a key that works" learns that key from a turn some other check ran.
    */
   needs?: string[];
+  /** Set on rows generated from a table (table-mutations.ts) rather than written for a check. */
+  table?: "field × route" | "rule × input";
+  /** A table row `npm test` runs; the others run in `npm run mutation-score`. */
+  sample?: boolean;
   onRequest?(call: ProxyCall, tools: ProxyTools): Maybe<ProxyResponse> | Promise<Maybe<ProxyResponse>>;
   onEvents?(events: SseEvent[], call: ProxyCall, tools: ProxyTools): Maybe<SseEvent[]>;
   onSseText?(text: string, call: ProxyCall): string;
@@ -69,6 +83,8 @@ export const AREA_CHECKS: Record<Area, string[]> = {
   state: ["STATE-*", "GUIDE-*", "SHARE-*"],
   send: ["SEND-*", "ROUTED-*", "LIMIT-MESSAGES-*", "FORK-MODEL-*"],
   silent: ["SEND-ATTACHMENT-*", "LIMIT-ATTACHMENT-*", "SEND-AUTOMATION-*", "STATE-RACE-*"],
+  consistency: ["CONSIST-*", "ROUTED-*"],
+  meaning: ["MEANING-*", "GET-TURN-COUNT", "LIST-SHAPE-ORDER"],
 };
 
 /** The `only` selection for one mutation: its area's checks plus the checks it declares it breaks. */
@@ -97,6 +113,16 @@ function editSend(call: ProxyCall, edit: (body: Json) => void): void {
   if (!body) return;
   edit(body);
   call.setJson(body);
+}
+
+/** The newest user message's text of a send (string content, or its text blocks joined). */
+function newestUserText(call: ProxyCall): string | undefined {
+  const messages = sendBody(call)?.messages;
+  if (!Array.isArray(messages)) return undefined;
+  const last = [...messages].reverse().find((m) => m?.role === "user");
+  if (typeof last?.content === "string") return last.content;
+  if (!Array.isArray(last?.content)) return undefined;
+  return last.content.map((b: Json) => (typeof b?.text === "string" ? b.text : "")).join("\n\n");
 }
 
 function attachmentsOf(body: Json): Json[] | undefined {
@@ -1399,6 +1425,65 @@ export const mutations: Mutation[] = [
       return replayWith(call, owner, tools);
     },
   },
+  // ---- skip paths: a deployment that shows the deciding fact must fail, not skip ----------------------------
+  {
+    name: "failure-without-error-event",
+    area: "sse",
+    description:
+      "A turn that fails after its stream opened just stops: no error event, no message_stop (the stream's end breaks the grammar)",
+    breaks: ["SSE-ERROR-EVENT"],
+    onEvents(events) {
+      if (!events.some((e) => e.event === "error")) return;
+      return events.filter((e) => e.event !== "error");
+    },
+  },
+  {
+    name: "compaction-route-constant",
+    area: "shapes",
+    description:
+      'Last compaction always answers {compacted: false, summary: ""}, although the transcript shows the compaction',
+    breaks: ["COMPACTION-FLAGGED"],
+    onResponse(call, res) {
+      return editJson(call, res, ["compaction"], (body) => {
+        body.compacted = false;
+        body.summary = "";
+      });
+    },
+  },
+  {
+    name: "empty-turn-keeps-memory",
+    area: "state",
+    description:
+      "A resumed turn with no output neither clears agent_session_id nor the session: the next turn still remembers",
+    breaks: ["STATE-EMPTY-TURN-CLEAN-SESSION"],
+    onRequest(call, tools) {
+      const id = call.conversationId;
+      const text = newestUserText(call);
+      if (id === undefined || text === undefined) return;
+      const word = /code word: (\S+?)\./.exec(text)?.[1];
+      if (word) tools.state.set(`word:${id}`, word);
+      if (/no output/i.test(text)) tools.state.set(`emptied:${id}`, true);
+    },
+    onEvents(events, call, tools) {
+      const id = call.conversationId;
+      const text = newestUserText(call) ?? "";
+      const word = tools.state.get(`word:${id}`);
+      if (!tools.state.get(`emptied:${id}`) || !word || !/what code word/i.test(text)) return;
+      for (const e of events)
+        if (e.event === "content_block_delta" && e.data?.delta?.type === "text_delta")
+          e.data.delta.text = word;
+      return events;
+    },
+    onResponse(call, res, tools) {
+      const id = call.route.id;
+      if (call.route.kind !== "conversation" || !tools.state.get(`emptied:${id}`)) return;
+      return editJson(call, res, ["conversation"], (body) => {
+        if (body.conversation && body.conversation.agent_session_id === null)
+          body.conversation.agent_session_id = "kept-after-empty-turn";
+      });
+    },
+  },
+  ...tableMutations,
 ];
 
 const byName = new Map(mutations.map((m) => [m.name, m]));

@@ -76,6 +76,8 @@ export class ProxyCall {
   path: string;
   /** Lower-case header names. */
   headers: Record<string, string>;
+  /** Header names as the client spelled them (mutations of case-sensitive servers read these). */
+  sentHeaderNames: string[] = [];
   #body: Buffer;
   #json: { value: Json } | undefined;
 
@@ -354,6 +356,7 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
           forwardableHeaders(req.headers),
           body,
         );
+        call.sentHeaderNames = req.rawHeaders.filter((_, i) => i % 2 === 0);
         const answer = await handle(call);
         const headers = { ...answer.headers };
         delete headers["content-length"];
