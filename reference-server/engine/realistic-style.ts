@@ -15,8 +15,7 @@
  * - a word or two when asked for no output at all (some seeds, some turns), and a polite refusal instead of
  *   failing on request (only a test engine fails when asked);
  * - the dated snapshot as the answering model, usage with more fields than the four counters, many small
- *   deltas per block and a `ping` after `message_start` (transport options below), and now and then a 529
- *   "overloaded" before the same request is answered.
+ *   deltas per block and a `ping` after `message_start` (transport options below).
  *
  * Deterministic given the seed: every choice is a hash of the seed and of the request's shape (its kind of
  * answer, the history's length), never of the nonces it carries, so one seed answers one suite run the same
@@ -93,7 +92,6 @@ export function realisticAnswer(
       signature: signThinking(thinking, options.thinkingSignatureSecret),
     });
   }
-  const overloaded = choose("overloaded", [true, false, false, false, false, false, false, false]);
   const rewrite = (blocks: ContentBlock[], stop = base.message.stop_reason): ScriptedAnswer => ({
     message: {
       ...base.message,
@@ -113,8 +111,7 @@ export function realisticAnswer(
         service_tier: "standard",
       } as ScriptedAnswer["message"]["usage"],
     },
-    // A busy upstream now and then: 529 overloaded once, then the same request answered.
-    transient: base.transient ?? (overloaded ? { kind: "overloaded", times: 1 } : undefined),
+    transient: base.transient,
   });
 
   const toolUse = content.find((b): b is Anthropic.Messages.ToolUseBlock => b.type === "tool_use");
