@@ -97,6 +97,12 @@ export const seedRules: SeedRule[] = [
   },
   {
     section: DOES,
+    rule: "The result is streamed back: each part reaches the client as it is produced, not when the turn ends",
+    checks: ["SSE-STREAMED-INCREMENTAL", "SSE-IDLE-SURVIVES"],
+    note: "judged by arrival times of a turn whose tool command sleeps; SSE-IDLE-SURVIVES runs with --idle-seconds",
+  },
+  {
+    section: DOES,
     rule: "1. Conversation state is kept on the server; one new user message per call; the thread is `metadata.conversation_id`",
     checks: ["CONVID-OWN-RESUMES", "SEND-NEWEST-USER-ONLY"],
   },
@@ -803,6 +809,11 @@ export const seedRules: SeedRule[] = [
     section: EVENTS,
     rule: "5. A failure after the stream opens arrives as an `error` event on a 200 response",
     checks: ["SSE-ERROR-EVENT"],
+  },
+  {
+    section: EVENTS,
+    rule: "5. … on a response already sent as 200: the status and headers go out while the turn runs",
+    checks: ["SSE-HEADERS-BEFORE-END"],
   },
   {
     section: EVENTS,

@@ -133,14 +133,14 @@ function buildProgram(): Command {
         integer("serve", "--turn-timeout-ms"),
       )
       .option(
-        "--tool-timeout-seconds <n>",
-        `wall-clock limit of one run_command call, in seconds (default ${DEFAULTS.toolTimeoutMs / 1000})`,
-        toolTimeoutOption,
-      )
-      .option(
         "--keep-alive-ms <n>",
         `longest silence on a turn's stream before an SSE comment line; keep it below the idle time-out of any proxy in front (default ${DEFAULTS.keepAliveMs})`,
         integer("serve", "--keep-alive-ms"),
+      )
+      .option(
+        "--tool-timeout-seconds <n>",
+        `wall-clock limit of one run_command call, in seconds (default ${DEFAULTS.toolTimeoutMs / 1000}); a turn quiet for longer than a proxy's idle time-out needs a command that runs that long`,
+        toolTimeoutOption,
       )
       .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
       .option(

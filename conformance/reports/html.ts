@@ -4,6 +4,7 @@
  * readable in dark mode and printed (failures are open by default, so they print).
  * Everything from the run (ids, reasons, evidence, bodies) goes through `esc`.
  */
+import { timelineText } from "../sse/timing.ts";
 import type { CheckResult, Exchange, FailureDetail, Level, RunReport } from "../types.ts";
 import { type Counts, summarize } from "./console.ts";
 import { escapeMarkup as esc } from "./escape.ts";
@@ -49,6 +50,7 @@ table.levels{border-collapse:collapse;margin:0 0 14px}
 .row,details.result>summary{display:grid;grid-template-columns:3.4em 4.2em minmax(0,17.5rem) 1fr 5em;gap:10px;align-items:baseline;padding:4px 8px}
 .row{border-bottom:1px solid var(--line)}
 .row .reason{grid-column:3/6;color:var(--muted);font-size:13px}
+.timeline{grid-column:3/6;font-family:var(--mono);font-size:12px;color:var(--muted);overflow-wrap:anywhere}
 .id{font-family:var(--mono);font-size:12.5px;overflow-wrap:anywhere}
 .ms{text-align:right;color:var(--muted);font-variant-numeric:tabular-nums;font-size:12.5px}
 .badge{font:600 11px/1.6 var(--mono);text-align:center;border-radius:3px;padding:0 4px;print-color-adjust:exact;-webkit-print-color-adjust:exact}
@@ -162,8 +164,8 @@ function exchange(e: Exchange, open: boolean): string {
     e.requestBody === undefined ? "" : `\n\n${pretty(e.requestBody)}`
   }`;
   const response = `${e.status === 0 ? "no response" : e.status}\n${headers(e.responseHeaders)}${
-    e.responseBody === "" ? "" : `\n\n${pretty(e.responseBody)}`
-  }`;
+    e.timeline ? `\n\narrived: ${timelineText(e.timeline)}` : ""
+  }${e.responseBody === "" ? "" : `\n\n${pretty(e.responseBody)}`}`;
   return (
     `<details class="ex"${open ? " open" : ""}><summary>${esc(e.method)} ${esc(e.url)} <b>→ ${e.status}</b>` +
     `<span class="ms">${e.ms} ms</span></summary><div class="ex-body">` +
@@ -178,6 +180,7 @@ function failed(r: CheckResult): string {
   if (r.details.length > 0)
     parts.push(`<ul class="details">${r.details.map((d) => detail(d, r.reason)).join("")}</ul>`);
   if (r.notes.length > 0) parts.push(`<h3>Notes</h3>${notes(r.notes)}`);
+  if (r.timelines) parts.push(`<h3>Timelines</h3>${timelines(r)}`);
   if (r.exchanges.length > 0) {
     // The last request is usually the one the check judged; the others stay one line until clicked.
     const last = r.exchanges.length - 1;
@@ -195,6 +198,13 @@ function notes(list: string[]): string {
   return `<ul class="note">${list.map((n) => `<li>${esc(n)}</li>`).join("")}</ul>`;
 }
 
+/** The turns whose arrival times the check judged: headers, first byte, each block, the end. */
+function timelines(r: CheckResult): string {
+  return (r.timelines ?? [])
+    .map(({ label, timeline }) => `<div class="timeline">${esc(label)}: ${esc(timelineText(timeline))}</div>`)
+    .join("");
+}
+
 function row(r: CheckResult): string {
   const extra =
     r.outcome === "skip"
@@ -204,7 +214,7 @@ function row(r: CheckResult): string {
         : r.notes.length > 0
           ? `<span class="reason">${r.notes.map(esc).join("; ")}</span>`
           : "";
-  return `<div class="row" id="${anchor(r)}">${cells(r)}${extra}</div>`;
+  return `<div class="row" id="${anchor(r)}">${cells(r)}${extra}${timelines(r)}</div>`;
 }
 
 /** One check as the report shows it: a failure open with its evidence, anything else one row. */

@@ -31,6 +31,7 @@ export type Area =
   | "status"
   | "headers"
   | "sse"
+  | "delivery"
   | "shapes"
   | "state"
   | "send"
@@ -57,6 +58,12 @@ export interface Mutation {
    * serves a request "as a key that works" learns that key from a turn some other check ran.
    */
   needs?: string[];
+  /**
+   * How the proxy delivers event streams: "buffered" sends the headers at once and the body when the turn has
+   * ended; "held" sends nothing until then (any body hook holds a stream the same way). Unset, and with no
+   * body hook, a stream goes through as it arrives.
+   */
+  stream?: "buffered" | "held";
   /** Set on rows generated from a table (table-mutations.ts) rather than written for a check. */
   table?: "field × route" | "rule × input";
   /** A table row `npm test` runs; the others run in `npm run mutation-score`. */
@@ -79,6 +86,8 @@ export const AREA_CHECKS: Record<Area, string[]> = {
   status: ["AUTH-*", "ERR-*", "CONVID-*"],
   headers: ["SEND-200-STREAM", "SSE-CONTENT-TYPE", "CONVID-*", "STATE-CREATED-PRIVATE", "MODELS-SHAPE"],
   sse: ["SSE-*", "SEND-TOOL-*"],
+  // What a proxy or gateway in front of the API does to a turn's delivery.
+  delivery: ["SSE-STREAMED-INCREMENTAL", "SSE-HEADERS-BEFORE-END", "SSE-CONTENT-TYPE"],
   shapes: ["MODELS-*", "LIST-*", "LIMIT-LIST-*", "GET-*", "TRANSCRIPT-*", "COMPACTION-*", "FORK-*"],
   state: ["STATE-*", "GUIDE-*", "SHARE-*"],
   send: ["SEND-*", "ROUTED-*", "LIMIT-MESSAGES-*", "FORK-MODEL-*"],
@@ -1484,6 +1493,22 @@ export const mutations: Mutation[] = [
     },
   },
   ...tableMutations,
+  {
+    name: "stream-buffered",
+    area: "delivery",
+    description:
+      "The result is streamed back: a proxy that sends the headers at once but holds the body until the turn ends",
+    breaks: ["SSE-STREAMED-INCREMENTAL"],
+    stream: "buffered",
+  },
+  {
+    name: "stream-held-until-end",
+    area: "delivery",
+    description:
+      'A failure "arrives as an error event on a response already sent as 200": a proxy that sends nothing, headers included, until the turn ends',
+    breaks: ["SSE-HEADERS-BEFORE-END"],
+    stream: "held",
+  },
 ];
 
 const byName = new Map(mutations.map((m) => [m.name, m]));
