@@ -56,6 +56,8 @@ export interface ServerOptions {
   toolOutputCapBytes?: number;
   /** How long a turn's client may leave events unread before it is dropped (default 30 s). */
   sseStallMs?: number;
+  /** Browser origins allowed to call the API (CORS); `*` allows any. Unset: no CORS. */
+  corsOrigins?: string[];
   /**
    * SQLite WAL checkpoints run by a worker thread this often (ms), off the event loop; 0: inside commits, as
    * SQLite does by default (see store/sqlite.ts).
@@ -183,6 +185,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     routingPrefix,
     logger,
     sseStallMs: options.sseStallMs,
+    corsOrigins: options.corsOrigins,
     keepAliveMs: options.keepAliveMs ?? DEFAULTS.keepAliveMs,
     admission,
     requestTimeoutMs: limits.requestTimeoutMs,

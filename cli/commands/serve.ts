@@ -138,6 +138,10 @@ function buildProgram(): Command {
         integer("serve", "--keep-alive-ms"),
       )
       .option(
+        "--cors <origin...>",
+        "let browser pages of these origins call the API (e.g. a docs page's Try it console); * allows any",
+      )
+      .option(
         "--tool-timeout-seconds <n>",
         `wall-clock limit of one run_command call, in seconds (default ${DEFAULTS.toolTimeoutMs / 1000}); a turn quiet for longer than a proxy's idle time-out needs a command that runs that long`,
         toolTimeoutOption,
@@ -225,6 +229,7 @@ export async function main(args: string[]): Promise<number> {
           : { tmpBytes: opts.sandboxTmp as number, shmBytes: opts.sandboxTmp as number }),
       },
       logLevel: String(opts.logLevel),
+      corsOrigins: opts.cors as unknown as string[] | undefined,
       limits: Object.fromEntries(
         LIMIT_FLAGS.flatMap(([flag, field]) => {
           const value = opts[optionKey(flag)];

@@ -4,7 +4,9 @@
  * stream opens. Fastify was picked for its routing, body limits and hooks; its own schema layer is not
  * used because the requests are validated against the OpenAPI document itself.
  */
+
 import { pipeline } from "node:stream";
+import cors from "@fastify/cors";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -37,6 +39,11 @@ export interface AppOptions {
   logger: FastifyBaseLogger;
   /** How long a turn's client may leave events unread before it is dropped (default 30 s). */
   sseStallMs?: number;
+  /**
+   * Browser origins allowed to call the API (CORS), e.g. a docs page's "Try it" console; `*` allows any.
+   * Empty or unset: no CORS headers, and preflights are not answered (browsers then refuse cross-origin calls).
+   */
+  corsOrigins?: string[];
   /** Longest silence on a turn's stream before a comment line (default http/sse.ts KEEP_ALIVE_MS). */
   keepAliveMs?: number;
   /** Caps on requests in flight and body bytes held, per key and per server (default: the defaults). */
@@ -162,6 +169,17 @@ export function buildApp(options: AppOptions): FastifyInstance {
     }
   });
 
+  if (options.corsOrigins && options.corsOrigins.length > 0) {
+    const origins = options.corsOrigins;
+    void app.register(cors, {
+      origin: origins.includes("*") ? "*" : origins,
+      methods: ["GET", "POST", "PUT", "PATCH", "DELETE"],
+      // A browser reads only the response headers it is allowed to: the new conversation's id is one.
+      exposedHeaders: ["X-Conversation-Id"],
+      maxAge: 600,
+    });
+  }
+
   // Admission first, before the key is checked and before a byte of body is read: a flood is refused at
   // the cost of its head. Callers are told apart by the key they present (hashed, as keys are stored).
   app.addHook("onRequest", async (request, reply) => {
@@ -244,6 +262,9 @@ export function buildApp(options: AppOptions): FastifyInstance {
         routed,
       });
       request.turnStream = true;
+      // The stream is written on the raw response: headers hooks set on the reply (CORS) go with it.
+      for (const [name, value] of Object.entries(reply.getHeaders()))
+        if (value !== undefined) reply.raw.setHeader(name, value);
       reply.hijack();
       const outcome = await writeEventStream(
         reply.raw,
@@ -283,6 +304,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
     async (request, reply) => {
       callerOf(request);
       validator.body("sendMessage", request.body);
+      validator.newestUserMessage(request.body as Schemas["SendMessageRequest"]);
       await streamTurn(
         request,
         reply,
@@ -296,6 +318,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
   app.post("/api/agents/v1/messages", authenticated, async (request, reply) => {
     callerOf(request);
     validator.body("sendRoutedMessage", request.body);
+    validator.newestUserMessage(request.body as Schemas["SendMessageRequest"]);
     const body = request.body as Schemas["SendMessageRequest"];
     if (typeof body.model !== "string" || body.model === "")
       throw badRequest("model is required: <routing_prefix>--<agent> or an agent name");

@@ -1,8 +1,9 @@
-/** Reading a messages-API request the way the seed says: only the newest user message's text is used. */
+/** Reading a messages-API request the way the API says: only the newest user message's text is used. */
 import type { components } from "../../generated/api-types.ts";
 import { badRequest } from "./errors.ts";
 
 type InputMessage = components["schemas"]["InputMessage"];
+type UnreadMessage = components["schemas"]["UnreadMessage"];
 
 type Blocks = Array<{ type: string; text?: string }>;
 
@@ -15,11 +16,14 @@ function textOf(content: string | Blocks): string {
     .join("\n\n");
 }
 
-/** The newest `role: "user"` message's text: a string, or its text blocks joined by blank lines. */
-export function newestUserText(messages: InputMessage[]): string {
+/**
+ * The newest `role: "user"` message's text: a string, or its text blocks joined by blank lines. The other
+ * elements are never read (their shape is unchecked); the HTTP layer has checked this one is an InputMessage.
+ */
+export function newestUserText(messages: Array<InputMessage | UnreadMessage>): string {
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i];
-    if (message.role === "user") return textOf(message.content);
+    if (message.role === "user") return textOf((message as InputMessage).content);
   }
   throw badRequest('messages: no element has role "user"');
 }

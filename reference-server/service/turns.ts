@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
-import type { AgentEvent, TurnOutcome } from "../engine/types.ts";
+import type { AgentEvent, TurnOutcome, TurnUsage } from "../engine/types.ts";
 import { newConversation } from "../store/new-conversation.ts";
 import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
@@ -269,9 +269,14 @@ export class TurnService {
     let outcome: TurnOutcome | undefined;
     let failure: string | undefined;
     let pushedCommit: string | null = null;
+    // message_start waits for the upstream's first message_start, so it carries the input usage (only
+    // keep-alive comments go before it); message_delta carries the turn's sums. Without it, it goes first.
+    let started = false;
+    const start = (usage?: TurnUsage) => {
+      started = true;
+      return messageStart(`msg_${randomUUID().replaceAll("-", "")}`, plan.model, usage);
+    };
     try {
-      // Usage is the upstream's, known only once it answered: message_delta carries the turn's sums.
-      yield messageStart(`msg_${randomUUID().replaceAll("-", "")}`, plan.model, 0);
       // Attachments are written before the turn starts: the agent is told which files arrived.
       const hasAttachments = Array.isArray(metadata.attachments) && metadata.attachments.length > 0;
       const attachments = hasAttachments ? (await sandbox.ready()).attachments : [];
@@ -299,6 +304,11 @@ export class TurnService {
           outcome = step.value;
           break;
         }
+        if (step.value.kind === "input_usage") {
+          if (!started) yield start(step.value.usage);
+          continue;
+        }
+        if (!started) yield start();
         agentEvents.push(step.value);
         const events = blockEvents(step.value, index, streamToolCalls);
         if (events.length > 0) index++;
@@ -325,6 +335,7 @@ export class TurnService {
       if (this.#running.get(record.id) === interrupt) this.#running.delete(record.id);
       plan.release();
     }
+    if (!started) yield start();
     if (failure !== undefined || outcome === undefined) {
       yield errorEvent(failure ?? "The turn ended without an outcome");
       return;
