@@ -1,18 +1,20 @@
 /** Endpoints: the response shape and rules of every read and management route. */
 import { isRecord } from "../context.ts";
-import { fail, skip } from "../outcomes.ts";
+import { excerpt, fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
   check,
   ensureClientError,
   ensureStatus,
   ensureTurnOk,
+  firstBlockNotHeld,
   ISO_MS_UTC,
   memoryRound,
   modelsInfo,
   prompts,
   settledConversation,
   sharedConversation,
+  streamedTextBlocks,
   turnRanAs,
 } from "./common.ts";
 
@@ -272,10 +274,17 @@ export const endpointChecks: CheckDef[] = [
       const userText = (user.content as Array<{ text: string }>).map((b) => b.text).join("\n");
       if (!userText.includes(conv.firstPrompt))
         fail("the user message does not hold the prompt sent", userText);
-      const assistantText = (assistant.content as Array<{ text: string }>).map((b) => b.text).join("\n");
-      if (conv.turn.text && !assistantText.includes(conv.turn.text.slice(0, 40))) {
-        fail("the assistant message does not hold the streamed reply", assistantText.slice(0, 300));
-      }
+      // Every streamed text block, whole and in order, however the transcript joins or splits them.
+      const assistantText = messages
+        .filter((m) => m.role === "assistant")
+        .flatMap((m) => (m.content as Array<{ text: string }>).map((b) => b.text))
+        .join("\n\n");
+      const missing = firstBlockNotHeld(assistantText, streamedTextBlocks(conv.turn));
+      if (missing !== undefined)
+        fail(
+          `the assistant messages do not hold the streamed text block ${JSON.stringify(excerpt(missing, 80))}`,
+          assistantText.slice(0, 300),
+        );
     },
   }),
   /** {compacted: boolean, summary: string}. */

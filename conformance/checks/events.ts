@@ -6,7 +6,7 @@ import type { CheckContext, Turn } from "../context.ts";
 import { CheckFailure, fail, skip } from "../outcomes.ts";
 import type { GrammarCode } from "../sse/grammar.ts";
 import type { CheckDef, FailureDetail } from "../types.ts";
-import { carriesOutput, check, prompts } from "./common.ts";
+import { ANSWERED_SILENCE, carriesOutput, check, prompts } from "./common.ts";
 
 const SECTION = "Events";
 
@@ -198,7 +198,7 @@ export const eventChecks: CheckDef[] = [
       const empty = streams[3].turn;
       const names = empty.reading?.events.map((e) => e.name) ?? [];
       if (empty.status !== 200) fail(`status ${empty.status}`);
-      if (carriesOutput(empty.reading?.blocks ?? [])) skip("the agent produced output when asked for none");
+      if (carriesOutput(empty.reading?.blocks ?? [])) skip(ANSWERED_SILENCE);
       const expected = ["message_start", "message_delta", "message_stop"];
       if (names.join() !== expected.join())
         fail(`events ${names.join(", ") || "(none)"}; expected ${expected.join(", ")}`);

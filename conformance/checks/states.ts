@@ -3,6 +3,7 @@ import { type CheckContext, isRecord, type Turn } from "../context.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
+  ANSWERED_SILENCE,
   carriesOutput,
   check,
   ensureIncludes,
@@ -35,7 +36,7 @@ function emptyTurnRound(ctx: CheckContext): Promise<EmptyTurnRound> {
       fail("agent_session_id was never recorded after the first turn");
     const emptyTurn = await c.turn({ conversationId: id, prompt: prompts.noOutput });
     ensureTurnOk(emptyTurn, "no-output turn");
-    if (carriesOutput(emptyTurn.reading.blocks)) skip("the agent produced output when asked to produce none");
+    if (carriesOutput(emptyTurn.reading.blocks)) skip(ANSWERED_SILENCE);
     const cleared = await c.waitForSessionCleared(id);
     const recall = await c.turn({ conversationId: id, prompt: prompts.recall });
     ensureTurnOk(recall, "recall turn after the empty turn");
