@@ -45,7 +45,7 @@ export interface RunState {
 
 /**
  * Statuses that say "not now" rather than judge the request: rate limits (429), overload (503, and 529 of
- * the messages API). The seed shows no rate limit, so such an answer proves nothing about a rule: the call
+ * the messages API). The API shows no rate limit, so such an answer proves nothing about a rule: the call
  * is retried, and a deployment that keeps refusing makes the check inconclusive (skipped), never failed.
  */
 export const LOAD_REFUSAL_STATUSES: ReadonlySet<number> = new Set([429, 503, 529]);
@@ -424,7 +424,7 @@ export class CheckContext {
   }
 
   /**
-   * The seed's client guidance: poll the conversation every 0.25 s until `agent_session_id` is non-null,
+   * The API's client guidance: poll the conversation every 0.25 s until `agent_session_id` is non-null,
    * bounded by --session-wait-ms. Resolves to the session id, or null when the wait expired.
    */
   async waitForSession(id: string, options?: CallOptions): Promise<string | null> {

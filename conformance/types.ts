@@ -5,7 +5,7 @@
 import type { CheckContext } from "./context.ts";
 import type { TurnTimeline } from "./sse/timing.ts";
 
-/** MUST: the seed states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
+/** MUST: the API states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
 export type Level = "MUST" | "SHOULD" | "INFO";
 
 /** Optional inputs a check may need; a check whose needs are not all given is skipped with the reason. */
@@ -51,7 +51,7 @@ export interface SuiteInputs {
   notebookPath?: string;
   /** Opt-in: a turn stays quiet this long (a proxy idle time-out it must survive). */
   idleSeconds?: number;
-  /** Bound for waiting on `agent_session_id` (the seed's client guidance). */
+  /** Bound for waiting on `agent_session_id` (the API's client guidance). */
   sessionWaitMs: number;
 }
 
@@ -59,7 +59,7 @@ export interface CheckDef {
   /** Stable id; users filter on it and CI reports name it. */
   id: string;
   level: Level;
-  /** Seed section the check verifies, e.g. "Errors", "Endpoints/Send a message". */
+  /** API section the check verifies, e.g. "Errors", "Endpoints/Send a message". */
   section: string;
   /** One line saying what the deployment must do. */
   title: string;

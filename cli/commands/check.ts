@@ -131,7 +131,7 @@ function buildProgram(): Command {
       ),
     )
     .option("--list", "print the catalogue of checks and exit")
-    .option("--coverage", "with --list: print the seed coverage table (conformance/COVERAGE.md) instead")
+    .option("--coverage", "with --list: print the API coverage table (conformance/COVERAGE.md) instead")
     .option("--no-color", "plain progress lines")
     .option(
       "--ui",

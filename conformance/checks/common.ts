@@ -138,7 +138,7 @@ export function modelsInfo(ctx: CheckContext): Promise<ModelsInfo> {
 /** The model a turn ran as: message_start's model, or failing that the reply to "which model". */
 /**
  * Whether a turn ran on `model` (a models-list id): message_start names it, or a resolved name that starts
- * with it (`demo-large-20250929`, `demo-large@2025`), or the reply names it as a whole word. The seed does
+ * with it (`demo-large-20250929`, `demo-large@2025`), or the reply names it as a whole word. The API does
  * not say message_start.model repeats the list id verbatim, and a model cannot always name its own id.
  */
 export function turnRanAs(turn: Turn, model: string): boolean {

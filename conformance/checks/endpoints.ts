@@ -54,7 +54,7 @@ export const endpointChecks: CheckDef[] = [
       const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
       ensureTurnOk(newer);
       // `since` keeps the check's own conversations within the first 200 on a busy deployment; a minute
-      // early, as the seed does not say whether it is inclusive.
+      // early, as the API does not say whether it is inclusive.
       const since = minuteBefore(String((await ctx.conversation(conv.id)).created_at));
       const res = await ctx.listConversations({ limit: "200", since });
       ensureStatus(res, 200, "conversation list");
@@ -101,7 +101,7 @@ export const endpointChecks: CheckDef[] = [
       }
     },
   }),
-  /** Out-of-range limits: behaviour not shown by the seed. */
+  /** Out-of-range limits: behaviour not shown by the API. */
   check({
     id: "LIMIT-LIST-OUT-OF-RANGE",
     level: "INFO",
@@ -174,13 +174,13 @@ export const endpointChecks: CheckDef[] = [
       if (ids.includes(privateId)) fail("another member's private conversation is listed");
     },
   }),
-  /** The single fetch: {conversation}, the fields of the seed, timestamps in UTC with milliseconds. */
+  /** The single fetch: {conversation}, the fields of the API, timestamps in UTC with milliseconds. */
   check({
     id: "GET-SHAPE",
     level: "MUST",
     section: "Endpoints/Get a conversation",
     title:
-      "Get a conversation answers {conversation} with the seed's fields; timestamps are UTC ISO 8601 with ms",
+      "Get a conversation answers {conversation} with the API's fields; timestamps are UTC ISO 8601 with ms",
     needs: [],
     async run(ctx) {
       const conv = await sharedConversation(ctx);
@@ -411,7 +411,7 @@ export const endpointChecks: CheckDef[] = [
     id: "FORK-CUSTOM-ID",
     level: "MUST",
     section: "Endpoints/Fork a conversation",
-    title: "Fork with conversation_id creates the child with that id; the result has the seed's fields",
+    title: "Fork with conversation_id creates the child with that id; the result has the API's fields",
     needs: [],
     async run(ctx) {
       const conv = await sharedConversation(ctx);

@@ -1,4 +1,4 @@
-/** The seed's client guidance: wait for the session before resuming; retry an empty turn. */
+/** The API's client guidance: wait for the session before resuming; retry an empty turn. */
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {

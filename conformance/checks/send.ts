@@ -676,7 +676,7 @@ export const sendChecks: CheckDef[] = [
       }
     },
   }),
-  /** Malformed JSON is a client error (the status is not shown by the seed). */
+  /** Malformed JSON is a client error (the status is not shown by the API). */
   check({
     id: "SEND-MALFORMED-JSON",
     level: "INFO",

@@ -1,6 +1,6 @@
 /**
  * The suite is itself tested (DESIGN §4): a fault proxy in front of ONE reference demo breaks one rule of the
- * seed at a time. Unbroken, the whole suite must pass through it; with each mutation, a run of the checks it
+ * API at a time. Unbroken, the whole suite must pass through it; with each mutation, a run of the checks it
  * declares must fail at least one of them. (Only those decide the verdict, so only those run here;
  * `npm run mutation-score -- --area-only` runs each mutation's whole area and shows what else catches it.)
  * A mutation marked `knownGap` is a reported gap of the suite: it must still go uncaught, so the day the

@@ -1,6 +1,6 @@
 /**
- * The mutation catalogue of the suite's self-test, as data: each entry breaks exactly one rule of the seed
- * (`../../../shared/seed/agent-conversation-api.md`) when the fault proxy applies it in front of the
+ * The mutation catalogue of the suite's self-test, as data: each entry breaks exactly one rule of the API
+ * (as the spec, `spec/`, states it) when the fault proxy applies it in front of the
  * reference server, and names the checks of which at least one must then fail (`breaks`).
  *
  * Hooks (all optional; see proxy.ts for the order they run in):
@@ -26,7 +26,7 @@ import {
 } from "./proxy.ts";
 import { tableMutations } from "./table-mutations.ts";
 
-/** Which part of the seed a mutation breaks. */
+/** Which part of the API a mutation breaks. */
 export type Area =
   | "status"
   | "headers"
@@ -44,7 +44,7 @@ type Maybe<T> = T | undefined;
 export interface Mutation {
   name: string;
   area: Area;
-  /** The one rule broken, in the seed's words where possible. */
+  /** The one rule broken, in the API's words where possible. */
   description: string;
   /** Check ids of which at least one must fail when this mutation is applied. */
   breaks: string[];
@@ -601,7 +601,7 @@ export const mutations: Mutation[] = [
   {
     name: "unknown-event-name",
     area: "sse",
-    description: "An event outside the seed's list (message_progress) appears in the stream",
+    description: "An event outside the API's list (message_progress) appears in the stream",
     breaks: ["SSE-UNKNOWN-EVENT"],
     onEvents(events) {
       const out = [...events];
@@ -1262,7 +1262,7 @@ export const mutations: Mutation[] = [
     name: "race-waits-for-session",
     area: "silent",
     description:
-      "A message sent before agent_session_id is recorded waits for it and resumes with memory (the seed: no memory)",
+      "A message sent before agent_session_id is recorded waits for it and resumes with memory (the API: no memory)",
     breaks: ["STATE-RACE-MEMORY-LOST"],
     async onRequest(call, tools) {
       const id = call.conversationId;
