@@ -35,6 +35,8 @@ export function encodeSseEvent(event: string, value: unknown): string {
  * An incremental frame reader: `push` text as it arrives, `end` when the stream closes. Any of CRLF, LF and
  * CR ends a line, as the SSE standard says, also when a CRLF is split between two chunks.
  */
+const LINE_BREAK = /[\r\n]/;
+
 export class SseFrameReader {
   #frames = 0;
   #pending = "";
@@ -48,6 +50,12 @@ export class SseFrameReader {
 
   push(text: string): SseFrame[] {
     const out: SseFrame[] = [];
+    // Only new text can end a line: a long line arriving in many chunks is split once, when it ends, instead
+    // of again at every chunk (quadratic in the line a server streams).
+    if (!this.#pending.endsWith("\r") && !LINE_BREAK.test(text)) {
+      this.#pending += text;
+      return out;
+    }
     this.#pending += text;
     const lines = this.#pending.split(/\r\n|\n|\r/);
     this.#pending = lines.pop() ?? "";
