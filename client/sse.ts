@@ -40,6 +40,7 @@ const LINE_BREAK = /[\r\n]/;
 export class SseFrameReader {
   #frames = 0;
   #pending = "";
+  #crHeld = false;
   #lines: string[] = [];
   #parsed: { event?: string; data?: string } = {};
   readonly #parser: EventSourceParser = createParser({
@@ -52,7 +53,8 @@ export class SseFrameReader {
     const out: SseFrame[] = [];
     // Only new text can end a line: a long line arriving in many chunks is split once, when it ends, instead
     // of again at every chunk (quadratic in the line a server streams).
-    if (!this.#pending.endsWith("\r") && !LINE_BREAK.test(text)) {
+    // (Whether a CR is held is kept aside: asking the growing text itself would flatten it at every chunk.)
+    if (!this.#crHeld && !LINE_BREAK.test(text)) {
       this.#pending += text;
       return out;
     }
@@ -64,6 +66,7 @@ export class SseFrameReader {
       const last = lines.pop();
       if (last !== undefined) this.#pending = `${last}\r`;
     }
+    this.#crHeld = this.#pending.endsWith("\r");
     for (const line of lines) this.#line(line, out);
     return out;
   }
@@ -74,6 +77,7 @@ export class SseFrameReader {
     if (this.#pending.endsWith("\r")) this.#line(this.#pending.slice(0, -1), out);
     else if (this.#pending !== "") this.#lines.push(this.#pending);
     this.#pending = "";
+    this.#crHeld = false;
     if (this.#lines.length > 0) out.push(this.#frame(false));
     return out;
   }

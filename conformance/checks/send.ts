@@ -33,9 +33,9 @@ export function normaliseName(word: string): string {
   let end = name.length;
   let opens = 0;
   let closes = 0;
-  for (const char of name) {
-    if (char === "(") opens++;
-    else if (char === ")") closes++;
+  for (let i = 0; i < name.length; i++) {
+    if (name[i] === "(") opens++;
+    else if (name[i] === ")") closes++;
   }
   for (;;) {
     const before = end - start;
@@ -43,7 +43,7 @@ export function normaliseName(word: string): string {
     while (end > start && TRAILING_MARKUP.has(name[end - 1])) end--;
     while (end > start && SENTENCE_PUNCTUATION.has(name[end - 1])) end--;
     // A closing parenthesis belongs to the name only when the name opened one ("a (1).txt" vs "(a.txt)").
-    if (end > start && name[end - 1] === ")" && opens < closes) {
+    while (end > start && name[end - 1] === ")" && opens < closes) {
       end--;
       closes--;
     }
@@ -55,6 +55,13 @@ export function normaliseName(word: string): string {
 const LEADING_MARKUP = new Set(["*", "_", "`", '"', "'", "“", "‘", "<", "[", "("]);
 const TRAILING_MARKUP = new Set(["*", "_", "`", '"', "'", "”", "’", ">", "]"]);
 const SENTENCE_PUNCTUATION = new Set([".", ",", ":", ";", "!", "?"]);
+
+/**
+ * A word naming one of the de-duplicated attachments; it may hold a space (`acc-dup (1).txt`). The look-behind
+ * starts a word only at its first character: tried from inside a long run, the pattern would scan the run
+ * again from every position (quadratic in a reply's longest word).
+ */
+export const DEDUP_NAME = /(?<![^\s"'`,;])[^\s"'`,;]*acc-dup(?: \(\d+\))?[^\s"'`,;]*/;
 
 /** Distinct names in `text` matching `stem` (how many different attachment names a reply mentions). */
 export function distinctMentions(text: string, stem: RegExp): Set<string> {
@@ -482,9 +489,7 @@ export const sendChecks: CheckDef[] = [
       });
       ensureTurnOk(turn);
       // A de-duplicated name may hold a space ("acc-dup (1).txt"); the bare stem alone names no file.
-      // The look-behind starts a word only at its first character: tried from inside a long run, the pattern
-      // would scan the run again from every position.
-      const names = distinctMentions(turn.text, /(?<![^\s"'`,;])[^\s"'`,;]*acc-dup(?: \(\d+\))?[^\s"'`,;]*/);
+      const names = distinctMentions(turn.text, DEDUP_NAME);
       names.delete("acc-dup");
       if (names.size < 2)
         fail(
