@@ -341,7 +341,6 @@ function openSubject(n: number, longCount: number): Subject {
     sessionDelayMs: 0,
     routingPrefix: "agent-api",
     compactionBudgetTokens: 6_000,
-    keepAliveMs: 15_000,
     turnTimeoutMs: 60_000,
   };
   const sessions = new SessionRecorder(store, 0);

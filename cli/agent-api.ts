@@ -17,6 +17,7 @@ const load = (name: string) => (): Promise<Command> =>
 const commands: Record<string, { summary: string; load: () => Promise<Command> }> = {
   serve: { summary: "run the reference server", load: load("serve") },
   check: { summary: "run the conformance suite against a deployment", load: load("check") },
+  ui: { summary: "the conformance suite as a local page (agent-api check --ui)", load: load("ui") },
   model: { summary: "serve the scripted model as a Messages API upstream", load: load("model") },
   mock: { summary: "Prism mock server from the spec", load: load("mock") },
   docs: { summary: "build the HTML documentation", load: load("docs") },

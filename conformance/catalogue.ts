@@ -3,6 +3,7 @@
  * finishes sooner). Ids are stable; `agent-api check --list` prints this.
  */
 import { authChecks } from "./checks/auth.ts";
+import { consistencyChecks } from "./checks/consistency.ts";
 import { conversationIdChecks } from "./checks/conversation-ids.ts";
 import { endpointChecks } from "./checks/endpoints.ts";
 import { eventChecks } from "./checks/events.ts";
@@ -14,10 +15,13 @@ import { repoChecks } from "./checks/repo.ts";
 import { routeChecks } from "./checks/routes.ts";
 import { sendChecks } from "./checks/send.ts";
 import { stateChecks } from "./checks/states.ts";
+import { streamingChecks } from "./checks/streaming.ts";
 import type { CheckDef } from "./types.ts";
 
 export const catalogue: CheckDef[] = [
   ...stateChecks,
+  // Early: the opt-in idle check is the longest turn of a run.
+  ...streamingChecks,
   ...repoChecks,
   ...guidanceChecks,
   ...conversationIdChecks,
@@ -29,6 +33,8 @@ export const catalogue: CheckDef[] = [
   ...routeChecks,
   // After the timing-sensitive session checks, so their turns do not compete with these chains.
   ...forkChecks,
+  // Each reads one fact through every route that shows it; independent of the chains above.
+  ...consistencyChecks,
   // Last: the default-limit check needs more than 50 conversations, which the run has made by then.
   ...listChecks,
 ];

@@ -7,11 +7,20 @@ import { randomBytes } from "node:crypto";
 import type { Dispatcher } from "undici";
 import type { components } from "../generated/api-types.ts";
 import type { OperationId } from "../generated/protocol.ts";
-import { type HttpRequest, type HttpResponse, httpRequest, REQUEST_TIMEOUT_MS } from "./http.ts";
+import { describeDiagnosis, diagnoseForeignResponse, LARGE_BODY_BYTES } from "./deployment-errors.ts";
+import {
+  type ConnectionOptions,
+  createDispatcher,
+  type HttpRequest,
+  type HttpResponse,
+  httpRequest,
+  REQUEST_TIMEOUT_MS,
+} from "./http.ts";
 import { isRecord } from "./json.ts";
-import { CheckFailure, CheckSkip, skip } from "./outcomes.ts";
+import { CheckFailure, CheckSkip, DeploymentPrevented, excerpt, skip } from "./outcomes.ts";
 import type { SpecValidator } from "./spec-validator.ts";
 import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
+import { type StreamTiming, type TurnTimeline, turnTimeline } from "./sse/timing.ts";
 import type { Exchange, FailureDetail, SuiteInputs } from "./types.ts";
 
 export type { OperationId };
@@ -30,6 +39,8 @@ export interface RunState {
   requestTimeoutMs: number;
   /** How refusals for load (429, 503, 529) are retried before the check is skipped. */
   retry: RetryPolicy;
+  /** `--ca` and `--http2`: a large upload's own connection is made the same way. */
+  connection: ConnectionOptions;
 }
 
 /**
@@ -80,6 +91,8 @@ export interface ApiResponse {
   /** Parsed JSON body; undefined when the body is not JSON. */
   body: unknown;
   exchange: Exchange;
+  /** When each part of an event stream arrived. */
+  timing?: StreamTiming;
 }
 
 export interface CallOptions {
@@ -114,6 +127,8 @@ export interface Turn {
   /** The text of the turn's text blocks. */
   text: string;
   response: ApiResponse;
+  /** When the headers, each block and the end arrived (event streams only). */
+  timeline?: TurnTimeline;
 }
 
 /** A conversation as the spec describes it (checks read one only after its body was validated). */
@@ -127,7 +142,7 @@ export function createRunState(
   inputs: SuiteInputs,
   validator: SpecValidator,
   dispatcher: Dispatcher,
-  options: { requestTimeoutMs?: number; retry?: RetryPolicy } = {},
+  options: { requestTimeoutMs?: number; retry?: RetryPolicy; connection?: ConnectionOptions } = {},
 ): RunState {
   return {
     inputs,
@@ -139,6 +154,7 @@ export function createRunState(
     created: new Map(),
     requestTimeoutMs: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
     retry: options.retry ?? DEFAULT_RETRY,
+    connection: options.connection ?? {},
   };
 }
 
@@ -148,6 +164,7 @@ export class CheckContext {
   readonly exchanges: Exchange[] = [];
   readonly schemaFailures: FailureDetail[] = [];
   readonly notes: string[] = [];
+  readonly timelines: Array<{ label: string; timeline: TurnTimeline }> = [];
 
   constructor(run: RunState) {
     this.run = run;
@@ -169,6 +186,11 @@ export class CheckContext {
     if (!this.notes.includes(message)) this.notes.push(message);
   }
 
+  /** Puts a turn's timeline in the check's result, for every report to show. */
+  showTimeline(label: string, turn: Turn): void {
+    if (turn.timeline) this.timelines.push({ label, timeline: turn.timeline });
+  }
+
   agentUrl(agent = this.inputs.agent): string {
     return `${this.inputs.baseUrl}/api/agents/${encodeURIComponent(agent)}`;
   }
@@ -184,9 +206,13 @@ export class CheckContext {
    */
   async call(op: OperationId, req: HttpRequest): Promise<ApiResponse> {
     const policy = this.run.retry;
+    const bodyBytes = requestBodyBytes(req);
     let res: HttpResponse;
     for (let attempt = 0; ; attempt++) {
-      res = await httpRequest(this.run.dispatcher, req, this.run.requestTimeoutMs);
+      res =
+        bodyBytes !== undefined && bodyBytes >= LARGE_BODY_BYTES
+          ? await this.#sendOnOwnConnection(req)
+          : await httpRequest(this.run.dispatcher, req, this.run.requestTimeoutMs);
       this.exchanges.push(res.exchange);
       if (!LOAD_REFUSAL_STATUSES.has(res.status)) break;
       if (attempt >= policy.attempts) {
@@ -194,6 +220,15 @@ export class CheckContext {
         skip(`the deployment kept refusing with ${res.status} (rate limit or overload): inconclusive`);
       }
       await sleep(retryDelayMs(res.headers["retry-after"], attempt, policy));
+    }
+    const foreign = diagnoseForeignResponse(res.status, res.headers, res.text, {
+      method: req.method,
+      url: req.url,
+      bodyBytes,
+    });
+    if (foreign) {
+      const said = describeDiagnosis(foreign);
+      throw new DeploymentPrevented(said, foreign, [{ message: said, evidence: excerpt(res.text, 500) }]);
     }
     const contentType = res.headers["content-type"];
     if (!contentType?.startsWith("text/event-stream")) {
@@ -210,7 +245,28 @@ export class CheckContext {
     } catch {
       body = undefined;
     }
-    return { status: res.status, headers: res.headers, text: res.text, body, exchange: res.exchange };
+    return {
+      status: res.status,
+      headers: res.headers,
+      text: res.text,
+      body,
+      exchange: res.exchange,
+      timing: res.timing,
+    };
+  }
+
+  /**
+   * A large upload on a connection of its own: a proxy that refuses it early (a 413 before the body is
+   * read) may reset the connection, and over HTTP/2 a reset can end the whole session
+   * (NGHTTP2_ENHANCE_YOUR_CALM), failing every other check's requests on it.
+   */
+  async #sendOnOwnConnection(req: HttpRequest): Promise<HttpResponse> {
+    const own = createDispatcher(this.run.requestTimeoutMs, this.run.connection);
+    try {
+      return await httpRequest(own, req, this.run.requestTimeoutMs);
+    } finally {
+      await own.destroy();
+    }
   }
 
   #key(options: CallOptions | undefined): string | undefined {
@@ -258,13 +314,22 @@ export class CheckContext {
       const reading = checkTurnStream(response.text, { streamToolCalls: options.streamToolCalls === true });
       turn.reading = reading;
       turn.text = replyText(reading);
+      if (response.timing) {
+        turn.timeline = turnTimeline(response.timing, reading);
+        response.exchange.timeline = turn.timeline;
+      }
       for (const event of reading.events) {
         for (const failure of this.run.validator.validateEvent(event.name, event.data)) {
           this.schemaFailures.push({ ...failure, evidence: event.frame });
         }
       }
+      // Every stream any check reads is judged by the whole grammar, as every JSON body is by the spec: a
+      // grammar fault fails the check that saw it, whichever rule that check is about.
       for (const v of reading.violations.filter((x) => x.severity === "error")) {
-        this.note(`stream grammar: ${v.code} ${v.message}`);
+        this.schemaFailures.push({
+          message: `${url} → the event stream breaks the API's grammar (${v.code}): ${v.message}`,
+          evidence: v.frame,
+        });
       }
     }
     return turn;
@@ -412,6 +477,12 @@ export class CheckContext {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Bytes of the body `req` sends, or undefined when it sends none. */
+function requestBodyBytes(req: HttpRequest): number | undefined {
+  if (req.json !== undefined) return Buffer.byteLength(JSON.stringify(req.json));
+  return req.rawBody === undefined ? undefined : Buffer.byteLength(req.rawBody);
 }
 
 function pathOf(url: string): string {

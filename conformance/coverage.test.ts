@@ -2,7 +2,7 @@
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { catalogue } from "./catalogue.ts";
-import { coverageProblems, renderCoverage, seedRules } from "./coverage.ts";
+import { coverageProblems, fieldTableProblems, renderCoverage, seedRules } from "./coverage.ts";
 
 describe("coverage map of the seed", () => {
   it("names only catalogue ids, and every check of the catalogue", () => {
@@ -19,6 +19,13 @@ describe("coverage map of the seed", () => {
       '"a" (S) names NO-SUCH-CHECK, which the catalogue lacks',
       '"b" (S) needs either checks or a reason for none, not both or neither',
       `${catalogue[0].id} verifies no seed rule of the coverage map`,
+    ]);
+  });
+
+  it("names only catalogue ids in the fields × routes table", () => {
+    expect(fieldTableProblems(catalogue)).toEqual([]);
+    expect(fieldTableProblems(catalogue.filter((c) => c.id !== "GET-TURN-COUNT"))).toEqual([
+      "the fields × routes table names GET-TURN-COUNT, which the catalogue lacks",
     ]);
   });
 

@@ -5,6 +5,7 @@
  * coverage.test.ts fails when the two disagree (an id the catalogue lacks, a check the map never names)
  * or when COVERAGE.md is stale.
  */
+import type { components } from "../generated/api-types.ts";
 import type { CheckDef } from "./types.ts";
 
 export interface SeedRule {
@@ -96,6 +97,12 @@ export const seedRules: SeedRule[] = [
   },
   {
     section: DOES,
+    rule: "The result is streamed back: each part reaches the client as it is produced, not when the turn ends",
+    checks: ["SSE-STREAMED-INCREMENTAL", "SSE-IDLE-SURVIVES"],
+    note: "judged by arrival times of a turn whose tool command sleeps; SSE-IDLE-SURVIVES runs with --idle-seconds",
+  },
+  {
+    section: DOES,
     rule: "1. Conversation state is kept on the server; one new user message per call; the thread is `metadata.conversation_id`",
     checks: ["CONVID-OWN-RESUMES", "SEND-NEWEST-USER-ONLY"],
   },
@@ -149,7 +156,7 @@ export const seedRules: SeedRule[] = [
   {
     section: CONVERSATION,
     rule: "`id`: any string chosen by the caller, or generated when omitted; need not be a UUID",
-    checks: ["CONVID-UNKNOWN-VERBATIM", "CONVID-OMITTED-GENERATED"],
+    checks: ["CONVID-UNKNOWN-VERBATIM", "CONVID-OMITTED-GENERATED", "CONSIST-ID-CHARACTERS"],
   },
   {
     section: CONVERSATION,
@@ -171,7 +178,12 @@ export const seedRules: SeedRule[] = [
   {
     section: CONVERSATION,
     rule: "`is_owner`: whether the caller owns it",
-    checks: ["STATE-CREATED-PRIVATE", "STATE-SHARE-TRUE", "STATE-SHARED-MEMBER-FORK"],
+    checks: [
+      "STATE-CREATED-PRIVATE",
+      "STATE-SHARE-TRUE",
+      "STATE-SHARED-MEMBER-FORK",
+      "CONSIST-SHARED-MEMBER-VIEW",
+    ],
   },
   {
     section: CONVERSATION,
@@ -186,19 +198,19 @@ export const seedRules: SeedRule[] = [
   {
     section: CONVERSATION,
     rule: "`parent_conversation_id`: set on forks",
-    checks: ["STATE-FORK-CHILD", "FORK-CUSTOM-ID"],
+    checks: ["STATE-FORK-CHILD", "FORK-CUSTOM-ID", "CONSIST-FORK-READBACK"],
   },
   { section: CONVERSATION, rule: "`forked_at_turn_index`: set on forks", checks: ["STATE-FORK-CHILD"] },
   {
     section: CONVERSATION,
     rule: "`created_at`, `updated_at`: timestamps",
-    checks: ["GET-SHAPE", "LIST-TIMESTAMPS"],
+    checks: ["GET-SHAPE", "LIST-TIMESTAMPS", "MEANING-TIMESTAMPS-MOVE"],
   },
   {
     section: CONVERSATION,
     rule: "`turn_count`: integer",
     checks: ["GET-SHAPE", "GET-TURN-COUNT"],
-    note: "what it counts is not shown (GET-TURN-COUNT is INFO)",
+    note: "evident meaning: the number of turns run on the conversation",
   },
   {
     section: CONVERSATION,
@@ -233,7 +245,7 @@ export const seedRules: SeedRule[] = [
   {
     section: TRANSCRIPT,
     rule: "`conversation`, `messages` (messages-API shape), `events` (raw agent event stream)",
-    checks: ["TRANSCRIPT-SHAPE"],
+    checks: ["TRANSCRIPT-SHAPE", "CONSIST-ROUTES-AGREE"],
   },
   { section: TRANSCRIPT, rule: "Elements of `events[]`: not shown", none: NOT_SHOWN },
   {
@@ -318,12 +330,18 @@ export const seedRules: SeedRule[] = [
   {
     section: STATES,
     rule: "share toggle `shared` true by the owner → shared; members may read and fork; sending a turn gives 403",
-    checks: ["STATE-SHARE-TRUE", "STATE-SHARED-MEMBER-FORK", "CONVID-OTHERS-SHARED-403", "AUTH-VIEWER-READS"],
+    checks: [
+      "STATE-SHARE-TRUE",
+      "STATE-SHARED-MEMBER-FORK",
+      "CONVID-OTHERS-SHARED-403",
+      "AUTH-VIEWER-READS",
+      "CONSIST-SHARE-IDEMPOTENT",
+    ],
   },
   {
     section: STATES,
     rule: "share toggle `shared` false by the owner → private again",
-    checks: ["STATE-SHARE-FALSE"],
+    checks: ["STATE-SHARE-FALSE", "CONSIST-SHARE-IDEMPOTENT"],
   },
   {
     section: STATES,
@@ -338,7 +356,7 @@ export const seedRules: SeedRule[] = [
   {
     section: STATES,
     rule: "delete by the owner (no admin override) → removed; 204",
-    checks: ["STATE-DELETE", "AUTH-OWNER-ONLY-DELETE"],
+    checks: ["STATE-DELETE", "AUTH-OWNER-ONLY-DELETE", "CONSIST-DELETED-EVERYWHERE"],
   },
   {
     section: STATES,
@@ -378,8 +396,8 @@ export const seedRules: SeedRule[] = [
   {
     section: SEND,
     rule: "`content` is a string or an array of text blocks joined with blank lines",
-    checks: ["SEND-CONTENT-BLOCKS"],
-    note: "the join itself (blank lines) is not observable",
+    checks: ["SEND-CONTENT-BLOCKS", "CONSIST-CONTENT-JOIN"],
+    note: "the join is judged on the transcript's user message, where the stored text shows it",
   },
   { section: SEND, rule: "Non-text blocks are not read", checks: ["SEND-CONTENT-BLOCKS"] },
   {
@@ -528,7 +546,7 @@ export const seedRules: SeedRule[] = [
   {
     section: ROUTED,
     rule: "`POST …/api/agents/v1/messages`: same body and behaviour as send-message",
-    checks: ["ROUTED-BARE-NAME", "ROUTED-PREFIX"],
+    checks: ["ROUTED-BARE-NAME", "ROUTED-PREFIX", "CONSIST-ROUTED-SEND"],
   },
   {
     section: ROUTED,
@@ -570,7 +588,7 @@ export const seedRules: SeedRule[] = [
   { section: LIST, rule: "`channel_id`", checks: ["LIST-CHANNEL-ID-FILTER"] },
   { section: LIST, rule: "`notebook_path`", checks: ["LIST-NOTEBOOK-PATH-FILTER"] },
   { section: LIST, rule: "`automation`: automation name", checks: ["LIST-AUTOMATION-FILTER"] },
-  { section: LIST, rule: "`since`: ISO 8601", checks: ["LIST-SINCE-FILTER"] },
+  { section: LIST, rule: "`since`: ISO 8601", checks: ["LIST-SINCE-FILTER", "CONSIST-SINCE-FORMS"] },
   {
     section: LIST,
     rule: "`limit`: 1 to 200, default 50",
@@ -579,7 +597,8 @@ export const seedRules: SeedRule[] = [
   {
     section: LIST,
     rule: "Response `{conversations: [<conversation>]}`, ordered newest activity first",
-    checks: ["LIST-SHAPE-ORDER"],
+    checks: ["LIST-SHAPE-ORDER", "MEANING-LIST-NEWEST-ACTIVITY"],
+    note: "a turn is activity; nothing else is assumed to be",
   },
   { section: LIST, rule: "Paging beyond `limit`: not shown", none: NOT_SHOWN },
   {
@@ -659,7 +678,7 @@ export const seedRules: SeedRule[] = [
   {
     section: AUTH,
     rule: "1. Every request carries the header `X-Api-Key: <API_KEY>`",
-    checks: ["AUTH-KEY-WORKS", "AUTH-401-MISSING", "AUTH-401-EVERY-ROUTE"],
+    checks: ["AUTH-KEY-WORKS", "AUTH-401-MISSING", "AUTH-401-EVERY-ROUTE", "CONSIST-KEY-HEADER-CASE"],
   },
   {
     section: AUTH,
@@ -783,12 +802,18 @@ export const seedRules: SeedRule[] = [
   {
     section: EVENTS,
     rule: "4. `message_delta.usage`: `input_tokens`, `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`, `total_cost_usd`",
-    checks: ["SSE-USAGE-FIVE-FIELDS"],
+    checks: ["SSE-USAGE-FIVE-FIELDS", "MEANING-USAGE-COUNTS"],
+    note: "evident meaning: a turn with output counts output tokens and some input",
   },
   {
     section: EVENTS,
     rule: "5. A failure after the stream opens arrives as an `error` event on a 200 response",
     checks: ["SSE-ERROR-EVENT"],
+  },
+  {
+    section: EVENTS,
+    rule: "5. … on a response already sent as 200: the status and headers go out while the turn runs",
+    checks: ["SSE-HEADERS-BEFORE-END"],
   },
   {
     section: EVENTS,
@@ -925,9 +950,98 @@ export function coverageProblems(catalogue: CheckDef[], rules: SeedRule[] = seed
   return problems;
 }
 
+/** Ids the fields × routes table names that the catalogue lacks. */
+export function fieldTableProblems(catalogue: CheckDef[]): string[] {
+  const known = new Set(catalogue.map((c) => c.id));
+  const named = [...ROUTE_SWEEP_CHECKS, ...Object.values(conversationFields).flatMap((f) => f.meaning)];
+  return [...new Set(named)]
+    .filter((id) => !known.has(id))
+    .map((id) => `the fields × routes table names ${id}, which the catalogue lacks`);
+}
+
 const cell = (text: string) => text.replaceAll("|", "\\|").replaceAll("\n", " ");
 
-/** COVERAGE.md: the map, section by section, then each check with the rules it verifies. */
+/** Every route that returns a conversation's fields: the three reads carry the whole object. */
+export const CONVERSATION_ROUTES = ["single fetch", "list", "transcript"] as const;
+
+/** What checks each field of a conversation, beyond the route sweep that compares it across the routes. */
+interface FieldCoverage {
+  /** Other routes that show the field under another name (the fork result, a response header). */
+  alsoOn: string[];
+  /** Checks of the field's meaning (what it says, when it moves). */
+  meaning: string[];
+}
+
+/** Checks that read one conversation through every route and fail on any field that disagrees. */
+export const ROUTE_SWEEP_CHECKS = [
+  "CONSIST-ROUTES-AGREE",
+  "CONSIST-SHARED-MEMBER-VIEW",
+  "CONSIST-FORK-READBACK",
+];
+
+/**
+ * Field × route. Keyed by the spec's Conversation schema (the generated type), so a field added to the spec
+ * fails the compiler here until someone says which checks judge it.
+ */
+export const conversationFields: Record<keyof components["schemas"]["Conversation"], FieldCoverage> = {
+  id: {
+    alsoOn: ["send-message `X-Conversation-Id`", "fork result `conversation_id`"],
+    meaning: [
+      "CONVID-UNKNOWN-VERBATIM",
+      "CONVID-OMITTED-GENERATED",
+      "CONSIST-ID-CHARACTERS",
+      "CONSIST-ROUTED-SEND",
+    ],
+  },
+  title: { alsoOn: [], meaning: ["GET-TITLE-FROM-PROMPT", "GET-TITLE-STABLE"] },
+  channel: { alsoOn: [], meaning: ["LIST-CHANNEL-FILTER", "STATE-CREATED-PRIVATE"] },
+  shared: {
+    alsoOn: [],
+    meaning: ["STATE-CREATED-PRIVATE", "STATE-SHARE-TRUE", "STATE-SHARE-FALSE", "CONSIST-SHARE-IDEMPOTENT"],
+  },
+  is_owner: { alsoOn: [], meaning: ["STATE-CREATED-PRIVATE", "STATE-SHARED-MEMBER-FORK"] },
+  agent_session_id: {
+    alsoOn: ["fork result `agent_session_id`"],
+    meaning: ["STATE-SESSION-RECORDED", "STATE-SESSION-NULL-AT-CLOSE", "STATE-EMPTY-TURN-CLEARS"],
+  },
+  parent_conversation_id: {
+    alsoOn: ["fork result `parent_conversation_id`"],
+    meaning: ["STATE-FORK-CHILD", "CONSIST-FORK-READBACK"],
+  },
+  forked_at_turn_index: {
+    alsoOn: ["fork result `forked_at_turn`"],
+    meaning: ["STATE-FORK-CHILD", "CONSIST-FORK-READBACK"],
+  },
+  created_at: { alsoOn: [], meaning: ["LIST-TIMESTAMPS", "MEANING-TIMESTAMPS-MOVE", "LIST-SINCE-FILTER"] },
+  updated_at: {
+    alsoOn: [],
+    meaning: ["LIST-TIMESTAMPS", "MEANING-TIMESTAMPS-MOVE", "MEANING-LIST-NEWEST-ACTIVITY"],
+  },
+  turn_count: { alsoOn: [], meaning: ["GET-TURN-COUNT"] },
+};
+
+function renderFieldRoutes(byId: Map<string, CheckDef>): string[] {
+  const ids = (list: string[]) => list.map((id) => `\`${id}\` ${byId.get(id)?.level ?? "?"}`).join(", ");
+  const lines = [
+    "## Conversation fields × routes",
+    "",
+    `Each field of a conversation is returned by the ${CONVERSATION_ROUTES.join(", the ")}; ${ids(ROUTE_SWEEP_CHECKS)}`,
+    "read one conversation through all of them and fail on any field that disagrees. The self-test breaks each",
+    "field on each route in turn (`test/selftest/table-mutations.ts`).",
+    "",
+    "| field | also returned by | meaning checked by |",
+    "| --- | --- | --- |",
+  ];
+  for (const [field, coverage] of Object.entries(conversationFields)) {
+    lines.push(
+      `| \`${field}\` | ${cell(coverage.alsoOn.join("; ") || "—")} | ${cell(ids(coverage.meaning))} |`,
+    );
+  }
+  lines.push("");
+  return lines;
+}
+
+/** COVERAGE.md: the map, section by section, the fields × routes, then each check with the rules it verifies. */
 export function renderCoverage(catalogue: CheckDef[], rules: SeedRule[] = seedRules): string {
   const byId = new Map(catalogue.map((c) => [c.id, c]));
   const covered = rules.filter((r) => r.checks);
@@ -960,6 +1074,7 @@ export function renderCoverage(catalogue: CheckDef[], rules: SeedRule[] = seedRu
     lines.push(`| ${i + 1} | ${cell(r.rule)} | ${cell(by + note)} |`);
     if (rules[i + 1]?.section !== section) lines.push("");
   });
+  lines.push(...renderFieldRoutes(byId));
   lines.push(
     "## Checks → rules",
     "",

@@ -2,8 +2,11 @@
  * The suite's only way onto the network: undici requests read to raw bytes (so checks see exactly what
  * was sent), each recorded as an Exchange for the reports with keys masked and bodies cut short.
  */
+import { rootCertificates } from "node:tls";
 import { Agent, type Dispatcher, EnvHttpProxyAgent, request } from "undici";
-import { CheckFailure, excerpt } from "./outcomes.ts";
+import { describeDiagnosis, diagnoseTransportError } from "./deployment-errors.ts";
+import { CheckFailure, DeploymentPrevented, excerpt } from "./outcomes.ts";
+import { readTimedStream, type StreamTiming } from "./sse/timing.ts";
 import type { Exchange } from "./types.ts";
 
 export interface HttpRequest {
@@ -26,6 +29,8 @@ export interface HttpResponse {
   bytes: Uint8Array;
   text: string;
   exchange: Exchange;
+  /** When each part of an event stream arrived (200 text/event-stream answers only). */
+  timing?: StreamTiming;
 }
 
 /**
@@ -45,16 +50,34 @@ function proxyConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
   return PROXY_VARIABLES.some((name) => (env[name] ?? "") !== "");
 }
 
-export function createDispatcher(timeoutMs = REQUEST_TIMEOUT_MS): Dispatcher {
+/** How the suite connects, beyond the address: `--ca` and `--http2`. */
+export interface ConnectionOptions {
+  /** PEM certificate(s) of a private CA, trusted on top of the usual public ones. */
+  ca?: string;
+  /** Offer HTTP/2 (ALPN) on https:// addresses; undici speaks HTTP/1.1 unless asked. */
+  http2?: boolean;
+}
+
+export function createDispatcher(
+  timeoutMs = REQUEST_TIMEOUT_MS,
+  connection: ConnectionOptions = {},
+): Dispatcher {
+  // Node's `ca` option replaces the trusted set: the public roots stay, so a --ca never narrows trust.
+  const tls = connection.ca === undefined ? undefined : { ca: [...rootCertificates, connection.ca] };
   const options = {
     connections: 32,
     keepAliveTimeout: 10_000,
     headersTimeout: timeoutMs,
     // undici's own 300 s gap between body chunks would cut a stream short of a longer --timeout-ms.
     bodyTimeout: timeoutMs,
+    allowH2: connection.http2 === true,
+    ...(tls && { connect: tls }),
   };
-  // undici ignores the proxy variables unless asked; EnvHttpProxyAgent reads them and NO_PROXY.
-  return proxyConfigured() ? new EnvHttpProxyAgent(options) : new Agent(options);
+  // undici ignores the proxy variables unless asked; EnvHttpProxyAgent reads them and NO_PROXY. Through a
+  // proxy, the deployment's TLS is spoken inside the tunnel (requestTls).
+  return proxyConfigured()
+    ? new EnvHttpProxyAgent({ ...options, ...(tls && { requestTls: tls }) })
+    : new Agent(options);
 }
 
 /** One request, read whole; `timeoutMs` bounds it from sending to the last byte. */
@@ -85,10 +108,18 @@ export async function httpRequest(
   };
   try {
     const signal = AbortSignal.timeout(timeoutMs);
-    const { res, bytes } = await settledWithin(
+    const { res, bytes, timing } = await settledWithin(
       (async () => {
         const res = await request(req.url, { method: req.method, headers, body, dispatcher, signal });
-        return { res, bytes: new Uint8Array(await res.body.arrayBuffer()) };
+        const headersAt = performance.now();
+        if (
+          res.statusCode === 200 &&
+          String(res.headers["content-type"] ?? "").startsWith("text/event-stream")
+        ) {
+          // A stream is read as it arrives: when each frame came is part of the verdict (streamed, not buffered).
+          return { res, ...(await readTimedStream(res.body, started, headersAt)) };
+        }
+        return { res, bytes: new Uint8Array(await res.body.arrayBuffer()), timing: undefined };
       })(),
       timeoutMs + DEADLINE_SLACK_MS,
     );
@@ -102,7 +133,7 @@ export async function httpRequest(
     exchange.responseHeaders = pickHeaders(responseHeaders);
     exchange.responseBody = excerpt(text, 4000);
     exchange.ms = Math.round(performance.now() - started);
-    return { status: res.statusCode, headers: responseHeaders, bytes, text, exchange };
+    return { status: res.statusCode, headers: responseHeaders, bytes, text, exchange, timing };
   } catch (error) {
     exchange.ms = Math.round(performance.now() - started);
     const timedOut =
@@ -114,6 +145,17 @@ export async function httpRequest(
         ? error.message
         : String(error);
     exchange.responseBody = `(no response: ${message})`;
+    const diagnosis = timedOut
+      ? null
+      : diagnoseTransportError(error, {
+          method: req.method,
+          url: req.url,
+          bodyBytes: body === undefined ? undefined : Buffer.byteLength(body),
+        });
+    if (diagnosis) {
+      const said = `${req.method} ${req.url} failed: ${describeDiagnosis(diagnosis)}`;
+      throw new DeploymentPrevented(said, diagnosis, [{ message: said, evidence: message }]);
+    }
     throw new CheckFailure(`${req.method} ${req.url} failed: ${message}`, [{ message }]);
   }
 }
@@ -144,24 +186,30 @@ const PROBE_TIMEOUT_MS = 15_000;
 
 /**
  * Why `baseUrl` cannot be reached at all (refused, no such host, TLS, a proxy that will not tunnel), or null
- * when it answers anything: said once, before a run whose every check would fail the same way.
+ * when it answers anything: said once, before a run whose every check would fail the same way. A failure
+ * that names a deployment mistake (an untrusted certificate, a closed port) says its likely cause and fix.
  */
 export async function reachability(
   baseUrl: string,
   requestTimeoutMs = REQUEST_TIMEOUT_MS,
+  connection: ConnectionOptions = {},
 ): Promise<string | null> {
   const timeoutMs = Math.min(PROBE_TIMEOUT_MS, requestTimeoutMs);
   // Through the proxy the checks will use, if there is one.
-  const dispatcher = createDispatcher(timeoutMs);
+  const dispatcher = createDispatcher(timeoutMs, connection);
+  // Under the base address's own path: the API may be served under a prefix (https://host/agentapi).
+  const url = `${baseUrl.replace(/\/+$/, "")}/api/agents`;
   try {
     // undici's request, not fetch: fetch refuses "bad ports" that a deployment may well use.
-    const answered = request(new URL("/api/agents", baseUrl), {
+    const answered = request(url, {
       signal: AbortSignal.timeout(timeoutMs),
       dispatcher,
     }).then((response) => response.body.dump());
     await settledWithin(answered, timeoutMs);
     return null;
   } catch (error) {
+    const diagnosis = diagnoseTransportError(error, { method: "GET", url });
+    if (diagnosis) return describeDiagnosis(diagnosis);
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
     return cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
   } finally {

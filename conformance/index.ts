@@ -5,14 +5,34 @@
  * imports reference-server/, which index.test.ts keeps true.
  */
 import { catalogue } from "./catalogue.ts";
+import { summarize } from "./reports/console.ts";
 import { DEFAULT_CONCURRENCY, type RunOptions, runSuite, selectChecks } from "./runner.ts";
 import type { CheckDef, Level, RunReport } from "./types.ts";
 
 export type { RetryPolicy } from "./context.ts";
 export { renderCoverage, type SeedRule, seedRules } from "./coverage.ts";
+export {
+  type Diagnosis,
+  describeDiagnosis,
+  diagnoseForeignResponse,
+  diagnoseTransportError,
+} from "./deployment-errors.ts";
+export {
+  applyExpectedFailure,
+  type ExpectedFailure,
+  ExpectedFailuresError,
+  parseExpectedFailures,
+} from "./expected-failures.ts";
 /** Whether a deployment answers at all, through the proxy the suite would use (null when it does). */
-export { reachability } from "./http.ts";
-export { type Counts, progressLine, type Summary, summarize, summaryText } from "./reports/console.ts";
+export { type ConnectionOptions, reachability } from "./http.ts";
+export {
+  type Counts,
+  progressLine,
+  type Summary,
+  summarize,
+  summaryText,
+  timelineLines,
+} from "./reports/console.ts";
 export { htmlReport } from "./reports/html.ts";
 export { jsonReport } from "./reports/json.ts";
 export { junitReport } from "./reports/junit.ts";
@@ -25,6 +45,14 @@ export {
   replyText,
   type TurnStreamReading,
 } from "./sse/grammar.ts";
+export {
+  type BlockArrival,
+  readTimedStream,
+  type StreamTiming,
+  type TurnTimeline,
+  timelineText,
+  turnTimeline,
+} from "./sse/timing.ts";
 export type {
   CheckDef,
   CheckResult,
@@ -34,6 +62,7 @@ export type {
   Level,
   Outcome,
   RunReport,
+  SkipKind,
   SuiteInputs,
 } from "./types.ts";
 export { catalogue, DEFAULT_CONCURRENCY, selectChecks };
@@ -45,7 +74,10 @@ export interface ConformanceOptions extends Omit<RunOptions, "checks"> {
 
 /** The whole result of a run: every check's outcome, and the counts by outcome. */
 export interface ConformanceResults extends RunReport {
-  /** True when every MUST check that ran passed (what `agent-api check` exits 0 on). */
+  /**
+   * True when every MUST check that ran passed and no listed expected failure passed (what `agent-api check`
+   * exits 0 on).
+   */
   passed: boolean;
 }
 
@@ -55,8 +87,7 @@ export interface ConformanceResults extends RunReport {
  */
 export async function runConformance(options: ConformanceOptions): Promise<ConformanceResults> {
   const report = await runSuite({ ...options, checks: options.checks ?? catalogue });
-  const mustFailed = report.results.some((r) => r.level === "MUST" && r.outcome === "fail");
-  return { ...report, passed: !mustFailed };
+  return { ...report, passed: summarize(report).verdict === "pass" };
 }
 
 /** The levels a run may be restricted to, strictest first. */

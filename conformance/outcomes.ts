@@ -1,5 +1,6 @@
 /** How a check says it failed or could not judge: thrown, so a check reads as a straight line of steps. */
-import type { FailureDetail } from "./types.ts";
+import type { Diagnosis } from "./deployment-errors.ts";
+import type { FailureDetail, SkipKind } from "./types.ts";
 
 export class CheckFailure extends Error {
   readonly details: FailureDetail[];
@@ -10,11 +11,29 @@ export class CheckFailure extends Error {
   }
 }
 
-/** The check cannot judge the deployment (missing input, a race it could not provoke, ...). */
+/**
+ * The deployment kept the check from reaching the API: its proxy answered instead, TLS was refused, a body
+ * was cut off. The check fails (the proxy is part of the deployment), with the likely cause and the fix.
+ */
+export class DeploymentPrevented extends CheckFailure {
+  readonly diagnosis: Diagnosis;
+  constructor(message: string, diagnosis: Diagnosis, details: FailureDetail[] = []) {
+    super(message, details);
+    this.name = "DeploymentPrevented";
+    this.diagnosis = diagnosis;
+  }
+}
+
+/**
+ * The check cannot judge the deployment: an input it needs was not given (`input`), or the deployment
+ * cannot show the fact (`unobservable`: a race it could not provoke, a model that always answers, ...).
+ */
 export class CheckSkip extends Error {
-  constructor(reason: string) {
+  readonly kind: SkipKind;
+  constructor(reason: string, kind: SkipKind = "unobservable") {
     super(reason);
     this.name = "CheckSkip";
+    this.kind = kind;
   }
 }
 
@@ -22,8 +41,8 @@ export function fail(message: string, evidence?: string): never {
   throw new CheckFailure(message, evidence === undefined ? [] : [{ message, evidence }]);
 }
 
-export function skip(reason: string): never {
-  throw new CheckSkip(reason);
+export function skip(reason: string, kind: SkipKind = "unobservable"): never {
+  throw new CheckSkip(reason, kind);
 }
 
 /** Cuts long text for reports; the cut is marked so nobody mistakes it for the whole body. */

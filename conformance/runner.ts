@@ -8,8 +8,9 @@
  */
 import type { Dispatcher } from "undici";
 import { CheckContext, createRunState, type RetryPolicy, type RunState } from "./context.ts";
-import { createDispatcher } from "./http.ts";
-import { CheckFailure, CheckSkip } from "./outcomes.ts";
+import { applyExpectedFailure, type ExpectedFailure, ExpectedFailuresError } from "./expected-failures.ts";
+import { type ConnectionOptions, createDispatcher } from "./http.ts";
+import { CheckFailure, CheckSkip, DeploymentPrevented } from "./outcomes.ts";
 import { SpecValidator } from "./spec-validator.ts";
 import type { CheckDef, CheckResult, InputName, Level, RunReport, SuiteInputs } from "./types.ts";
 
@@ -29,9 +30,16 @@ export interface RunOptions {
   concurrency?: number;
   /** Bound of one request, a whole turn included; default REQUEST_TIMEOUT_MS (180 s). */
   requestTimeoutMs?: number;
+  /** `--ca` (a private CA's certificate) and `--http2`. */
+  connection?: ConnectionOptions;
   /** Retries of a 429/503/529 answer before the check is skipped; default DEFAULT_RETRY. */
   retry?: RetryPolicy;
   validator?: SpecValidator;
+  /**
+   * Known deviations: a listed check's failure is an expected failure (`xfail`), a listed check that passes
+   * fails. An id that is not one of `checks` is refused (ExpectedFailuresError) before anything runs.
+   */
+  expectedFailures?: ExpectedFailure[];
   /** Called as each check finishes (live progress). */
   onResult?: (result: CheckResult) => void;
   /**
@@ -64,11 +72,17 @@ export function missingInputs(check: CheckDef, inputs: SuiteInputs): InputName[]
 export async function runSuite(options: RunOptions): Promise<RunReport> {
   const started = performance.now();
   const startedAt = new Date().toISOString();
+  const expected = new Map((options.expectedFailures ?? []).map((e) => [e.id, e]));
+  const unknown = [...expected.keys()].filter((id) => !options.checks.some((c) => c.id === id));
+  if (unknown.length > 0) {
+    throw new ExpectedFailuresError(`expected failures name no check: ${unknown.join(", ")}`);
+  }
   const validator = options.validator ?? (await SpecValidator.load());
-  const dispatcher: Dispatcher = createDispatcher(options.requestTimeoutMs);
+  const dispatcher: Dispatcher = createDispatcher(options.requestTimeoutMs, options.connection);
   const run = createRunState(options.inputs, validator, dispatcher, {
     requestTimeoutMs: options.requestTimeoutMs,
     retry: options.retry,
+    connection: options.connection,
   });
   const selected = selectChecks(options.checks, options.only, options.level);
   const results: CheckResult[] = [];
@@ -78,7 +92,10 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     const worker = async () => {
       while (next < selected.length) {
         const check = selected[next++];
-        const result = await runCheck(check, run, options.inputLabel ?? String);
+        const result = applyExpectedFailure(
+          await runCheck(check, run, options.inputLabel ?? String),
+          expected.get(check.id),
+        );
         results.push(result);
         options.onResult?.(result);
       }
@@ -124,6 +141,7 @@ async function runCheck(
   const missing = missingInputs(check, run.inputs);
   if (missing.length > 0) {
     result.outcome = "skip";
+    result.skipKind = "input";
     result.reason = `needs ${missing.map(inputLabel).join(", ")}`;
     return result;
   }
@@ -133,11 +151,13 @@ async function runCheck(
   } catch (error) {
     if (error instanceof CheckSkip) {
       result.outcome = "skip";
+      result.skipKind = error.kind;
       result.reason = error.message;
     } else if (error instanceof CheckFailure) {
       result.outcome = "fail";
       result.reason = error.message;
       result.details.push(...error.details);
+      if (error instanceof DeploymentPrevented) result.prevented = true;
     } else {
       result.outcome = "fail";
       result.reason = `unexpected error: ${error instanceof Error ? error.message : String(error)}`;
@@ -154,6 +174,7 @@ async function runCheck(
   }
   result.notes = ctx.notes;
   result.exchanges = ctx.exchanges;
+  if (ctx.timelines.length > 0) result.timelines = ctx.timelines;
   result.ms = Math.round(performance.now() - started);
   return result;
 }

@@ -3,6 +3,7 @@
  * reports. The catalogue (catalogue.ts) is plain data of these shapes.
  */
 import type { CheckContext } from "./context.ts";
+import type { TurnTimeline } from "./sse/timing.ts";
 
 /** MUST: the seed states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
 export type Level = "MUST" | "SHOULD" | "INFO";
@@ -23,7 +24,8 @@ export type InputName =
   | "flowInput"
   | "routingPrefix"
   | "channelId"
-  | "notebookPath";
+  | "notebookPath"
+  | "idleSeconds";
 
 export interface SuiteInputs {
   baseUrl: string;
@@ -47,6 +49,8 @@ export interface SuiteInputs {
   channelId?: string;
   /** A notebook path with at least one conversation of the agent visible to `key`. */
   notebookPath?: string;
+  /** Opt-in: a turn stays quiet this long (a proxy idle time-out it must survive). */
+  idleSeconds?: number;
   /** Bound for waiting on `agent_session_id` (the seed's client guidance). */
   sessionWaitMs: number;
 }
@@ -60,6 +64,8 @@ export interface CheckDef {
   /** One line saying what the deployment must do. */
   title: string;
   needs: InputName[];
+  /** Why the check has its level, in the API's words, where the level is not plain from the rule. */
+  levelReason?: string;
   run(ctx: CheckContext): Promise<void>;
 }
 
@@ -73,6 +79,8 @@ export interface Exchange {
   responseHeaders: Record<string, string>;
   responseBody: string;
   ms: number;
+  /** An event stream's arrival times: headers, first byte, each block, the end. */
+  timeline?: TurnTimeline;
 }
 
 export interface FailureDetail {
@@ -84,7 +92,13 @@ export interface FailureDetail {
   evidence?: string;
 }
 
-export type Outcome = "pass" | "fail" | "skip";
+/**
+ * `xfail`: a failure the run's expected-failures file lists (a known deviation); it does not fail the run.
+ */
+export type Outcome = "pass" | "fail" | "skip" | "xfail";
+
+/** Why a check did not run: an input it needs was not given, or the deployment cannot show the fact. */
+export type SkipKind = "input" | "unobservable";
 
 export interface CheckResult {
   id: string;
@@ -95,11 +109,22 @@ export interface CheckResult {
   ms: number;
   /** Why it failed or was skipped. */
   reason?: string;
+  /** For a skip: whether an input was missing or the deployment could not show the fact. */
+  skipKind?: SkipKind;
+  /**
+   * For a failure: true when the deployment kept the check from reaching the API (its proxy answered, TLS
+   * or a body size limit refused the request), rather than the API answering wrongly.
+   */
+  prevented?: boolean;
+  /** For `xfail`, and for a listed check that passed: the reason the expected-failures file gives. */
+  expectedFailure?: string;
   details: FailureDetail[];
   /** Observations that do not decide the outcome (e.g. `ping` frames seen). */
   notes: string[];
   /** The requests the check made; the reports show them for failures. */
   exchanges: Exchange[];
+  /** The turns whose timing the check judged, each with its timeline (every report shows these). */
+  timelines?: Array<{ label: string; timeline: TurnTimeline }>;
 }
 
 export interface RunReport {

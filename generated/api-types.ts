@@ -784,6 +784,45 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
+        /**
+         * @description Too much pending work of this caller. Rate limits and concurrency limits are "not shown" by the API: a
+         *     deployment may answer 429 when it chooses, and a caller should wait `Retry-After` seconds and retry.
+         */
+        TurnTooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /**
+         * @description The deployment cannot take more work right now. Rate limits and concurrency limits are "not shown" by
+         *     the API; a caller should wait `Retry-After` seconds and retry.
+         */
+        ServiceUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /**
+         * @description Too much pending work of this caller. Rate limits and concurrency limits are "not shown" by the API: a
+         *     deployment may answer 429 when it chooses, and a caller should wait `Retry-After` seconds and retry.
+         */
+        TooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
     };
     parameters: {
         /**
@@ -830,6 +869,8 @@ export interface components {
          *     gives the id back; the JSON bodies always carry the id verbatim.
          */
         "X-Conversation-Id": string;
+        /** @description Seconds after which the request may be sent again. */
+        "Retry-After": number;
     };
     pathItems: never;
 }
@@ -881,6 +922,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TurnTooManyRequests"];
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
@@ -890,6 +932,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     sendRoutedMessage: {
@@ -933,6 +976,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TurnTooManyRequests"];
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
@@ -942,6 +986,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listModels: {
@@ -973,6 +1018,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listConversations: {
@@ -1020,6 +1067,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getConversation: {
@@ -1056,6 +1105,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     setConversationSharing: {
@@ -1105,6 +1156,8 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     deleteConversation: {
@@ -1148,6 +1201,8 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getTranscript: {
@@ -1184,6 +1239,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getLastCompaction: {
@@ -1220,6 +1277,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     forkConversation: {
@@ -1269,6 +1328,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     invokeFlow: {
@@ -1310,6 +1371,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
             /** @description A step of the flow failed (its agent turn ended with an error). Statuses of a failed flow are "not shown" by the API. */
             502: {
                 headers: {
@@ -1319,6 +1381,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
 }

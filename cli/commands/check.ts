@@ -1,27 +1,33 @@
 /**
  * `agent-api check`: runs the conformance suite against a deployment and says, rule by rule, where it
- * departs from the API. Exit 0 when every MUST check that ran passed, 1 when one failed, 2 on a usage error.
+ * departs from the API. Exit codes are in EXIT_CODES_HELP below.
  * With no --base-url (and no AGENT_API_BASE_URL) it checks the reference server's demo, started in-process.
  */
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import { Command, CommanderError, Option } from "commander";
 import {
+  type ConnectionOptions,
   catalogue,
+  type ExpectedFailure,
+  ExpectedFailuresError,
   htmlReport,
   jsonReport,
   junitReport,
   type Level,
   levels,
+  parseExpectedFailures,
   progressLine,
   reachability,
   renderCoverage,
   runConformance,
   selectChecks,
   summaryText,
+  timelineLines,
 } from "../../conformance/index.ts";
 import {
   DEFAULT_CONCURRENCY,
+  DEFAULT_IDLE_SECONDS,
   DEFAULT_TIMEOUT_MS,
   envNameOf,
   flagOrEnv,
@@ -31,6 +37,18 @@ import {
   resolveRunSettings,
   UsageError,
 } from "../../conformance/inputs.ts";
+import { FORM_FIELDS } from "../../conformance/ui/form.ts";
+import { startConformanceUi } from "../../conformance/ui/server.ts";
+
+const EXIT_CODES_HELP = `
+Exit codes:
+  0  every MUST check that ran passed (failures listed in --expected-failures do not count)
+  1  a MUST check failed, including one the deployment prevented (its proxy answered instead of
+     the API, TLS or a body size limit refused the request), or a check listed in
+     --expected-failures passed (the baseline is stale: remove the entry)
+  2  the run could not be made: a usage error, an unreadable or invalid --expected-failures file
+     (an unknown check id included), --base-url unreachable, or a report that could not be written
+`;
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -90,6 +108,19 @@ function buildProgram(): Command {
       "--timeout-ms <n>",
       `bound of one request (a whole turn), default ${DEFAULT_TIMEOUT_MS} ${env("--timeout-ms")}`,
     )
+    .option(
+      "--idle-seconds [n]",
+      `opt-in: a turn stays quiet this long (default ${DEFAULT_IDLE_SECONDS} when given without a value) and must still end at message_stop, as behind a proxy's idle time-out; needs a tool limit above n + 5 s and --timeout-ms above it ${env("--idle-seconds")}`,
+    )
+    .option(
+      "--ca <file>",
+      `PEM certificate of the private CA that signed the deployment's certificate, trusted on top of the public ones ${env("--ca")}`,
+    )
+    .option("--http2", `send every request over HTTP/2 (https:// only) ${env("--http2")}`)
+    .option(
+      "--expected-failures <file>",
+      `YAML or JSON list of {id, reason}: known deviations reported as expected failures, not failing the run; a listed check that passes fails it ${env("--expected-failures")}`,
+    )
     .option("--junit <file>", `write a JUnit XML report ${env("--junit")}`)
     .option("--json <file>", `write a JSON report ${env("--json")}`)
     .option("--html <file>", `write a self-contained HTML report ${env("--html")}`)
@@ -102,6 +133,14 @@ function buildProgram(): Command {
     .option("--list", "print the catalogue of checks and exit")
     .option("--coverage", "with --list: print the seed coverage table (conformance/COVERAGE.md) instead")
     .option("--no-color", "plain progress lines")
+    .option(
+      "--ui",
+      "open a local page instead: a form prefilled from these flags, live results, re-runs, earlier runs",
+    )
+    .option("--ui-host <host>", "address the page listens on, default 127.0.0.1 (loopback only)")
+    .option("--ui-port <n>", "port of the page, default any free port")
+    .option("--reports-dir <dir>", "where the page keeps finished runs, default .agent-api-runs")
+    .addHelpText("after", EXIT_CODES_HELP)
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 }
@@ -111,9 +150,103 @@ function listCatalogue(): string {
     (c) =>
       `${c.id.padEnd(36)} ${c.level.padEnd(6)} ${c.section}\n${"".padEnd(44)}${c.title}${
         c.needs.length > 0 ? `\n${"".padEnd(44)}needs ${c.needs.map((n) => INPUT_FLAGS[n]).join(", ")}` : ""
-      }`,
+      }${c.levelReason ? `\n${"".padEnd(44)}level: ${c.levelReason}` : ""}`,
   );
   return `${rows.join("\n")}\n\n${catalogue.length} checks\n`;
+}
+
+/**
+ * `--ui`: the page over the same library, prefilled from the flags and environment (the demo's values when
+ * no --base-url was given), until the process is interrupted.
+ */
+async function servePage(
+  opts: Record<string, unknown>,
+  environment: Record<string, string | undefined>,
+): Promise<number> {
+  let connection: ConnectionOptions;
+  let expectedFailures: ExpectedFailure[] | undefined;
+  try {
+    connection = await connectionOptions(opts, environment);
+    expectedFailures = await readExpectedFailures(opts, environment);
+  } catch (error) {
+    process.stderr.write(`agent-api check: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 2;
+  }
+  const defaults: Record<string, string> = {};
+  for (const field of FORM_FIELDS) {
+    const value = flagOrEnv(opts, field.flag, environment);
+    if (value !== undefined) defaults[field.flag] = Array.isArray(value) ? value.join("\n") : value;
+  }
+  const portText = typeof opts.uiPort === "string" ? opts.uiPort : "0";
+  if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) {
+    process.stderr.write(
+      `agent-api check: --ui-port must be a port number, not ${JSON.stringify(portText)}\n`,
+    );
+    return 2;
+  }
+  const ui = await startConformanceUi({
+    host: typeof opts.uiHost === "string" ? opts.uiHost : undefined,
+    port: Number(portText),
+    reportsDir: typeof opts.reportsDir === "string" ? opts.reportsDir : ".agent-api-runs",
+    defaults,
+    connection,
+    expectedFailures,
+  });
+  process.stdout.write(`The conformance page is at ${ui.url} (Ctrl-C to stop)\n`);
+  await new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
+  await ui.close();
+  return 0;
+}
+
+/** `--ca` and `--http2` (or their AGENT_API_* variables); a CA file that cannot be read is a usage error. */
+async function connectionOptions(
+  opts: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+): Promise<ConnectionOptions> {
+  const caFile = flagOrEnv(opts, "--ca", env);
+  const http2Value = opts.http2 === true ? "1" : env[envNameOf("--http2")];
+  const http2 = http2Value !== undefined && !["", "0", "false", "no"].includes(http2Value.toLowerCase());
+  if (typeof caFile !== "string") return { http2 };
+  let ca: string;
+  try {
+    ca = await readFile(caFile, "utf8");
+  } catch (error) {
+    throw new Error(`cannot read --ca ${caFile}: ${error instanceof Error ? error.message : error}`);
+  }
+  if (!ca.includes("-----BEGIN CERTIFICATE-----")) {
+    throw new Error(`--ca ${caFile} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  }
+  return { ca, http2 };
+}
+
+/** The baseline `--expected-failures` names, checked against the catalogue; undefined when none. */
+async function readExpectedFailures(
+  opts: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+): Promise<ExpectedFailure[] | undefined> {
+  const file = flagOrEnv(opts, "--expected-failures", env);
+  if (typeof file !== "string") return undefined;
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    throw new Error(
+      `cannot read --expected-failures ${file}: ${error instanceof Error ? error.message : error}`,
+    );
+  }
+  try {
+    return parseExpectedFailures(
+      text,
+      catalogue.map((c) => c.id),
+    );
+  } catch (error) {
+    if (error instanceof ExpectedFailuresError)
+      throw new Error(`--expected-failures ${file}: ${error.message}`);
+    throw error;
+  }
 }
 
 export async function main(args: string[]): Promise<number> {
@@ -177,6 +310,8 @@ export async function main(args: string[]): Promise<number> {
     environment = { ...env, ...demo.envVars };
   }
   try {
+    // The page needs no complete set of inputs: its form takes what the flags did not give.
+    if (opts.ui) return await servePage(opts, environment);
     let inputs: ReturnType<typeof resolveInputs>;
     let settings: ReturnType<typeof resolveRunSettings>;
     try {
@@ -189,7 +324,16 @@ export async function main(args: string[]): Promise<number> {
       }
       throw error;
     }
-    const unreachable = await reachability(inputs.baseUrl, settings.timeoutMs);
+    let connection: ConnectionOptions;
+    let expectedFailures: ExpectedFailure[] | undefined;
+    try {
+      connection = await connectionOptions(opts, env);
+      expectedFailures = await readExpectedFailures(opts, env);
+    } catch (error) {
+      process.stderr.write(`agent-api check: ${error instanceof Error ? error.message : String(error)}\n`);
+      return 2;
+    }
+    const unreachable = await reachability(inputs.baseUrl, settings.timeoutMs, connection);
     if (unreachable) {
       // Not a finding about the deployment: every check would fail the same way, so say it once.
       process.stderr.write(`agent-api check: cannot reach ${inputs.baseUrl}: ${unreachable}\n`);
@@ -202,8 +346,13 @@ export async function main(args: string[]): Promise<number> {
       level,
       concurrency: settings.concurrency,
       requestTimeoutMs: settings.timeoutMs,
+      connection,
+      expectedFailures,
       inputLabel: inputFlag,
-      onResult: (result) => process.stdout.write(`${progressLine(result, color)}\n`),
+      onResult: (result) =>
+        process.stdout.write(
+          `${[progressLine(result, color), ...timelineLines(result, color)].join("\n")}\n`,
+        ),
     });
     process.stdout.write(summaryText(report));
     const outputs: Array<[string, (r: typeof report) => string]> = [

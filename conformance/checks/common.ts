@@ -22,6 +22,7 @@ export const prompts = {
   writeFile: (name: string, content: string) =>
     `Use your tools to create a file named ${name} containing ${content}.`,
   readFile: (name: string) => `Use your tools to read the file named ${name} and reply with its contents.`,
+  runCommand: (command: string) => `Use your tools to run the shell command: ${command}`,
   listAttachments: "List the attached files.",
   readAttachment: (name: string) =>
     `Use your tools to read the attached file ${name} and reply with its contents.`,
@@ -170,7 +171,7 @@ export function attachment(
 export function secondAgent(ctx: CheckContext): string {
   const other = ctx.inputs.storageAgent ?? ctx.inputs.repoAgent;
   if (!other || other === ctx.inputs.agent)
-    skip("needs a second agent of the same workspace (--storage-agent or --repo-agent)");
+    skip("needs a second agent of the same workspace (--storage-agent or --repo-agent)", "input");
   return other;
 }
 

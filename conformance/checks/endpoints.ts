@@ -188,7 +188,7 @@ export const endpointChecks: CheckDef[] = [
         if (!ISO_MS_UTC.test(String(c[field])))
           fail(`${field} ${JSON.stringify(c[field])} is not ISO 8601 UTC with milliseconds`);
       }
-      // What turn_count counts is not stated beyond its type (GET-TURN-COUNT reports it, as INFO).
+      // What turn_count counts is judged by GET-TURN-COUNT.
       if (typeof c.turn_count !== "number")
         fail(`turn_count ${JSON.stringify(c.turn_count)} is not a number`);
     },
@@ -213,10 +213,13 @@ export const endpointChecks: CheckDef[] = [
         fail(`the title changed from ${JSON.stringify(first.title)} to ${JSON.stringify(second.title)}`);
     },
   }),
-  /** turn_count counts turns (semantics beyond "integer": not shown). */
+  /**
+   * turn_count counts turns: the API gives it no more than a type, but its name says what it counts, and a
+   * deployment owner reading a report expects that to hold, so this is MUST (a turn is one send-message call).
+   */
   check({
     id: "GET-TURN-COUNT",
-    level: "INFO",
+    level: "MUST",
     section: "Resources/Conversation",
     title: "turn_count is 2 after two turns",
     needs: [],
@@ -348,7 +351,16 @@ export const endpointChecks: CheckDef[] = [
           "a user message the caller never sent is not flagged is_compact_summary",
           textOf(unflagged).slice(0, 300),
         );
-      if (!compacted) skip("three turns of ~30,000 characters did not make the deployment compact");
+      if (!compacted) {
+        // The transcript shows a compaction the route does not report: the route is wrong, not silent.
+        const summary = messages.find((m) => m.role === "user" && m.is_compact_summary === true);
+        if (summary)
+          fail(
+            "the transcript holds a compaction summary (is_compact_summary true) but last-compaction says compacted is not true",
+            textOf(summary).slice(0, 300),
+          );
+        skip("three turns of ~30,000 characters did not make the deployment compact");
+      }
       if (!messages.some((m) => m.role === "user" && m.is_compact_summary === true))
         fail("no user message has is_compact_summary true after a compaction", transcript.text.slice(0, 500));
     },

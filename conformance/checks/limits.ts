@@ -1,6 +1,6 @@
 /** Limits: the messages array, and the attachment caps (excess dropped silently). */
 import { randomBytes } from "node:crypto";
-import { fail, skip } from "../outcomes.ts";
+import { fail } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import { attachment, check, ensureClientError, ensureTurnOk, prompts } from "./common.ts";
 import { distinctMentions, toolResultText } from "./send.ts";
@@ -64,8 +64,9 @@ export const limitChecks: CheckDef[] = [
   }),
   /**
    * At most 10 MiB decoded in total; what passes the cap is dropped silently. 6 MiB + 4.5 MiB: the first
-   * fits, the second would take the total past the cap. The request body (~14 MiB of JSON) may exceed a
-   * deployment's body limit (not shown by the seed): a 413 makes the check inconclusive, not failed.
+   * fits, the second would take the total past the cap. The request body is ~14.7 MB of JSON: a deployment
+   * whose body limit refuses it cannot take the 10 MiB of attachments the API allows, so a 413 fails the
+   * check (a proxy's own 413 page is named as such by the context, with the fix).
    */
   check({
     id: "LIMIT-ATTACHMENT-SIZE",
@@ -81,8 +82,9 @@ export const limitChecks: CheckDef[] = [
         metadata: { attachments: [big("acc-big-1.bin", 6 * MIB), big("acc-big-2.bin", 4.5 * MIB)] },
       });
       if (turn.status === 413)
-        skip(
-          "the deployment refused the request body (10.5 MiB of attachments, ~14 MiB as base64 JSON) with 413: its body limit (not shown by the seed) is below the test's payload: inconclusive",
+        fail(
+          "the API refused the request body (10.5 MiB of attachments, ~14.7 MB as base64 JSON) with 413: its body limit is below what 10 MiB of attachments need; raise it to at least 16 MB",
+          turn.response.text.slice(0, 500),
         );
       ensureTurnOk(turn);
       const seen = distinctMentions(turn.text, /acc-big-\d/);

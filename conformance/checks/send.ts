@@ -670,7 +670,7 @@ export const sendChecks: CheckDef[] = [
       try {
         sdk = await import("@anthropic-ai/sdk");
       } catch {
-        skip("@anthropic-ai/sdk is not installed");
+        skip("@anthropic-ai/sdk is not installed", "input");
       }
       const models = await modelsInfo(ctx);
       const id = ctx.newConversationId();

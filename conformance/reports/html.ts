@@ -4,15 +4,17 @@
  * readable in dark mode and printed (failures are open by default, so they print).
  * Everything from the run (ids, reasons, evidence, bodies) goes through `esc`.
  */
+import { timelineText } from "../sse/timing.ts";
 import type { CheckResult, Exchange, FailureDetail, Level, RunReport } from "../types.ts";
 import { type Counts, summarize } from "./console.ts";
 import { escapeMarkup as esc } from "./escape.ts";
 
 const LEVELS: Level[] = ["MUST", "SHOULD", "INFO"];
 const LEVEL_RANK: Record<Level, number> = { MUST: 0, SHOULD: 1, INFO: 2 };
-const OUTCOME_RANK = { fail: 0, skip: 1, pass: 2 };
+const OUTCOME_RANK = { fail: 0, xfail: 1, skip: 2, pass: 3 };
 
-const CSS = `
+/** The report's stylesheet; the live page (conformance/ui/) uses it too, so both look alike. */
+export const REPORT_CSS = `
 :root{color-scheme:light dark;--bg:#fff;--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--panel:#f6f8fa;
 --pass:#1a7f37;--fail:#cf222e;--skip:#9a6700;--info:#8250df;--pass-bg:#dafbe1;--fail-bg:#ffebe9;--skip-bg:#fff8c5;
 --info-bg:#fbefff;--mono:ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace}
@@ -39,7 +41,7 @@ table.levels{border-collapse:collapse;margin:0 0 14px}
 .levels td.barcell{width:420px}
 .bar{display:flex;height:12px;border-radius:3px;overflow:hidden;background:var(--line);print-color-adjust:exact;-webkit-print-color-adjust:exact}
 .bar span{display:block;height:100%}.bar .p{background:var(--pass)}.bar .f{background:var(--fail)}.bar .s{background:var(--skip)}
-.n-pass{color:var(--pass)}.n-fail{color:var(--fail);font-weight:600}.n-skip{color:var(--skip)}.zero{color:var(--muted);font-weight:normal}
+.n-pass{color:var(--pass)}.n-fail{color:var(--fail);font-weight:600}.n-skip{color:var(--skip)}.n-xfail{color:var(--info)}.zero{color:var(--muted);font-weight:normal}
 .box{background:var(--panel);border:1px solid var(--line);border-radius:6px;padding:8px 14px;margin:0 0 12px}
 .box ul{margin:4px 0;padding-left:18px}
 .box ul.chips{display:flex;flex-wrap:wrap;gap:6px;margin:6px 0 4px;padding:0;list-style:none}
@@ -48,11 +50,12 @@ table.levels{border-collapse:collapse;margin:0 0 14px}
 .row,details.result>summary{display:grid;grid-template-columns:3.4em 4.2em minmax(0,17.5rem) 1fr 5em;gap:10px;align-items:baseline;padding:4px 8px}
 .row{border-bottom:1px solid var(--line)}
 .row .reason{grid-column:3/6;color:var(--muted);font-size:13px}
+.timeline{grid-column:3/6;font-family:var(--mono);font-size:12px;color:var(--muted);overflow-wrap:anywhere}
 .id{font-family:var(--mono);font-size:12.5px;overflow-wrap:anywhere}
 .ms{text-align:right;color:var(--muted);font-variant-numeric:tabular-nums;font-size:12.5px}
 .badge{font:600 11px/1.6 var(--mono);text-align:center;border-radius:3px;padding:0 4px;print-color-adjust:exact;-webkit-print-color-adjust:exact}
 .badge.pass{color:var(--pass);background:var(--pass-bg)}.badge.fail{color:var(--fail);background:var(--fail-bg)}
-.badge.skip{color:var(--skip);background:var(--skip-bg)}.badge.info{color:var(--info);background:var(--info-bg)}
+.badge.skip{color:var(--skip);background:var(--skip-bg)}.badge.info,.badge.xfail{color:var(--info);background:var(--info-bg)}
 .lvl{font:11px/1.6 var(--mono);color:var(--muted)}.lvl.MUST{color:var(--fg);font-weight:600}
 details.result{border:1px solid var(--line);border-left:4px solid var(--fail);border-radius:6px;margin:8px 0;background:var(--bg)}
 details.result.info{border-left-color:var(--info)}
@@ -105,7 +108,12 @@ function pre(text: string): string {
 
 function tallyCells(c: Counts): string {
   const cell = (n: number, cls: string) => `<td class="${n === 0 ? "zero" : cls}">${n}</td>`;
-  return cell(c.passed, "n-pass") + cell(c.failed, "n-fail") + cell(c.skipped, "n-skip");
+  return (
+    cell(c.passed, "n-pass") +
+    cell(c.failed, "n-fail") +
+    cell(c.skipped, "n-skip") +
+    cell(c.expectedFailures, "n-xfail")
+  );
 }
 
 function bar(c: Counts): string {
@@ -156,8 +164,8 @@ function exchange(e: Exchange, open: boolean): string {
     e.requestBody === undefined ? "" : `\n\n${pretty(e.requestBody)}`
   }`;
   const response = `${e.status === 0 ? "no response" : e.status}\n${headers(e.responseHeaders)}${
-    e.responseBody === "" ? "" : `\n\n${pretty(e.responseBody)}`
-  }`;
+    e.timeline ? `\n\narrived: ${timelineText(e.timeline)}` : ""
+  }${e.responseBody === "" ? "" : `\n\n${pretty(e.responseBody)}`}`;
   return (
     `<details class="ex"${open ? " open" : ""}><summary>${esc(e.method)} ${esc(e.url)} <b>→ ${e.status}</b>` +
     `<span class="ms">${e.ms} ms</span></summary><div class="ex-body">` +
@@ -172,6 +180,7 @@ function failed(r: CheckResult): string {
   if (r.details.length > 0)
     parts.push(`<ul class="details">${r.details.map((d) => detail(d, r.reason)).join("")}</ul>`);
   if (r.notes.length > 0) parts.push(`<h3>Notes</h3>${notes(r.notes)}`);
+  if (r.timelines) parts.push(`<h3>Timelines</h3>${timelines(r)}`);
   if (r.exchanges.length > 0) {
     // The last request is usually the one the check judged; the others stay one line until clicked.
     const last = r.exchanges.length - 1;
@@ -189,14 +198,28 @@ function notes(list: string[]): string {
   return `<ul class="note">${list.map((n) => `<li>${esc(n)}</li>`).join("")}</ul>`;
 }
 
+/** The turns whose arrival times the check judged: headers, first byte, each block, the end. */
+function timelines(r: CheckResult): string {
+  return (r.timelines ?? [])
+    .map(({ label, timeline }) => `<div class="timeline">${esc(label)}: ${esc(timelineText(timeline))}</div>`)
+    .join("");
+}
+
 function row(r: CheckResult): string {
   const extra =
     r.outcome === "skip"
-      ? `<span class="reason">skipped: ${esc(r.reason ?? "")}</span>`
-      : r.notes.length > 0
-        ? `<span class="reason">${r.notes.map(esc).join("; ")}</span>`
-        : "";
-  return `<div class="row" id="${anchor(r)}">${cells(r)}${extra}</div>`;
+      ? `<span class="reason">skipped: ${esc(r.reason ?? "")} (${r.skipKind === "input" ? "input not given" : "not showable"})</span>`
+      : r.outcome === "xfail"
+        ? `<span class="reason">expected failure (${esc(r.expectedFailure ?? "")}): ${esc(r.reason ?? "")}</span>`
+        : r.notes.length > 0
+          ? `<span class="reason">${r.notes.map(esc).join("; ")}</span>`
+          : "";
+  return `<div class="row" id="${anchor(r)}">${cells(r)}${extra}${timelines(r)}</div>`;
+}
+
+/** One check as the report shows it: a failure open with its evidence, anything else one row. */
+export function resultHtml(r: CheckResult): string {
+  return r.outcome === "fail" ? failed(r) : row(r);
 }
 
 function sectionTally(results: CheckResult[]): string {
@@ -230,14 +253,33 @@ export function htmlReport(report: RunReport): string {
   const s = summarize(report);
   const sections = sectionsOf(report.results);
   const failures = report.results.filter((r) => r.outcome === "fail").sort(byOutcome);
+  // What the verdict does not cover, said as plainly as the verdict itself.
+  const caveats = [
+    s.mustNotRun > 0
+      ? `${plural(s.mustNotRun, "MUST check")} did not run (${s.byLevel.MUST.skippedForInput} for want of an input, ${s.byLevel.MUST.skippedUnobservable} not showable by the deployment).`
+      : "",
+    s.prevented > 0
+      ? `${plural(s.prevented, "failure")} came from the deployment answering instead of the API (proxy page, TLS, body size limit).`
+      : "",
+    s.expectedFailures > 0 ? `${plural(s.expectedFailures, "expected failure")} listed in the baseline.` : "",
+    s.staleExpectations.length > 0
+      ? `${plural(s.staleExpectations.length, "listed expected failure")} passed: the baseline is stale (${esc(s.staleExpectations.join(", "))}).`
+      : "",
+  ]
+    .filter(Boolean)
+    .join(" ");
   const verdict =
-    s.mustFailed > 0
-      ? `<div class="verdict bad">${plural(s.mustFailed, "MUST check")} failed<small>The deployment departs from the API; the run fails.</small></div>`
+    s.verdict === "fail"
+      ? `<div class="verdict bad">${
+          s.mustFailed > 0
+            ? `${plural(s.mustFailed, "MUST check")} failed`
+            : "The expected-failures baseline is stale"
+        }<small>The run fails. ${caveats}</small></div>`
       : `<div class="verdict ok">All MUST checks that ran passed<small>${
           s.failed > 0
-            ? `${plural(s.failed, "SHOULD or INFO check")} did not hold; those do not fail a run.`
-            : "&nbsp;"
-        }</small></div>`;
+            ? `${plural(s.failed, "SHOULD or INFO check")} did not hold; those do not fail a run. `
+            : ""
+        }${caveats || "&nbsp;"}</small></div>`;
   const levelRows = LEVELS.map((l) => {
     const c = s.byLevel[l];
     return `<tr><td><span class="lvl ${l}">${l}</span></td><td class="barcell">${bar(c)}</td>${tallyCells(c)}</tr>`;
@@ -270,7 +312,7 @@ export function htmlReport(report: RunReport): string {
       const sorted = [...rs].sort(byOutcome);
       return (
         `<section id="${sectionIds.get(name)}"><h2>${esc(name)}<span class="tally">${sectionTally(rs)}</span></h2>` +
-        sorted.map((r) => (r.outcome === "fail" ? failed(r) : row(r))).join("") +
+        sorted.map(resultHtml).join("") +
         "</section>"
       );
     })
@@ -281,7 +323,7 @@ export function htmlReport(report: RunReport): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Conformance: ${esc(report.agent)} at ${esc(report.baseUrl)}</title>
-<style>${CSS}</style>
+<style>${REPORT_CSS}</style>
 </head>
 <body>
 <div class="page">
@@ -296,7 +338,7 @@ export function htmlReport(report: RunReport): string {
 </dl>
 </header>
 ${verdict}
-<table class="levels"><thead><tr><th>Level</th><th></th><th>passed</th><th>failed</th><th>skipped</th></tr></thead>
+<table class="levels"><thead><tr><th>Level</th><th></th><th>passed</th><th>failed</th><th>skipped</th><th title="failures the expected-failures file lists">expected failures</th></tr></thead>
 <tbody>${levelRows}<tr><td><b>all</b></td><td class="barcell">${bar(s)}</td>${tallyCells(s)}</tr></tbody></table>
 ${warnings}
 ${failureList}

@@ -6,7 +6,8 @@
  *   Only MUST failures change the exit code, but a SHOULD departure is still a finding to see in CI.
  * - INFO failures are NOT `<failure>`s: INFO checks observe "not shown" behaviour and never fail a run,
  *   and most CI tools turn any `<failure>` into a red build. They pass, with the finding in `<system-out>`.
- * - Skips are `<skipped message="reason"/>`.
+ * - Skips are `<skipped message="reason"/>`, and so are expected failures (a baseline lists them), as pytest
+ *   reports its xfails: they must not turn a build red, and are not passes either.
  */
 import type { CheckResult, Exchange, RunReport } from "../types.ts";
 import { escapeMarkup as attr, escapeText as text } from "./escape.ts";
@@ -51,6 +52,10 @@ function testcase(r: CheckResult): string {
   const out = [...r.notes];
   if (r.outcome === "skip") {
     body.push(`      <skipped message="${attr(r.reason ?? "skipped")}"/>`);
+  } else if (r.outcome === "xfail") {
+    body.push(
+      `      <skipped message="${attr(`expected failure (${r.expectedFailure ?? ""}): ${r.reason ?? ""}`)}">${text(failureText(r))}</skipped>`,
+    );
   } else if (r.outcome === "fail" && r.level !== "INFO") {
     body.push(
       `      <failure message="${attr(r.reason ?? "failed")}" type="${r.level}">${text(failureText(r))}</failure>`,
@@ -75,7 +80,7 @@ function tally(results: CheckResult[]): Tally {
   return {
     tests: results.length,
     failures: results.filter((r) => r.outcome === "fail" && r.level !== "INFO").length,
-    skipped: results.filter((r) => r.outcome === "skip").length,
+    skipped: results.filter((r) => r.outcome === "skip" || r.outcome === "xfail").length,
     ms: results.reduce((sum, r) => sum + r.ms, 0),
   };
 }

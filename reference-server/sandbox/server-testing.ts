@@ -202,6 +202,8 @@ export async function startSandboxServer(
 
 export interface ServeCommand {
   url: string;
+  /** The command's process (bin/agent-api execs Node, so this is the server itself). */
+  pid: number;
   /** All it printed so far (the start-up lines: isolation, tool user, warnings). */
   stdout(): string;
   /** SIGTERM to its process group, then waits for it to exit. */
@@ -247,7 +249,7 @@ export async function startServeCommand(
     await sleep(50);
   }
   const url = /listening on (http:\/\/\S+)/.exec(stdout)?.[1] as string;
-  return { url, stdout: () => stdout, stop };
+  return { url, pid: child.pid as number, stdout: () => stdout, stop };
 }
 
 export async function removeDir(dir: string): Promise<void> {

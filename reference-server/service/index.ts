@@ -21,6 +21,8 @@ export interface ServiceLive {
   runningTurns: number;
   turnTimers: number;
   conversationLocks: number;
+  /** Turns waiting behind another turn of their conversation. */
+  waitingTurns: number;
   pendingRecordings: number;
 }
 
@@ -29,7 +31,7 @@ export function createService(
   isFlowKey: (flowId: string, key: string) => boolean,
 ): Service {
   const sessions = new SessionRecorder(deps.store, deps.options.sessionDelayMs);
-  const locks = new KeyedMutex();
+  const locks = new KeyedMutex(deps.options.waitingTurns);
   const turns = new TurnService(deps, sessions, locks);
   turns.recoverInterruptedTurns();
   return {
@@ -45,6 +47,7 @@ export function createService(
         runningTurns: turnsLive.running,
         turnTimers: turnsLive.turnTimers,
         conversationLocks: locks.size,
+        waitingTurns: locks.waiting,
         pendingRecordings: sessions.pending,
       };
     },

@@ -21,7 +21,6 @@ import {
   blockEvents,
   errorEvent,
   isOutput,
-  KEEP_ALIVE,
   messageEnd,
   messageStart,
   type TurnStreamItem,
@@ -152,7 +151,7 @@ export class TurnService {
     if (metadata.conversation_id !== undefined)
       checkConversationId(conversationId, "metadata.conversation_id");
 
-    const release = await this.#locks.acquire(conversationId);
+    const release = await this.#locks.acquire(conversationId, caller.admissionKey ?? "");
     try {
       const turnAutomation = findAutomation(agent, metadata.automation);
       const record = this.#resolveConversation(caller, agent, conversationId, {
@@ -293,14 +292,9 @@ export class TurnService {
         signal,
       });
       let index = 0;
+      // Quiet stretches (the upstream working, a tool running) are covered by the SSE writer's keep-alives.
       for (;;) {
-        const next = run.next();
-        let step = await withinMs(next, options.keepAliveMs);
-        // While the upstream works, a comment line now and then keeps idle-timing proxies from cutting us.
-        while (step === TICK) {
-          yield KEEP_ALIVE;
-          step = await withinMs(next, options.keepAliveMs);
-        }
+        const step = await run.next();
         if (step.done) {
           outcome = step.value;
           break;
@@ -508,15 +502,4 @@ class TurnSignal {
     this.#client.removeEventListener("abort", this.#onAbort);
     this.#interrupt.removeEventListener("abort", this.#onAbort);
   }
-}
-
-const TICK = Symbol("tick");
-
-/** The promise's value, or TICK when it has not settled within `ms` (the promise is left running). */
-function withinMs<T>(promise: Promise<T>, ms: number): Promise<T | typeof TICK> {
-  let timer: NodeJS.Timeout | undefined;
-  const tick = new Promise<typeof TICK>((resolve) => {
-    timer = setTimeout(() => resolve(TICK), ms);
-  });
-  return Promise.race([promise, tick]).finally(() => clearTimeout(timer));
 }

@@ -8,9 +8,12 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import addFormatsModule from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { KEYS, startTestServer, type TestServer } from "../../reference-server/test/helpers.ts";
@@ -284,6 +287,14 @@ describe("the CI recipe, examples/agent-api-check.yml", () => {
     const report = JSON.parse(await readFile(join(result.workspace, "reports", "conformance.json"), "utf8"));
     const skipped = JSON.stringify(report).match(/--member-key|--viewer-key/g) ?? [];
     expect(skipped.length).toBeGreaterThan(0);
+    // The report matches the schema the installed package publishes (its "exports" entry).
+    const schemaFile = createRequire(join(dir, "app.js")).resolve(
+      "@agent-api/conformance/report.schema.json",
+    );
+    const ajv = new Ajv2020({ allErrors: true });
+    (addFormatsModule as unknown as (a: Ajv2020) => void)(ajv);
+    const validate = ajv.compile(JSON.parse(await readFile(schemaFile, "utf8")));
+    expect(validate(report), JSON.stringify(validate.errors)).toBe(true);
   }, 120_000);
 
   it("fails the job, naming the variable, when the repository did not define the deployment's address", async () => {

@@ -24,9 +24,20 @@ import {
   type SseEvent,
   withJson,
 } from "./proxy.ts";
+import { tableMutations } from "./table-mutations.ts";
 
 /** Which part of the seed a mutation breaks. */
-export type Area = "status" | "headers" | "sse" | "shapes" | "state" | "send" | "silent";
+export type Area =
+  | "status"
+  | "headers"
+  | "sse"
+  | "delivery"
+  | "shapes"
+  | "state"
+  | "send"
+  | "silent"
+  | "consistency"
+  | "meaning";
 
 type Maybe<T> = T | undefined;
 
@@ -47,6 +58,16 @@ export interface Mutation {
    * serves a request "as a key that works" learns that key from a turn some other check ran.
    */
   needs?: string[];
+  /**
+   * How the proxy delivers event streams: "buffered" sends the headers at once and the body when the turn has
+   * ended; "held" sends nothing until then (any body hook holds a stream the same way). Unset, and with no
+   * body hook, a stream goes through as it arrives.
+   */
+  stream?: "buffered" | "held";
+  /** Set on rows generated from a table (table-mutations.ts) rather than written for a check. */
+  table?: "field × route" | "rule × input";
+  /** A table row `npm test` runs; the others run in `npm run mutation-score`. */
+  sample?: boolean;
   onRequest?(call: ProxyCall, tools: ProxyTools): Maybe<ProxyResponse> | Promise<Maybe<ProxyResponse>>;
   onEvents?(events: SseEvent[], call: ProxyCall, tools: ProxyTools): Maybe<SseEvent[]>;
   onSseText?(text: string, call: ProxyCall): string;
@@ -65,10 +86,14 @@ export const AREA_CHECKS: Record<Area, string[]> = {
   status: ["AUTH-*", "ERR-*", "CONVID-*"],
   headers: ["SEND-200-STREAM", "SSE-CONTENT-TYPE", "CONVID-*", "STATE-CREATED-PRIVATE", "MODELS-SHAPE"],
   sse: ["SSE-*", "SEND-TOOL-*"],
+  // What a proxy or gateway in front of the API does to a turn's delivery.
+  delivery: ["SSE-STREAMED-INCREMENTAL", "SSE-HEADERS-BEFORE-END", "SSE-CONTENT-TYPE"],
   shapes: ["MODELS-*", "LIST-*", "LIMIT-LIST-*", "GET-*", "TRANSCRIPT-*", "COMPACTION-*", "FORK-*"],
   state: ["STATE-*", "GUIDE-*", "SHARE-*"],
   send: ["SEND-*", "ROUTED-*", "LIMIT-MESSAGES-*", "FORK-MODEL-*"],
   silent: ["SEND-ATTACHMENT-*", "LIMIT-ATTACHMENT-*", "SEND-AUTOMATION-*", "STATE-RACE-*"],
+  consistency: ["CONSIST-*", "ROUTED-*"],
+  meaning: ["MEANING-*", "GET-TURN-COUNT", "LIST-SHAPE-ORDER"],
 };
 
 /** The `only` selection for one mutation: its area's checks plus the checks it declares it breaks. */
@@ -97,6 +122,16 @@ function editSend(call: ProxyCall, edit: (body: Json) => void): void {
   if (!body) return;
   edit(body);
   call.setJson(body);
+}
+
+/** The newest user message's text of a send (string content, or its text blocks joined). */
+function newestUserText(call: ProxyCall): string | undefined {
+  const messages = sendBody(call)?.messages;
+  if (!Array.isArray(messages)) return undefined;
+  const last = [...messages].reverse().find((m) => m?.role === "user");
+  if (typeof last?.content === "string") return last.content;
+  if (!Array.isArray(last?.content)) return undefined;
+  return last.content.map((b: Json) => (typeof b?.text === "string" ? b.text : "")).join("\n\n");
 }
 
 function attachmentsOf(body: Json): Json[] | undefined {
@@ -1398,6 +1433,81 @@ export const mutations: Mutation[] = [
       if (!owner || owner === call.key) return;
       return replayWith(call, owner, tools);
     },
+  },
+  // ---- skip paths: a deployment that shows the deciding fact must fail, not skip ----------------------------
+  {
+    name: "failure-without-error-event",
+    area: "sse",
+    description:
+      "A turn that fails after its stream opened just stops: no error event, no message_stop (the stream's end breaks the grammar)",
+    breaks: ["SSE-ERROR-EVENT"],
+    onEvents(events) {
+      if (!events.some((e) => e.event === "error")) return;
+      return events.filter((e) => e.event !== "error");
+    },
+  },
+  {
+    name: "compaction-route-constant",
+    area: "shapes",
+    description:
+      'Last compaction always answers {compacted: false, summary: ""}, although the transcript shows the compaction',
+    breaks: ["COMPACTION-FLAGGED"],
+    onResponse(call, res) {
+      return editJson(call, res, ["compaction"], (body) => {
+        body.compacted = false;
+        body.summary = "";
+      });
+    },
+  },
+  {
+    name: "empty-turn-keeps-memory",
+    area: "state",
+    description:
+      "A resumed turn with no output neither clears agent_session_id nor the session: the next turn still remembers",
+    breaks: ["STATE-EMPTY-TURN-CLEAN-SESSION"],
+    onRequest(call, tools) {
+      const id = call.conversationId;
+      const text = newestUserText(call);
+      if (id === undefined || text === undefined) return;
+      const word = /code word: (\S+?)\./.exec(text)?.[1];
+      if (word) tools.state.set(`word:${id}`, word);
+      if (/no output/i.test(text)) tools.state.set(`emptied:${id}`, true);
+    },
+    onEvents(events, call, tools) {
+      const id = call.conversationId;
+      const text = newestUserText(call) ?? "";
+      const word = tools.state.get(`word:${id}`);
+      if (!tools.state.get(`emptied:${id}`) || !word || !/what code word/i.test(text)) return;
+      for (const e of events)
+        if (e.event === "content_block_delta" && e.data?.delta?.type === "text_delta")
+          e.data.delta.text = word;
+      return events;
+    },
+    onResponse(call, res, tools) {
+      const id = call.route.id;
+      if (call.route.kind !== "conversation" || !tools.state.get(`emptied:${id}`)) return;
+      return editJson(call, res, ["conversation"], (body) => {
+        if (body.conversation && body.conversation.agent_session_id === null)
+          body.conversation.agent_session_id = "kept-after-empty-turn";
+      });
+    },
+  },
+  ...tableMutations,
+  {
+    name: "stream-buffered",
+    area: "delivery",
+    description:
+      "The result is streamed back: a proxy that sends the headers at once but holds the body until the turn ends",
+    breaks: ["SSE-STREAMED-INCREMENTAL"],
+    stream: "buffered",
+  },
+  {
+    name: "stream-held-until-end",
+    area: "delivery",
+    description:
+      'A failure "arrives as an error event on a response already sent as 200": a proxy that sends nothing, headers included, until the turn ends',
+    breaks: ["SSE-HEADERS-BEFORE-END"],
+    stream: "held",
   },
 ];
 

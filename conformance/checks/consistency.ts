@@ -1,0 +1,442 @@
+/**
+ * One fact, every route that shows it. The API returns a conversation through the single fetch, the list
+ * and the transcript, a fork's child can be read back, a deleted conversation must be gone from every
+ * route, and the model-routed send behaves as the per-agent one. Each check here reads the same fact
+ * through every route that returns it and fails on the first disagreement, so a deployment that gets a
+ * field right on one route and wrong on another is caught. The evident meaning of fields the API names
+ * without defining (timestamps that move with activity, the list's "newest activity first", usage that
+ * counts what a turn produced) is judged here too, each assuming no more than the API's words imply.
+ */
+import { type CallOptions, type CheckContext, isRecord, sleep } from "../context.ts";
+import { fail, skip } from "../outcomes.ts";
+import type { CheckDef } from "../types.ts";
+import {
+  carriesOutput,
+  check,
+  ensureStatus,
+  ensureTurnOk,
+  memoryRound,
+  prompts,
+  type SettledConversation,
+  settledConversation,
+} from "./common.ts";
+
+const CONVERSATION = "Resources/Conversation";
+
+type Fields = Record<string, unknown>;
+
+/** How many times a conversation is re-read when a field moved between two reads of one comparison. */
+const STABLE_READ_ATTEMPTS = 5;
+
+function sameValue(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** The fields in which `other` disagrees with `reference`, over the fields `reference` carries. */
+function disagreements(reference: Fields, other: Fields): string[] {
+  return Object.keys(reference)
+    .filter((field) => !sameValue(reference[field], other[field]))
+    .map((field) => `${field}: ${JSON.stringify(reference[field])} vs ${JSON.stringify(other[field])}`);
+}
+
+/** The conversation object of a 200 single fetch, as plain fields. */
+async function fetched(ctx: CheckContext, id: string, options?: CallOptions): Promise<Fields> {
+  return { ...(await ctx.conversation(id, options)) } as Fields;
+}
+
+/** The entry of `id` in the list (limit 200, the run's conversations are among the newest), if listed. */
+async function listedEntry(
+  ctx: CheckContext,
+  id: string,
+  options?: CallOptions,
+): Promise<Fields | undefined> {
+  const res = await ctx.listConversations({ limit: "200" }, options);
+  ensureStatus(res, 200, "list conversations");
+  const list = isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : [];
+  const entry = list.find((c) => isRecord(c) && c.id === id);
+  return isRecord(entry) ? entry : undefined;
+}
+
+/** The `conversation` of a 200 transcript. */
+async function transcriptConversation(ctx: CheckContext, id: string, options?: CallOptions): Promise<Fields> {
+  const res = await ctx.transcript(id, options);
+  ensureStatus(res, 200, "transcript");
+  if (!isRecord(res.body) || !isRecord(res.body.conversation))
+    fail("the transcript has no conversation object", res.text.slice(0, 300));
+  return res.body.conversation;
+}
+
+/**
+ * Reads one conversation through the single fetch, the list and the transcript, as `options`' caller, and
+ * fails on any field the routes disagree on. The single fetch is read before and after the others; when it
+ * moved in between (a session recorded late), the comparison is made again, so only a disagreement that
+ * holds while nothing changes fails the check.
+ */
+async function sameOnEveryRoute(
+  ctx: CheckContext,
+  id: string,
+  options?: CallOptions,
+  who = "the owner",
+): Promise<Fields> {
+  for (let attempt = 1; ; attempt++) {
+    const before = await fetched(ctx, id, options);
+    const listed = await listedEntry(ctx, id, options);
+    const inTranscript = await transcriptConversation(ctx, id, options);
+    const after = await fetched(ctx, id, options);
+    if (!sameValue(before, after)) {
+      if (attempt >= STABLE_READ_ATTEMPTS)
+        skip(
+          `conversation ${id} kept changing while no turn ran on it (${disagreements(before, after).join("; ")}): the routes could not be compared`,
+        );
+      await sleep(500);
+      continue;
+    }
+    if (!listed) fail(`conversation ${id} is readable by ${who} but not in ${who}'s list (limit 200)`);
+    const listDiff = disagreements(before, listed);
+    if (listDiff.length > 0)
+      fail(`the list and the single fetch disagree for ${who} on ${id}: ${listDiff.join("; ")}`);
+    const transcriptDiff = disagreements(before, inTranscript);
+    if (transcriptDiff.length > 0)
+      fail(
+        `the transcript's conversation and the single fetch disagree for ${who} on ${id}: ${transcriptDiff.join("; ")}`,
+      );
+    return before;
+  }
+}
+
+/** Every route that addresses conversation `id` answers 404, and the list leaves it out. */
+async function goneEverywhere(ctx: CheckContext, id: string): Promise<void> {
+  const routes: Array<[string, () => Promise<{ status: number; text: string }>]> = [
+    ["single fetch", () => ctx.getConversation(id)],
+    ["transcript", () => ctx.transcript(id)],
+    ["last compaction", () => ctx.lastCompaction(id)],
+    ["share toggle", () => ctx.share(id, { shared: true })],
+    ["fork", () => ctx.fork(id, {})],
+  ];
+  for (const [route, call] of routes) ensureStatus(await call(), 404, `${route} of a deleted conversation`);
+  if (await listedEntry(ctx, id)) fail(`the list still shows the deleted conversation ${id}`);
+}
+
+/** `updated_at` as milliseconds; fails when it is not a timestamp. */
+function millis(fields: Fields, field: "created_at" | "updated_at"): number {
+  const value = Date.parse(String(fields[field]));
+  if (Number.isNaN(value)) fail(`${field} ${JSON.stringify(fields[field])} is not a timestamp`);
+  return value;
+}
+
+/** The user message texts of a transcript, each its text blocks joined with blank lines. */
+function userTexts(body: unknown): string[] {
+  const messages = isRecord(body) && Array.isArray(body.messages) ? body.messages : [];
+  return messages
+    .filter((m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true)
+    .map((m) =>
+      (isRecord(m) && Array.isArray(m.content) ? (m.content as unknown[]) : [])
+        .filter((b): b is { text: string } => isRecord(b) && typeof b.text === "string")
+        .map((b) => b.text)
+        .join("\n\n"),
+    );
+}
+
+export const consistencyChecks: CheckDef[] = [
+  check({
+    id: "CONSIST-ROUTES-AGREE",
+    level: "MUST",
+    section: CONVERSATION,
+    title:
+      "The single fetch, the list and the transcript show a conversation with the same fields (owner's view)",
+    needs: [],
+    async run(ctx) {
+      // Two turns, so turn_count, updated_at and agent_session_id have all moved at least once.
+      const round = await memoryRound(ctx);
+      await ctx.waitForSession(round.id);
+      await sameOnEveryRoute(ctx, round.id);
+    },
+  }),
+  check({
+    id: "CONSIST-SHARED-MEMBER-VIEW",
+    level: "MUST",
+    section: CONVERSATION,
+    title:
+      "A shared conversation shows the same fields to a member on every route (is_owner false, shared true)",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const member = { key: ctx.inputs.memberKey };
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle");
+      const owners = await sameOnEveryRoute(ctx, conv.id);
+      const members = await sameOnEveryRoute(ctx, conv.id, member, "a member");
+      if (owners.is_owner !== true) fail(`is_owner is ${JSON.stringify(owners.is_owner)} for the owner`);
+      if (members.is_owner !== false)
+        fail(`is_owner is ${JSON.stringify(members.is_owner)} for a member who does not own it`);
+      if (owners.shared !== true || members.shared !== true)
+        fail(
+          `shared is ${JSON.stringify(owners.shared)} for the owner and ${JSON.stringify(members.shared)} for a member after sharing`,
+        );
+      const { is_owner: _o, ...ownerRest } = owners;
+      const { is_owner: _m, ...memberRest } = members;
+      const diff = disagreements(ownerRest, memberRest);
+      if (diff.length > 0)
+        fail(`the owner and a member see different fields besides is_owner: ${diff.join("; ")}`);
+    },
+  }),
+  check({
+    id: "CONSIST-FORK-READBACK",
+    level: "MUST",
+    section: "Endpoints/Fork a conversation",
+    title:
+      "A fork's child reads back as the fork result says (parent, turn, owned, private) on every route; the parent is unchanged",
+    needs: [],
+    async run(ctx) {
+      const parent: SettledConversation = await settledConversation(ctx);
+      const parentBefore = await fetched(ctx, parent.id);
+      const res = await ctx.fork(parent.id, { at_turn: 1 });
+      ensureStatus(res, 200, "fork");
+      if (!isRecord(res.body) || typeof res.body.conversation_id !== "string")
+        fail("the fork result has no conversation_id", res.text.slice(0, 300));
+      const result = res.body;
+      const childId = String(result.conversation_id);
+      const child = await sameOnEveryRoute(ctx, childId);
+      if (child.id !== childId) fail(`the child reads back with id ${JSON.stringify(child.id)}`);
+      if (child.parent_conversation_id !== parent.id || result.parent_conversation_id !== parent.id)
+        fail(
+          `parent_conversation_id is ${JSON.stringify(result.parent_conversation_id)} in the fork result and ${JSON.stringify(child.parent_conversation_id)} on the child; the parent is ${parent.id}`,
+        );
+      if (child.forked_at_turn_index !== result.forked_at_turn)
+        fail(
+          `the fork result says forked_at_turn ${JSON.stringify(result.forked_at_turn)}, the child says forked_at_turn_index ${JSON.stringify(child.forked_at_turn_index)}`,
+        );
+      if (child.is_owner !== true || child.shared !== false)
+        fail(
+          `the child is is_owner ${JSON.stringify(child.is_owner)}, shared ${JSON.stringify(child.shared)}: it must be the caller's and private`,
+        );
+      const parentAfter = await fetched(ctx, parent.id);
+      const diff = disagreements(parentBefore, parentAfter);
+      if (diff.length > 0) fail(`forking changed the parent: ${diff.join("; ")}`);
+    },
+  }),
+  check({
+    id: "CONSIST-DELETED-EVERYWHERE",
+    level: "MUST",
+    section: "Endpoints/Delete a conversation",
+    title:
+      "A deleted conversation is gone from every route: fetch, transcript, last compaction, share, fork give 404 and the list leaves it out",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.deleteConversation(conv.id), 204, "delete");
+      await goneEverywhere(ctx, conv.id);
+    },
+  }),
+  check({
+    id: "CONSIST-ROUTED-SEND",
+    level: "MUST",
+    section: "Endpoints/Model-routed send",
+    title:
+      "The model-routed send answers as send-message does: X-Conversation-Id for a new conversation, readable on the agent's routes",
+    needs: [],
+    async run(ctx) {
+      const turn = await ctx.turn({ routed: true, model: ctx.inputs.agent, prompt: prompts.hello });
+      ensureTurnOk(turn, "routed turn without conversation_id");
+      const id = turn.conversationId;
+      if (!id) fail("the model-routed send of a new conversation carries no X-Conversation-Id");
+      const conversation = await sameOnEveryRoute(ctx, id);
+      if (conversation.is_owner !== true) fail("the routed conversation is not owned by the caller");
+    },
+  }),
+  check({
+    id: "CONSIST-KEY-HEADER-CASE",
+    level: "MUST",
+    section: "Authentication",
+    title:
+      "The key header is read whatever the case of its name (x-api-key, X-API-KEY): HTTP header names are case-insensitive",
+    needs: [],
+    async run(ctx) {
+      for (const keyHeader of ["x-api-key", "X-API-KEY", "X-Api-Key"]) {
+        const res = await ctx.call("listModels", {
+          method: "GET",
+          url: `${ctx.agentUrl()}/v1/models`,
+          key: ctx.inputs.key,
+          keyHeader,
+        });
+        ensureStatus(res, 200, `models list with the key in a header spelled ${keyHeader}`);
+      }
+    },
+  }),
+  check({
+    id: "CONSIST-ID-CHARACTERS",
+    level: "MUST",
+    section: "Endpoints/Send a message",
+    title:
+      "A conversation id with spaces, non-ASCII letters and punctuation is created and read back verbatim on every route",
+    needs: [],
+    async run(ctx) {
+      // Any string, says the API; kept to characters every URL and header survive percent-encoded
+      // (no "/", which proxies may decode, and no control characters).
+      const id = `${ctx.newConversationId()} größe + ünïcode @:,;=`;
+      const turn = await ctx.turn({ conversationId: id, prompt: prompts.hello });
+      ensureTurnOk(turn, "turn with a conversation id holding spaces and non-ASCII letters");
+      const conversation = await sameOnEveryRoute(ctx, id);
+      if (conversation.id !== id)
+        fail(
+          `the conversation reads back with id ${JSON.stringify(conversation.id)}, sent ${JSON.stringify(id)}`,
+        );
+    },
+  }),
+  check({
+    id: "CONSIST-CONTENT-JOIN",
+    level: "MUST",
+    section: "Endpoints/Send a message",
+    title:
+      "A user message sent as text blocks is stored as those blocks joined with blank lines (the transcript's user text)",
+    needs: [],
+    async run(ctx) {
+      const first = `Block one ${ctx.nonce()}.`;
+      const second = prompts.hello;
+      const id = ctx.newConversationId();
+      const turn = await ctx.turn({
+        conversationId: id,
+        prompt: [
+          { type: "text", text: first },
+          { type: "text", text: second },
+        ],
+      });
+      ensureTurnOk(turn, "turn with a two-block user message");
+      const res = await ctx.transcript(id);
+      ensureStatus(res, 200, "transcript");
+      const texts = userTexts(res.body);
+      const expected = `${first}\n\n${second}`;
+      if (!texts.includes(expected))
+        fail(
+          `no user message of the transcript reads as the two blocks joined with a blank line: ${JSON.stringify(texts).slice(0, 400)}`,
+        );
+    },
+  }),
+  check({
+    id: "CONSIST-SHARE-IDEMPOTENT",
+    level: "MUST",
+    section: "Endpoints/Toggle sharing",
+    title:
+      "The share toggle sets the value it is sent: {shared: true} twice leaves it shared, {shared: false} twice private",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      for (const shared of [true, true, false, false]) {
+        const res = await ctx.share(conv.id, { shared });
+        if (res.status < 200 || res.status > 299)
+          fail(`{"shared": ${shared}} gave ${res.status}`, res.text.slice(0, 300));
+        const now = (await fetched(ctx, conv.id)).shared;
+        if (now !== shared)
+          fail(`after {"shared": ${shared}} the conversation's shared is ${JSON.stringify(now)}`);
+      }
+    },
+  }),
+  check({
+    id: "CONSIST-SINCE-FORMS",
+    level: "MUST",
+    section: "Endpoints/List conversations",
+    title:
+      "since is read in every ISO 8601 form of one instant (Z or an offset, with or without milliseconds)",
+    needs: [],
+    async run(ctx) {
+      const older = await settledConversation(ctx);
+      const olderEnd = millis(await fetched(ctx, older.id), "updated_at");
+      // A whole second strictly after the older conversation's last activity and before the newer one
+      // starts, so the forms without milliseconds name the same instant.
+      const boundary = Math.floor(olderEnd / 1000) * 1000 + 1000;
+      await sleep(Math.max(0, boundary - Date.now()) + 100);
+      const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
+      ensureTurnOk(newer, "newer conversation's turn");
+      const newerId = String(newer.conversationId ?? "");
+      const newerStart = millis(await fetched(ctx, newerId), "created_at");
+      if (newerStart <= boundary || millis(await fetched(ctx, older.id), "updated_at") >= boundary)
+        skip("the deployment's clock put the two conversations on one side of a whole second");
+      const utc = new Date(boundary).toISOString();
+      const plusTwo = new Date(boundary + 2 * 3_600_000).toISOString().replace("Z", "+02:00");
+      const forms = [utc, utc.replace(".000Z", "Z"), utc.replace("Z", "+00:00"), plusTwo];
+      for (const since of forms) {
+        const res = await ctx.listConversations({ since, limit: "200" });
+        ensureStatus(res, 200, `list since=${since}`);
+        const ids = (
+          isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : []
+        ).map((c) => (isRecord(c) ? c.id : undefined));
+        if (!ids.includes(newerId)) fail(`since=${since} leaves out a conversation created after it`);
+        if (ids.includes(older.id))
+          fail(`since=${since} lists a conversation whose last activity was before it`);
+      }
+    },
+  }),
+  check({
+    id: "MEANING-TIMESTAMPS-MOVE",
+    level: "MUST",
+    section: CONVERSATION,
+    title:
+      "A turn moves updated_at forward and leaves created_at alone; updated_at is never before created_at",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      const before = await fetched(ctx, conv.id);
+      // Past any clock resolution a deployment stores (the API's timestamps carry milliseconds).
+      await sleep(20);
+      ensureTurnOk(await ctx.turn({ conversationId: conv.id, prompt: prompts.hello }), "second turn");
+      const after = await fetched(ctx, conv.id);
+      if (after.created_at !== before.created_at)
+        fail(`a turn changed created_at from ${before.created_at} to ${after.created_at}`);
+      if (millis(after, "updated_at") <= millis(before, "updated_at"))
+        fail(
+          `a turn left updated_at at ${after.updated_at} (it was ${before.updated_at} before the turn): a turn is activity`,
+        );
+      if (millis(after, "updated_at") < millis(after, "created_at"))
+        fail(`updated_at ${after.updated_at} is before created_at ${after.created_at}`);
+    },
+  }),
+  check({
+    id: "MEANING-LIST-NEWEST-ACTIVITY",
+    level: "MUST",
+    section: "Endpoints/List conversations",
+    title:
+      "The list is ordered by newest activity: a conversation with a later turn comes before one whose last turn was earlier",
+    needs: [],
+    async run(ctx) {
+      // The check assumes only that a turn is activity: A is created, then B, then A has another turn.
+      const a = await settledConversation(ctx);
+      const b = await settledConversation(ctx);
+      await sleep(20);
+      ensureTurnOk(await ctx.turn({ conversationId: a.id, prompt: prompts.hello }), "later turn on A");
+      await ctx.waitForSession(a.id);
+      const res = await ctx.listConversations({ limit: "200" });
+      ensureStatus(res, 200, "list conversations");
+      const ids = (
+        isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : []
+      ).map((c) => (isRecord(c) ? c.id : undefined));
+      const posA = ids.indexOf(a.id);
+      const posB = ids.indexOf(b.id);
+      if (posA < 0 || posB < 0) fail(`the list (limit 200) leaves out ${posA < 0 ? a.id : b.id}`);
+      if (posA > posB)
+        fail(
+          `${a.id} had a turn after ${b.id}'s last turn, yet the list puts it after (positions ${posA} and ${posB})`,
+        );
+    },
+  }),
+  check({
+    id: "MEANING-USAGE-COUNTS",
+    level: "MUST",
+    section: "Events",
+    title:
+      "A turn that produced output reports output_tokens > 0 and some input (input, cache read or cache creation tokens > 0)",
+    needs: [],
+    async run(ctx) {
+      const turn = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
+      ensureTurnOk(turn);
+      if (!carriesOutput(turn.reading.blocks)) skip("the agent produced no output when asked to say hello");
+      const usage = turn.reading.usage;
+      if (!usage) fail("message_delta carries no usage");
+      const count = (field: string) => (typeof usage[field] === "number" ? (usage[field] as number) : 0);
+      if (count("output_tokens") <= 0)
+        fail(`the turn produced output but usage says output_tokens ${JSON.stringify(usage.output_tokens)}`);
+      const input =
+        count("input_tokens") + count("cache_read_input_tokens") + count("cache_creation_input_tokens");
+      if (input <= 0)
+        fail(`the turn read a prompt but usage counts no input tokens: ${JSON.stringify(usage)}`);
+    },
+  }),
+];
