@@ -1626,7 +1626,11 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
             stats.requests--;
             continue;
           }
-          if (headSize(plan.path, plan.headers) > 16_384 && /ECONNRESET|EPIPE|UND_ERR_SOCKET/.test(message)) {
+          const code = (error as { code?: string }).code ?? "";
+          if (
+            headSize(plan.path, plan.headers) > 16_384 &&
+            /ECONNRESET|EPIPE|UND_ERR_SOCKET|other side closed/.test(`${code} ${message}`)
+          ) {
             // The server refused an oversized request head (431) and closed the socket while the client
             // was still writing it: the refusal is correct, the client just could not read it.
             report.statusHistogram["closed:oversized-head"] =
