@@ -198,7 +198,7 @@ export async function reachability(
   // Through the proxy the checks will use, if there is one.
   const dispatcher = createDispatcher(timeoutMs, connection);
   // Under the base address's own path: the API may be served under a prefix (https://host/agentapi).
-  const url = `${baseUrl.replace(/\/+$/, "")}/api/agents`;
+  const url = `${baseUrl.replace(/(?<!\/)\/+$/, "")}/api/agents`;
   try {
     // undici's request, not fetch: fetch refuses "bad ports" that a deployment may well use.
     const answered = request(url, {

@@ -108,7 +108,7 @@ export function resolveInputs(
     throw new UsageError(`--session-wait-ms must be a non-negative integer, not ${JSON.stringify(waitText)}`);
   }
   return {
-    baseUrl: (baseUrl as string).replace(/\/+$/, ""),
+    baseUrl: (baseUrl as string).replace(/(?<!\/)\/+$/, ""),
     agent: agent as string,
     key: key as string,
     memberKey: get("--member-key"),

@@ -70,7 +70,7 @@ function schemaIssue(error: ErrorObject): string {
 
 /** Paths that look like local paths resolve against the config file's directory; URLs stay as written. */
 function resolveLocation(value: string, baseDir: string): string {
-  const looksLikeUrl = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) || /^[^/\\]+@[^/\\]+:/.test(value);
+  const looksLikeUrl = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) || /^[^/\\@]+@[^/\\]+:/.test(value);
   return looksLikeUrl || isAbsolute(value) ? value : resolve(baseDir, value);
 }
 

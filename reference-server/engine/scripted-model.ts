@@ -229,6 +229,11 @@ function toolNameOf(d: ToolDirective): ToolName {
   return d.kind === "loop_forever" || d.kind === "list_attachments" ? "list_files" : d.kind;
 }
 
+/** Room for the server's attachments note: 10 names of at most 200 bytes under `.uploads/`, comma-separated. */
+const MAX_NOTE_CHARS = 4096;
+/** Lines of a listing compared with the note: more than the list tool ever returns (1,000 entries). */
+const MAX_LISTED_LINES = 2000;
+
 /**
  * The reply to `List the attached files`: the files this turn's message says arrived (older ones may still
  * be in .uploads/), as the listing of .uploads/ shows them: a file the listing lacks is not claimed. In the
@@ -239,14 +244,16 @@ function attachedFiles(
   note: string | undefined,
   listing: { content: string; isError: boolean } | undefined,
 ): { text: string; items?: string[]; isError?: boolean } {
-  const names = note?.slice(ATTACHMENTS_NOTE.length).trim() ?? "";
+  // Bounded before matching: one search of the names per listed line is lines × names, and a caller of the
+  // Messages upstream writes both. The server's note names at most 10 files of at most 200 bytes each.
+  const names = note?.slice(ATTACHMENTS_NOTE.length, ATTACHMENTS_NOTE.length + MAX_NOTE_CHARS).trim() ?? "";
   if (names === "") return { text: "No files were attached.", items: [] };
   if (!listing) return { text: `Attached files: ${names}`, items: names.split(", ") };
   if (listing.isError)
     return { text: `I could not list the attached files: ${listing.content.trimEnd()}`, isError: true };
   const items = `, ${names}, `;
   const found = listing.content
-    .split("\n")
+    .split("\n", MAX_LISTED_LINES)
     .map((line) => ({ path: `${UPLOADS}/${line}`, at: items.indexOf(`, ${UPLOADS}/${line}, `) }))
     .filter((file) => file.at >= 0)
     .sort((a, b) => a.at - b.at)

@@ -330,11 +330,27 @@ export async function serveScriptedModel(
   };
 }
 
+/** Largest request body the HTTP upstream reads (the reference server's body limit). */
+const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
+
 async function bridge(upstream: ScriptedUpstream, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const abort = new AbortController();
   res.on("close", () => abort.abort());
   const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    // The same body limit as the server's: a caller cannot make the upstream hold or parse more.
+    if (size > MAX_REQUEST_BYTES) {
+      const body = JSON.stringify({
+        type: "error",
+        error: { type: "request_too_large", message: `Request body over ${MAX_REQUEST_BYTES} bytes` },
+      });
+      res.writeHead(413, { "content-type": "application/json", connection: "close" }).end(body);
+      return;
+    }
+    chunks.push(chunk as Buffer);
+  }
   const request = new Request(new URL(req.url ?? "/", "http://scripted.local"), {
     method: req.method,
     body: req.method === "POST" ? Buffer.concat(chunks) : undefined,

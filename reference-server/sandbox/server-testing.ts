@@ -236,7 +236,12 @@ export async function startServeCommand(
     await exited;
   };
   const deadline = Date.now() + 30_000;
-  while (!/Tool user: .*\n/.test(stdout)) {
+  // The tool-user line, complete: an index scan, not a pattern retried at every "Tool user: ".
+  const toolUserLineEnded = () => {
+    const at = stdout.indexOf("Tool user: ");
+    return at >= 0 && stdout.includes("\n", at);
+  };
+  while (!toolUserLineEnded()) {
     if (child.exitCode !== null || Date.now() > deadline) {
       if (child.pid && child.exitCode === null) process.kill(-child.pid, "SIGKILL");
       throw new Error(`serve did not start: ${stdout}\n${stderr}`);
