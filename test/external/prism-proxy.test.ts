@@ -68,6 +68,13 @@ const COMMON_LIMITS: Record<string, PrismLimit> = {
       { why: BUFFERS, evidence: heldStream },
     ]),
   ),
+  "STATE-RACE-MEMORY-LOST": {
+    why: "Prism validates a request before it forwards it: on a loaded machine the follow-up reached the server after the 2 s recording delay, so the race the check provokes had closed (the agent rightly remembered)",
+    evidence: (records) =>
+      records.some(
+        (r) => /What code word did I ask you to remember/.test(r.requestBody) && (r.headersMs ?? 0) >= 2_000,
+      ),
+  },
   "LIMIT-ATTACHMENT-SIZE": {
     why: "Prism refuses request bodies over 10 MB (413) before forwarding; the check sends ~16 MB of base64",
     evidence: (records) =>

@@ -2,15 +2,17 @@
  * Client generators on the published spec: each generates from the form spec/README.md's table gives it,
  * its output compiles with `tsc` (strict), and the generated client lists the demo agent's models from a
  * running demo server. Each also reads the other form, and what it does with it is checked against what the
- * table records, so a form that stops loading in a tool that accepted it fails here.
+ * table records, so a form that stops loading in a tool that accepted it fails here. The commands (and config
+ * files) are the root README's, read from its "Generating a client" section and run as written in a project
+ * holding the spec package (test/tools/readme.ts): a README command that stops working fails here.
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DemoServer, startDemoServer } from "../../cli/demo.ts";
-import { projectRoot } from "../../scripts/tool-bin.ts";
-import { publishedForm, type Ran, run, runTs, typecheck, workDir } from "./matrix.ts";
-import { toolBin, toolsUnavailable } from "./tools-dir.ts";
+import { runTs, typecheck } from "./matrix.ts";
+import { readmeSteps, runStep, type Step, userProject } from "./readme.ts";
+import { toolsUnavailable } from "./tools-dir.ts";
 
 type Form = "openapi.json" | "openapi-3.1.json";
 const OTHER: Record<Form, Form> = { "openapi.json": "openapi-3.1.json", "openapi-3.1.json": "openapi.json" };
@@ -21,8 +23,8 @@ interface Generator {
   form: Form;
   /** What the tool does with the other form, as spec/README.md records it. */
   otherForm: "generates" | "refuses";
-  /** Generates a client for `spec` into `dir`. */
-  generate(spec: string, dir: string): Promise<Ran>;
+  /** The package README.md's command runs with `npx` (its step of "Generating a client"). */
+  npx: string;
   /** A program using the generated client: prints the ids of the models of AGENT as JSON. */
   call: string;
   /** Compiler options beside strict mode, for a defect of the tool's output that `check` asserts is still there. */
@@ -36,12 +38,9 @@ const ENV_TYPES = `declare const process: { env: Record<string, string> };\n`;
 const GENERATORS: Generator[] = [
   {
     name: "openapi-typescript + openapi-fetch",
+    npx: "openapi-typescript",
     form: "openapi.json",
     otherForm: "generates",
-    generate: (spec, dir) =>
-      run(join(projectRoot, "node_modules", ".bin", "openapi-typescript"), [spec, "-o", "schema.ts"], {
-        cwd: dir,
-      }),
     call: `import createClient from "openapi-fetch";
 import type { paths } from "./schema";
 ${ENV_TYPES}
@@ -56,12 +55,9 @@ console.log(JSON.stringify(data.data.map((model) => model.id)));
   },
   {
     name: "@hey-api/openapi-ts",
+    npx: "@hey-api/openapi-ts",
     form: "openapi.json",
     otherForm: "generates",
-    generate: (spec, dir) =>
-      run(join(projectRoot, "node_modules", ".bin", "openapi-ts"), ["--input", spec, "--output", "client"], {
-        cwd: dir,
-      }),
     call: `import { client } from "./client/client.gen";
 import { listModels } from "./client/sdk.gen";
 ${ENV_TYPES}
@@ -73,15 +69,9 @@ console.log(JSON.stringify(data.data.map((model) => model.id)));
   },
   {
     name: "orval (fetch client)",
+    npx: "orval",
     form: "openapi-3.1.json",
     otherForm: "generates",
-    generate: async (spec, dir) => {
-      await writeFile(
-        join(dir, "orval.config.ts"),
-        `export default { api: { input: { target: ${JSON.stringify(spec)} }, output: { target: "./out/api.ts", client: "fetch" } } };\n`,
-      );
-      return run(toolBin("orval"), ["--config", "orval.config.ts"], { cwd: dir });
-    },
     // Orval's fetch client calls relative URLs: the base URL is the caller's fetch's business.
     call: `import { listModels } from "./out/api";
 ${ENV_TYPES}
@@ -94,25 +84,9 @@ console.log(JSON.stringify(response.data.data.map((model) => model.id)));
   },
   {
     name: "kubb (plugin-ts + plugin-client, fetch)",
+    npx: "kubb",
     form: "openapi-3.1.json",
     otherForm: "generates",
-    generate: async (spec, dir) => {
-      await writeFile(
-        join(dir, "kubb.config.ts"),
-        `import { defineConfig } from "@kubb/core";
-import { pluginClient } from "@kubb/plugin-client";
-import { pluginOas } from "@kubb/plugin-oas";
-import { pluginTs } from "@kubb/plugin-ts";
-export default defineConfig({
-  root: ".",
-  input: { path: ${JSON.stringify(spec)} },
-  output: { path: "./gen", clean: true },
-  plugins: [pluginOas(), pluginTs(), pluginClient({ client: "fetch" })],
-});
-`,
-      );
-      return run(toolBin("kubb"), ["generate", "--config", "kubb.config.ts"], { cwd: dir });
-    },
     call: `import { listModels } from "./gen/clients/listModels";
 ${ENV_TYPES}
 // kubb's call returns the body itself.
@@ -135,10 +109,9 @@ console.log(JSON.stringify(models.data.map((model) => model.id)));
   },
   {
     name: "typed-openapi",
+    npx: "typed-openapi",
     form: "openapi-3.1.json",
     otherForm: "refuses",
-    generate: (spec, dir) =>
-      run(toolBin("typed-openapi"), [spec, "-o", "api.ts", "-r", "none"], { cwd: dir }),
     call: `import { createApiClient } from "./api";
 ${ENV_TYPES}
 const api = createApiClient({ fetch: ({ method, url, overrides }) => fetch(url, { ...overrides, method }) }, process.env.BASE_URL);
@@ -151,9 +124,9 @@ console.log(JSON.stringify(models.data.map((model) => model.id)));
   },
   {
     name: "oazapfts",
+    npx: "oazapfts",
     form: "openapi-3.1.json",
     otherForm: "refuses",
-    generate: (spec, dir) => run(toolBin("oazapfts"), [spec, "api.ts"], { cwd: dir }),
     call: `import { defaults, listModels } from "./api";
 ${ENV_TYPES}
 defaults.baseUrl = process.env.BASE_URL;
@@ -165,16 +138,9 @@ console.log(JSON.stringify(response.data.data.map((model) => model.id)));
   },
   {
     name: "swagger-typescript-api",
+    npx: "swagger-typescript-api",
     form: "openapi-3.1.json",
     otherForm: "generates",
-    generate: (spec, dir) =>
-      run(
-        toolBin("swagger-typescript-api"),
-        ["generate", "--path", spec, "--output", "out", "--name", "api.ts"],
-        {
-          cwd: dir,
-        },
-      ),
     call: `import { Api } from "./out/api";
 ${ENV_TYPES}
 const api = new Api({ baseUrl: process.env.BASE_URL, baseApiParams: { headers: { "X-Api-Key": process.env.API_KEY } } });
@@ -183,6 +149,20 @@ console.log(JSON.stringify(response.data.data.map((model) => model.id)));
 `,
   },
 ];
+
+const STEPS = readmeSteps("Generating a client");
+
+/** The README's step running the generator, which must name the form the table gives it. */
+function readmeStep(generator: Generator): Step {
+  const steps = STEPS.filter((step) => step.command.startsWith(`npx ${generator.npx} `));
+  expect(steps, `README.md's "Generating a client" runs npx ${generator.npx} once`).toHaveLength(1);
+  const step = steps[0] as Step;
+  const files = [step.command, ...step.files.map((file) => file.code)].join("\n");
+  expect(files, "the README's command reads the form spec/README.md's table gives the tool").toContain(
+    `node_modules/@agent-api/spec/dist/${generator.form}`,
+  );
+  return step;
+}
 
 const skip = toolsUnavailable();
 let demo: DemoServer;
@@ -195,10 +175,15 @@ afterAll(async () => {
 });
 
 describe.skipIf(skip !== null)(`client generators${skip ? ` (skipped: ${skip})` : ""}`, () => {
+  it('runs every command of the README\'s "Generating a client"', () => {
+    const unrun = STEPS.filter((step) => !GENERATORS.some((g) => step.command.startsWith(`npx ${g.npx} `)));
+    expect(unrun.map((step) => step.command)).toEqual([]);
+  });
+
   describe.each(GENERATORS.map((g) => [g.name, g] as const))("%s", (_name, generator) => {
     it(`generates from ${generator.form}, compiles with tsc and lists the demo's models`, async () => {
-      const dir = workDir(generator.name.replace(/\W+/g, "-"));
-      const generated = await generator.generate(publishedForm(generator.form), dir);
+      const dir = userProject(generator.name.replace(/\W+/g, "-"), { [generator.form]: generator.form });
+      const generated = await runStep(readmeStep(generator), dir);
       expect(generated.code, generated.stderr + generated.stdout).toBe(0);
       await generator.check?.(dir);
       await writeFile(join(dir, "call.ts"), generator.call);
@@ -214,8 +199,11 @@ describe.skipIf(skip !== null)(`client generators${skip ? ` (skipped: ${skip})` 
     });
 
     it(`${generator.otherForm === "generates" ? "also generates from" : "refuses"} ${OTHER[generator.form]} (as spec/README.md records)`, async () => {
-      const dir = workDir(`${generator.name.replace(/\W+/g, "-")}-other`);
-      const generated = await generator.generate(publishedForm(OTHER[generator.form]), dir);
+      // The other form under the file name the README gives: the command runs as written.
+      const dir = userProject(`${generator.name.replace(/\W+/g, "-")}-other`, {
+        [generator.form]: OTHER[generator.form],
+      });
+      const generated = await runStep(readmeStep(generator), dir);
       if (generator.otherForm === "generates")
         expect(generated.code, generated.stderr + generated.stdout).toBe(0);
       else expect(generated.code, "it now accepts the other form: update spec/README.md's table").not.toBe(0);

@@ -1,31 +1,71 @@
 /**
- * Docs renderers as a publisher embeds them: one HTML page per renderer loading its standalone bundle from
- * the tools directory and a published form of the spec, served over loopback; read in headless Chromium.
+ * Docs renderers as a publisher embeds them: the pages are the root README's ("Publishing the docs"), read
+ * from README.md, each served as `index.html` of a site directory its copy command filled (so the page's
+ * relative spec URL is what it loads), over loopback; read in headless Chromium. The pages load their
+ * renderer from a CDN: the browser's requests to it are answered from the tools directory's installed
+ * package of the same name, and a URL naming another version than the one installed is refused.
  */
 import { readFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { extname, join, normalize } from "node:path";
-import { projectRoot } from "../../scripts/tool-bin.ts";
-import { toolsDir } from "./tools-dir.ts";
+import type { Page } from "playwright-core";
+import { readmeBlocks } from "./readme.ts";
+import { TOOL_PACKAGES, toolsDir } from "./tools-dir.ts";
 
 export type Renderer = "swagger-ui" | "scalar" | "redoc" | "elements";
 
-/** Each renderer's page, as its documentation shows it, for the spec at `specUrl`. */
-const PAGES: Record<Renderer, (specUrl: string) => string> = {
-  "swagger-ui": (spec) => `<link rel="stylesheet" href="/m/swagger-ui-dist/swagger-ui.css">
-<div id="ui"></div>
-<script src="/m/swagger-ui-dist/swagger-ui-bundle.js"></script>
-<script>SwaggerUIBundle({ url: ${JSON.stringify(spec)}, dom_id: "#ui", docExpansion: "full", defaultModelsExpandDepth: -1 });</script>`,
-  scalar: (spec) => `<div id="app"></div>
-<script src="/m/@scalar/api-reference/dist/browser/standalone.js"></script>
-<script>Scalar.createApiReference("#app", { url: ${JSON.stringify(spec)}, defaultOpenAllTags: true, expandAllResponses: true });</script>`,
-  redoc: (spec) => `<redoc spec-url=${JSON.stringify(spec)} expand-responses="all"></redoc>
-<script src="/m/redoc/bundles/redoc.standalone.js"></script>`,
-  elements: (spec) => `<link rel="stylesheet" href="/m/@stoplight/elements/styles.min.css">
-<elements-api apiDescriptionUrl=${JSON.stringify(spec)} router="hash" layout="sidebar"></elements-api>
-<script src="/m/@stoplight/elements/web-components.min.js"></script>`,
+export const DOCS_SECTION = "Publishing the docs";
+
+/** The package each renderer's page loads: how its README block is told apart from the others. */
+const RENDERER_PACKAGE: Record<Renderer, keyof typeof TOOL_PACKAGES> = {
+  "swagger-ui": "swagger-ui-dist",
+  scalar: "@scalar/api-reference",
+  redoc: "redoc",
+  elements: "@stoplight/elements",
 };
+
+export const CDN = "https://cdn.jsdelivr.net/npm/";
+
+/** Each renderer's page, the README's HTML block loading that renderer's package from the CDN. */
+export function readmePages(): Record<Renderer, string> {
+  const html = readmeBlocks(DOCS_SECTION).filter((block) => block.lang === "html");
+  const pages = {} as Record<Renderer, string>;
+  for (const [renderer, pkg] of Object.entries(RENDERER_PACKAGE) as [Renderer, string][]) {
+    const found = html.filter((block) => block.code.includes(`${CDN}${pkg}@`));
+    if (found.length !== 1)
+      throw new Error(
+        `README.md's "${DOCS_SECTION}" has ${found.length} pages loading ${CDN}${pkg}@..., not 1`,
+      );
+    pages[renderer] = (found[0] as { code: string }).code;
+  }
+  if (html.length !== Object.keys(pages).length)
+    throw new Error(`README.md's "${DOCS_SECTION}" has a page for a renderer the matrix does not run`);
+  return pages;
+}
+
+/**
+ * Answers the page's CDN requests from the installed packages; a request for a version other than the
+ * installed one is answered 404 and recorded in `refused`.
+ */
+export async function serveCdnFromTools(page: Page, refused: string[]): Promise<void> {
+  await page.route(`${CDN}**`, async (route) => {
+    const url = route.request().url();
+    const match = url.slice(CDN.length).match(/^((?:@[\w.-]+\/)?[\w.-]+)@([^/]+)\/(.+)$/);
+    const name = match?.[1] as keyof typeof TOOL_PACKAGES | undefined;
+    if (!match || !name || TOOL_PACKAGES[name] !== match[2]) {
+      refused.push(url);
+      await route.fulfill({ status: 404 });
+      return;
+    }
+    const file = join(toolsDir, "node_modules", name, normalize(`/${match[3]}`));
+    await route.fulfill({
+      status: 200,
+      contentType: TYPES[extname(file)] ?? "application/octet-stream",
+      body: await readFile(file),
+    });
+  });
+}
 
 const TYPES: Record<string, string> = {
   ".js": "text/javascript",
@@ -34,23 +74,25 @@ const TYPES: Record<string, string> = {
   ".html": "text/html",
 };
 
-/** Serves /page/<renderer>/<form>, /spec/<form> (generated/) and /m/<package file> (the tools directory). */
-export async function rendererServer(): Promise<{ server: Server; url: string }> {
+/**
+ * Serves /page/<renderer>/<form>/ (the README's page as index.html) and the other files of that form's site
+ * directory under it (`sites[form]`: the copy command's `site/`, run where the spec file is that form).
+ */
+export async function rendererServer(
+  sites: Record<string, string>,
+): Promise<{ server: Server; url: string }> {
+  const pages = readmePages();
   const server = createServer(async (req, res) => {
     const path = normalize(decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname));
     try {
-      const page = path.match(/^\/page\/([\w-]+)\/([\w.-]+\.json)$/);
-      if (page && page[1] in PAGES) {
-        const html = `<!doctype html><html><head><meta charset="utf-8"><title>API</title></head><body>${PAGES[page[1] as Renderer](`/spec/${page[2]}`)}</body></html>`;
-        res.writeHead(200, { "content-type": "text/html" }).end(html);
+      const match = path.match(/^\/page\/([\w-]+)\/([\w.-]+\.json)\/(.*)$/);
+      const site = match && sites[match[2] as string];
+      if (!match || !site || !((match[1] as string) in pages)) throw new Error("not found");
+      if (match[3] === "" || match[3] === "index.html") {
+        res.writeHead(200, { "content-type": "text/html" }).end(pages[match[1] as Renderer]);
         return;
       }
-      const file = path.startsWith("/spec/")
-        ? join(projectRoot, "generated", path.slice("/spec/".length))
-        : path.startsWith("/m/")
-          ? join(toolsDir, "node_modules", path.slice("/m/".length))
-          : null;
-      if (!file) throw new Error("not found");
+      const file = join(site, normalize(`/${match[3]}`));
       const body = await readFile(file);
       res.writeHead(200, { "content-type": TYPES[extname(file)] ?? "application/octet-stream" }).end(body);
     } catch {

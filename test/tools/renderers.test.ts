@@ -2,7 +2,9 @@
  * Docs renderers on the published spec, in headless Chromium: Swagger UI, Scalar, Redoc 2 and Stoplight
  * Elements each show the 11 operations from the 3.2 document and from the docs form, and from the docs form
  * the stream's events on the send-message response (none of them reads `itemSchema`/`contentSchema`, so
- * from the 3.2 document they show at most the examples: spec/README.md's table).
+ * from the 3.2 document they show at most the examples: spec/README.md's table). The pages and the command
+ * copying the spec beside them are the root README's "Publishing the docs", read from README.md and run as
+ * written (test/tools/renderer-pages.ts); the 3.2 document is tried under the file name the pages load.
  */
 import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
@@ -11,7 +13,8 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { projectRoot } from "../../scripts/tool-bin.ts";
 import { chromium, launchChromium } from "../spec/browser.ts";
-import { type Renderer, rendererServer } from "./renderer-pages.ts";
+import { type PublishedForm, readmeSteps, runStep, userProject } from "./readme.ts";
+import { DOCS_SECTION, type Renderer, rendererServer, serveCdnFromTools } from "./renderer-pages.ts";
 import { toolsUnavailable } from "./tools-dir.ts";
 
 const bundle = JSON.parse(readFileSync(join(projectRoot, "generated", "openapi.json"), "utf8")) as {
@@ -76,9 +79,22 @@ const skip = !chromium ? "no chromium installed" : toolsUnavailable();
 let pages: { server: Server; url: string };
 let browser: Browser;
 
+/** The README's command filling `site/`, run in a project whose `openapi-docs.json` is the form under test. */
+async function site(form: PublishedForm): Promise<string> {
+  const steps = readmeSteps(DOCS_SECTION);
+  if (steps.length !== 1) throw new Error(`README.md's "${DOCS_SECTION}" should have one shell command`);
+  const dir = userProject(`site-${form}`, { "openapi-docs.json": form });
+  const copied = await runStep(steps[0] as (typeof steps)[0], dir);
+  if (copied.code !== 0) throw new Error(`the README's command failed: ${copied.stderr}`);
+  return join(dir, "site");
+}
+
 beforeAll(async () => {
   if (skip) return;
-  pages = await rendererServer();
+  pages = await rendererServer({
+    "openapi.json": await site("openapi.json"),
+    "openapi-docs.json": await site("openapi-docs.json"),
+  });
   browser = await launchChromium();
 });
 afterAll(async () => {
@@ -101,9 +117,12 @@ async function textWith(page: Page, needles: string[], timeoutMs = 60_000): Prom
 
 async function open(renderer: Renderer, form: string): Promise<Page> {
   const page = await browser.newPage();
-  await page.goto(`${pages.url}/page/${renderer}/${form}`);
+  const refused: string[] = [];
+  await serveCdnFromTools(page, refused);
+  await page.goto(`${pages.url}/page/${renderer}/${form}/`);
   // The page is built: its title is shown.
   await textWith(page, ["Agent Conversation API"]);
+  expect(refused, "the README's page loads a version other than the matrix's (tools-dir.ts)").toEqual([]);
   await CASES[renderer].reveal(page);
   return page;
 }
