@@ -346,7 +346,6 @@ async function openSubject(n: number, longCount: number): Promise<Subject> {
     sessionDelayMs: 0,
     routingPrefix: "agent-api",
     compactionBudgetTokens: 6_000,
-    keepAliveMs: 15_000,
     turnTimeoutMs: 60_000,
   };
   const sessions = new SessionRecorder(store, 0);

@@ -111,7 +111,7 @@ export function decodeConversationId(header: string | null): string | null {
 export function createAgentClient(options: AgentClientOptions) {
   const { agent } = options;
   const http = createClient<paths>({
-    baseUrl: options.baseUrl.replace(/\/+$/, ""),
+    baseUrl: options.baseUrl.replace(/(?<!\/)\/+$/, ""),
     headers: { "X-Api-Key": options.apiKey },
     ...(options.fetch ? { fetch: options.fetch } : {}),
   });
@@ -247,7 +247,7 @@ export function createAgentClient(options: AgentClientOptions) {
     /** Invokes a deployed flow at `{flow_url}/apps/{app_id}` with `X-API-Key`. */
     async invokeFlow(flow: InvokeFlowOptions): Promise<Schemas["FlowInvokeResult"]> {
       const result = await http.POST("/apps/{app_id}", {
-        baseUrl: flow.flowUrl.replace(/\/+$/, ""),
+        baseUrl: flow.flowUrl.replace(/(?<!\/)\/+$/, ""),
         params: { path: { app_id: flow.appId } },
         headers: { "X-API-Key": flow.apiKey ?? options.apiKey },
         body: { input_vars: flow.inputVars },

@@ -35,9 +35,12 @@ export function encodeSseEvent(event: string, value: unknown): string {
  * An incremental frame reader: `push` text as it arrives, `end` when the stream closes. Any of CRLF, LF and
  * CR ends a line, as the SSE standard says, also when a CRLF is split between two chunks.
  */
+const LINE_BREAK = /[\r\n]/;
+
 export class SseFrameReader {
   #frames = 0;
   #pending = "";
+  #crHeld = false;
   #lines: string[] = [];
   #parsed: { event?: string; data?: string } = {};
   readonly #parser: EventSourceParser = createParser({
@@ -48,6 +51,13 @@ export class SseFrameReader {
 
   push(text: string): SseFrame[] {
     const out: SseFrame[] = [];
+    // Only new text can end a line: a long line arriving in many chunks is split once, when it ends, instead
+    // of again at every chunk (quadratic in the line a server streams).
+    // (Whether a CR is held is kept aside: asking the growing text itself would flatten it at every chunk.)
+    if (!this.#crHeld && !LINE_BREAK.test(text)) {
+      this.#pending += text;
+      return out;
+    }
     this.#pending += text;
     const lines = this.#pending.split(/\r\n|\n|\r/);
     this.#pending = lines.pop() ?? "";
@@ -56,6 +66,7 @@ export class SseFrameReader {
       const last = lines.pop();
       if (last !== undefined) this.#pending = `${last}\r`;
     }
+    this.#crHeld = this.#pending.endsWith("\r");
     for (const line of lines) this.#line(line, out);
     return out;
   }
@@ -66,6 +77,7 @@ export class SseFrameReader {
     if (this.#pending.endsWith("\r")) this.#line(this.#pending.slice(0, -1), out);
     else if (this.#pending !== "") this.#lines.push(this.#pending);
     this.#pending = "";
+    this.#crHeld = false;
     if (this.#lines.length > 0) out.push(this.#frame(false));
     return out;
   }

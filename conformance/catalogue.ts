@@ -15,10 +15,13 @@ import { repoChecks } from "./checks/repo.ts";
 import { routeChecks } from "./checks/routes.ts";
 import { sendChecks } from "./checks/send.ts";
 import { stateChecks } from "./checks/states.ts";
+import { streamingChecks } from "./checks/streaming.ts";
 import type { CheckDef } from "./types.ts";
 
 export const catalogue: CheckDef[] = [
   ...stateChecks,
+  // Early: the opt-in idle check is the longest turn of a run.
+  ...streamingChecks,
   ...repoChecks,
   ...guidanceChecks,
   ...conversationIdChecks,

@@ -62,6 +62,17 @@ describe("inputs from flags and environment", () => {
       resolveInputs({ baseUrl: "http://x", agent: "a", key: "k", sessionWaitMs: "soon" }, {}),
     ).toThrow(/session-wait-ms/);
   });
+
+  it("--idle-seconds is opt-in: absent skips its check, bare means 60, a bad value is a usage error", () => {
+    const required = { baseUrl: "http://x", agent: "a", key: "k" };
+    expect(resolveInputs(required, {}).idleSeconds).toBeUndefined();
+    expect(resolveInputs({ ...required, idleSeconds: true }, {}).idleSeconds).toBe(60);
+    expect(resolveInputs({ ...required, idleSeconds: "90" }, {}).idleSeconds).toBe(90);
+    expect(resolveInputs(required, { AGENT_API_IDLE_SECONDS: "30" }).idleSeconds).toBe(30);
+    for (const bad of ["soon", "0", "-5", "1.5", "99999"]) {
+      expect(() => resolveInputs({ ...required, idleSeconds: bad }, {}), bad).toThrow(/--idle-seconds/);
+    }
+  });
 });
 
 describe("agent-api check (child process)", () => {

@@ -20,6 +20,7 @@ import { isRecord } from "./json.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented, excerpt, skip } from "./outcomes.ts";
 import type { SpecValidator } from "./spec-validator.ts";
 import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
+import { type StreamTiming, type TurnTimeline, turnTimeline } from "./sse/timing.ts";
 import type { Exchange, FailureDetail, SuiteInputs } from "./types.ts";
 
 export type { OperationId };
@@ -44,7 +45,7 @@ export interface RunState {
 
 /**
  * Statuses that say "not now" rather than judge the request: rate limits (429), overload (503, and 529 of
- * the messages API). The seed shows no rate limit, so such an answer proves nothing about a rule: the call
+ * the messages API). The API shows no rate limit, so such an answer proves nothing about a rule: the call
  * is retried, and a deployment that keeps refusing makes the check inconclusive (skipped), never failed.
  */
 export const LOAD_REFUSAL_STATUSES: ReadonlySet<number> = new Set([429, 503, 529]);
@@ -90,6 +91,8 @@ export interface ApiResponse {
   /** Parsed JSON body; undefined when the body is not JSON. */
   body: unknown;
   exchange: Exchange;
+  /** When each part of an event stream arrived. */
+  timing?: StreamTiming;
 }
 
 export interface CallOptions {
@@ -124,6 +127,8 @@ export interface Turn {
   /** The text of the turn's text blocks. */
   text: string;
   response: ApiResponse;
+  /** When the headers, each block and the end arrived (event streams only). */
+  timeline?: TurnTimeline;
 }
 
 /** A conversation as the spec describes it (checks read one only after its body was validated). */
@@ -159,6 +164,7 @@ export class CheckContext {
   readonly exchanges: Exchange[] = [];
   readonly schemaFailures: FailureDetail[] = [];
   readonly notes: string[] = [];
+  readonly timelines: Array<{ label: string; timeline: TurnTimeline }> = [];
 
   constructor(run: RunState) {
     this.run = run;
@@ -178,6 +184,11 @@ export class CheckContext {
 
   note(message: string): void {
     if (!this.notes.includes(message)) this.notes.push(message);
+  }
+
+  /** Puts a turn's timeline in the check's result, for every report to show. */
+  showTimeline(label: string, turn: Turn): void {
+    if (turn.timeline) this.timelines.push({ label, timeline: turn.timeline });
   }
 
   agentUrl(agent = this.inputs.agent): string {
@@ -234,7 +245,14 @@ export class CheckContext {
     } catch {
       body = undefined;
     }
-    return { status: res.status, headers: res.headers, text: res.text, body, exchange: res.exchange };
+    return {
+      status: res.status,
+      headers: res.headers,
+      text: res.text,
+      body,
+      exchange: res.exchange,
+      timing: res.timing,
+    };
   }
 
   /**
@@ -296,6 +314,10 @@ export class CheckContext {
       const reading = checkTurnStream(response.text, { streamToolCalls: options.streamToolCalls === true });
       turn.reading = reading;
       turn.text = replyText(reading);
+      if (response.timing) {
+        turn.timeline = turnTimeline(response.timing, reading);
+        response.exchange.timeline = turn.timeline;
+      }
       for (const event of reading.events) {
         for (const failure of this.run.validator.validateEvent(event.name, event.data)) {
           this.schemaFailures.push({ ...failure, evidence: event.frame });
@@ -402,7 +424,7 @@ export class CheckContext {
   }
 
   /**
-   * The seed's client guidance: poll the conversation every 0.25 s until `agent_session_id` is non-null,
+   * The API's client guidance: poll the conversation every 0.25 s until `agent_session_id` is non-null,
    * bounded by --session-wait-ms. Resolves to the session id, or null when the wait expired.
    */
   async waitForSession(id: string, options?: CallOptions): Promise<string | null> {

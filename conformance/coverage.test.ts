@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { catalogue } from "./catalogue.ts";
 import { coverageProblems, fieldTableProblems, renderCoverage, seedRules } from "./coverage.ts";
 
-describe("coverage map of the seed", () => {
+describe("coverage map of the API", () => {
   it("names only catalogue ids, and every check of the catalogue", () => {
     expect(coverageProblems(catalogue)).toEqual([]);
   });
@@ -18,7 +18,7 @@ describe("coverage map of the seed", () => {
     expect(problems).toEqual([
       '"a" (S) names NO-SUCH-CHECK, which the catalogue lacks',
       '"b" (S) needs either checks or a reason for none, not both or neither',
-      `${catalogue[0].id} verifies no seed rule of the coverage map`,
+      `${catalogue[0].id} verifies no API rule of the coverage map`,
     ]);
   });
 

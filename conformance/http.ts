@@ -6,6 +6,7 @@ import { rootCertificates } from "node:tls";
 import { Agent, type Dispatcher, EnvHttpProxyAgent, request } from "undici";
 import { describeDiagnosis, diagnoseTransportError } from "./deployment-errors.ts";
 import { CheckFailure, DeploymentPrevented, excerpt } from "./outcomes.ts";
+import { readTimedStream, type StreamTiming } from "./sse/timing.ts";
 import type { Exchange } from "./types.ts";
 
 export interface HttpRequest {
@@ -28,6 +29,8 @@ export interface HttpResponse {
   bytes: Uint8Array;
   text: string;
   exchange: Exchange;
+  /** When each part of an event stream arrived (200 text/event-stream answers only). */
+  timing?: StreamTiming;
 }
 
 /**
@@ -105,10 +108,18 @@ export async function httpRequest(
   };
   try {
     const signal = AbortSignal.timeout(timeoutMs);
-    const { res, bytes } = await settledWithin(
+    const { res, bytes, timing } = await settledWithin(
       (async () => {
         const res = await request(req.url, { method: req.method, headers, body, dispatcher, signal });
-        return { res, bytes: new Uint8Array(await res.body.arrayBuffer()) };
+        const headersAt = performance.now();
+        if (
+          res.statusCode === 200 &&
+          String(res.headers["content-type"] ?? "").startsWith("text/event-stream")
+        ) {
+          // A stream is read as it arrives: when each frame came is part of the verdict (streamed, not buffered).
+          return { res, ...(await readTimedStream(res.body, started, headersAt)) };
+        }
+        return { res, bytes: new Uint8Array(await res.body.arrayBuffer()), timing: undefined };
       })(),
       timeoutMs + DEADLINE_SLACK_MS,
     );
@@ -122,7 +133,7 @@ export async function httpRequest(
     exchange.responseHeaders = pickHeaders(responseHeaders);
     exchange.responseBody = excerpt(text, 4000);
     exchange.ms = Math.round(performance.now() - started);
-    return { status: res.statusCode, headers: responseHeaders, bytes, text, exchange };
+    return { status: res.statusCode, headers: responseHeaders, bytes, text, exchange, timing };
   } catch (error) {
     exchange.ms = Math.round(performance.now() - started);
     const timedOut =
@@ -187,7 +198,7 @@ export async function reachability(
   // Through the proxy the checks will use, if there is one.
   const dispatcher = createDispatcher(timeoutMs, connection);
   // Under the base address's own path: the API may be served under a prefix (https://host/agentapi).
-  const url = `${baseUrl.replace(/\/+$/, "")}/api/agents`;
+  const url = `${baseUrl.replace(/(?<!\/)\/+$/, "")}/api/agents`;
   try {
     // undici's request, not fetch: fetch refuses "bad ports" that a deployment may well use.
     const answered = request(url, {

@@ -25,7 +25,14 @@ export {
 } from "./expected-failures.ts";
 /** Whether a deployment answers at all, through the proxy the suite would use (null when it does). */
 export { type ConnectionOptions, reachability } from "./http.ts";
-export { type Counts, progressLine, type Summary, summarize, summaryText } from "./reports/console.ts";
+export {
+  type Counts,
+  progressLine,
+  type Summary,
+  summarize,
+  summaryText,
+  timelineLines,
+} from "./reports/console.ts";
 export { htmlReport } from "./reports/html.ts";
 export { jsonReport } from "./reports/json.ts";
 export { junitReport } from "./reports/junit.ts";
@@ -38,6 +45,14 @@ export {
   replyText,
   type TurnStreamReading,
 } from "./sse/grammar.ts";
+export {
+  type BlockArrival,
+  readTimedStream,
+  type StreamTiming,
+  type TurnTimeline,
+  timelineText,
+  turnTimeline,
+} from "./sse/timing.ts";
 export type {
   CheckDef,
   CheckResult,

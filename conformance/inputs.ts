@@ -25,7 +25,11 @@ export const INPUT_FLAGS: Record<InputName, string> = {
   routingPrefix: "--routing-prefix",
   channelId: "--channel-id",
   notebookPath: "--notebook-path",
+  idleSeconds: "--idle-seconds",
 };
+
+/** `--idle-seconds` given without a value: a common proxy idle time-out (nginx's proxy_read_timeout). */
+export const DEFAULT_IDLE_SECONDS = 60;
 
 /** A skip reason's name for a missing input, for a run started from flags. */
 export const inputFlag = (name: InputName): string => INPUT_FLAGS[name];
@@ -104,7 +108,7 @@ export function resolveInputs(
     throw new UsageError(`--session-wait-ms must be a non-negative integer, not ${JSON.stringify(waitText)}`);
   }
   return {
-    baseUrl: (baseUrl as string).replace(/\/+$/, ""),
+    baseUrl: (baseUrl as string).replace(/(?<!\/)\/+$/, ""),
     agent: agent as string,
     key: key as string,
     memberKey: get("--member-key"),
@@ -122,8 +126,27 @@ export function resolveInputs(
     routingPrefix: get("--routing-prefix"),
     channelId: get("--channel-id"),
     notebookPath: get("--notebook-path"),
+    idleSeconds: idleSecondsOf(values, env),
     sessionWaitMs,
   };
+}
+
+/** `--idle-seconds [n]`: absent → undefined (the check is skipped), bare flag → the default. */
+function idleSecondsOf(
+  values: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+): number | undefined {
+  if (values.idleSeconds === true) return DEFAULT_IDLE_SECONDS;
+  const v = flagOrEnv(values, "--idle-seconds", env);
+  const text = Array.isArray(v) ? v[v.length - 1] : v;
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < 1 || n > 3600) {
+    throw new UsageError(
+      `--idle-seconds must be a whole number of seconds from 1 to 3600, not ${JSON.stringify(text)}`,
+    );
+  }
+  return n;
 }
 
 /** `--concurrency` and `--timeout-ms` (or their AGENT_API_* variables); throws UsageError when malformed. */

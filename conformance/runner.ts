@@ -174,6 +174,7 @@ async function runCheck(
   }
   result.notes = ctx.notes;
   result.exchanges = ctx.exchanges;
+  if (ctx.timelines.length > 0) result.timelines = ctx.timelines;
   result.ms = Math.round(performance.now() - started);
   return result;
 }

@@ -75,7 +75,7 @@ export class SpecValidator {
     const responses = isRecord(op?.responses) ? op.responses : {};
     const key = [String(status), `${String(status)[0]}XX`, "default"].find((k) => k in responses);
     if (!key) return [];
-    // Error bodies are "not shown" by the seed (but the revoked-key body and the 404 message, which their
+    // Error bodies are "not shown" by the API (but the revoked-key body and the 404 message, which their
     // own checks judge): a deployment may answer them in any media type, even empty or as a proxy's page.
     if (status >= 400) return [];
     let responsePointer = `${opPointer}/responses/${key}`;
@@ -84,7 +84,7 @@ export class SpecValidator {
     const responseObject = response.value;
     const content = isRecord(responseObject?.content) ? responseObject.content : undefined;
     if (!content) return [];
-    // A body the seed leaves "not shown" (share toggle, flow result) may be anything, even empty.
+    // A body the API leaves "not shown" (share toggle, flow result) may be anything, even empty.
     if (responseObject && "x-reference-behavior" in responseObject) return [];
     const firstSchema = Object.values(content).find(isRecord)?.schema;
     if (isRecord(firstSchema) && typeof firstSchema.$ref === "string" && firstSchema.$ref.startsWith("#")) {

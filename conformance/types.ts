@@ -3,8 +3,9 @@
  * reports. The catalogue (catalogue.ts) is plain data of these shapes.
  */
 import type { CheckContext } from "./context.ts";
+import type { TurnTimeline } from "./sse/timing.ts";
 
-/** MUST: the seed states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
+/** MUST: the API states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
 export type Level = "MUST" | "SHOULD" | "INFO";
 
 /** Optional inputs a check may need; a check whose needs are not all given is skipped with the reason. */
@@ -23,7 +24,8 @@ export type InputName =
   | "flowInput"
   | "routingPrefix"
   | "channelId"
-  | "notebookPath";
+  | "notebookPath"
+  | "idleSeconds";
 
 export interface SuiteInputs {
   baseUrl: string;
@@ -47,7 +49,9 @@ export interface SuiteInputs {
   channelId?: string;
   /** A notebook path with at least one conversation of the agent visible to `key`. */
   notebookPath?: string;
-  /** Bound for waiting on `agent_session_id` (the seed's client guidance). */
+  /** Opt-in: a turn stays quiet this long (a proxy idle time-out it must survive). */
+  idleSeconds?: number;
+  /** Bound for waiting on `agent_session_id` (the API's client guidance). */
   sessionWaitMs: number;
 }
 
@@ -55,11 +59,13 @@ export interface CheckDef {
   /** Stable id; users filter on it and CI reports name it. */
   id: string;
   level: Level;
-  /** Seed section the check verifies, e.g. "Errors", "Endpoints/Send a message". */
+  /** API section the check verifies, e.g. "Errors", "Endpoints/Send a message". */
   section: string;
   /** One line saying what the deployment must do. */
   title: string;
   needs: InputName[];
+  /** Why the check has its level, in the API's words, where the level is not plain from the rule. */
+  levelReason?: string;
   run(ctx: CheckContext): Promise<void>;
 }
 
@@ -73,6 +79,8 @@ export interface Exchange {
   responseHeaders: Record<string, string>;
   responseBody: string;
   ms: number;
+  /** An event stream's arrival times: headers, first byte, each block, the end. */
+  timeline?: TurnTimeline;
 }
 
 export interface FailureDetail {
@@ -115,6 +123,8 @@ export interface CheckResult {
   notes: string[];
   /** The requests the check made; the reports show them for failures. */
   exchanges: Exchange[];
+  /** The turns whose timing the check judged, each with its timeline (every report shows these). */
+  timelines?: Array<{ label: string; timeline: TurnTimeline }>;
 }
 
 export interface RunReport {

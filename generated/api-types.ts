@@ -312,9 +312,9 @@ export interface components {
             turn_count: number;
         };
         /**
-         * @description Response of the single-conversation fetch: an object with a `conversation` property. The seed states
+         * @description Response of the single-conversation fetch: an object with a `conversation` property. The API states
          *     `agent_session_id` for this route and says the object's other fields are "not shown" there; this document
-         *     reads the seed's Conversation resource table as the shape of `conversation` (the fields a client can
+         *     reads the API's Conversation resource table as the shape of `conversation` (the fields a client can
          *     rely on are the resource's).
          */
         ConversationEnvelope: {
@@ -475,7 +475,7 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        /** @description A messages-API input message. Only the newest element with `role` `user` is used. */
+        /** @description A messages-API input message: the shape the newest element of `messages` with `role` `user` must have, since it is the one read. */
         InputMessage: {
             /** @enum {string} */
             role: "user" | "assistant";
@@ -485,6 +485,12 @@ export interface components {
                 text?: string;
             }[];
         };
+        /** @description An element of `messages` other than the newest `user` one: earlier turns a client replays, or a `system` element some clients put in `messages`. It is not read, so nothing but a `role` string is asked of it. */
+        UnreadMessage: {
+            role: string;
+        } & {
+            [key: string]: unknown;
+        };
         /**
          * @description A messages-API request. Only `messages`, `stream`, `model`, `system` and `metadata` are read.
          *     `max_tokens`, `temperature`, `top_p`, `stop_sequences`, `tools`, `tool_choice` and other fields of
@@ -492,8 +498,8 @@ export interface components {
          *     cannot be injected.
          */
         SendMessageRequest: {
-            /** @description Non-empty. Only the newest element with `role` `user` is used; no history is replayed by the caller. */
-            messages: components["schemas"]["InputMessage"][];
+            /** @description Non-empty. Only the newest element with `role` `user` is used, and it must be an `InputMessage`; no history is replayed by the caller. The other elements are not read, so their shape is not checked beyond a `role` string (`UnreadMessage`): a client that replays its history or puts a `system` element in `messages` is served as if it sent the newest user message alone. */
+            messages: (components["schemas"]["InputMessage"] | components["schemas"]["UnreadMessage"])[];
             /** @description Callers send `true`. A value of `false` still yields an event stream. */
             stream?: boolean;
             /** @description One of the ids from the models list. Falls back to the automation's model, then the agent's default. */
@@ -556,7 +562,7 @@ export interface components {
             [key: string]: unknown;
         };
         /**
-         * @description Token usage known when the message starts. The seed shows `usage` without naming its fields here (the five
+         * @description Token usage known when the message starts. The API shows `usage` without naming its fields here (the five
          *     usage fields are fixed on `message_delta`), so none is required.
          */
         MessageStartUsage: {
@@ -609,7 +615,7 @@ export interface components {
         };
         /**
          * @description A tool's result (only when `metadata.stream_tool_calls` is true); an extension that generic clients
-         *     ignore. The seed lists no delta type for it, so whether a delta follows its start is not shown.
+         *     ignore. The API's streaming section lists no delta type for it, so whether a delta follows its start is not shown.
          */
         ToolResultContentBlock: {
             /**
@@ -619,7 +625,7 @@ export interface components {
             type: "tool_result";
             /** @description The `id` of the `tool_use` block it answers. */
             tool_use_id: string;
-            /** @description The tool's output. The seed does not give its type; the messages API allows a string or an array of content blocks. */
+            /** @description The tool's output. The API does not give its type; the messages API allows a string or an array of content blocks. */
             content: string | unknown[];
             is_error: boolean;
         };
@@ -658,7 +664,7 @@ export interface components {
             partial_json: string;
         };
         /**
-         * @description First event of a turn. The seed shows `message: {id, model, usage}`; a deployment may add the fuller
+         * @description First event of a turn. The API shows `message: {id, model, usage}`; a deployment may add the fuller
          *     messages-API fields (`type`, `role`, `content`, `stop_reason`, `stop_sequence`), which the official
          *     messages client needs (`content` in particular).
          *     The reference server also sends `type: "message"`, `role: "assistant"`, `content: []`, `stop_reason: null` and `stop_sequence: null`.
@@ -716,7 +722,7 @@ export interface components {
             type: "message_stop";
         };
         /**
-         * @description A failure after the stream opened, on a response already sent as 200. The seed shows the data as
+         * @description A failure after the stream opened, on a response already sent as 200. The API shows the data as
          *     `{error: {type: "api_error", message}}` without a top-level `type`.
          */
         ErrorEvent: {
@@ -784,6 +790,45 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
+        /**
+         * @description Too much pending work of this caller. Rate limits and concurrency limits are "not shown" by the API: a
+         *     deployment may answer 429 when it chooses, and a caller should wait `Retry-After` seconds and retry.
+         */
+        TurnTooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /**
+         * @description The deployment cannot take more work right now. Rate limits and concurrency limits are "not shown" by
+         *     the API; a caller should wait `Retry-After` seconds and retry.
+         */
+        ServiceUnavailable: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /**
+         * @description Too much pending work of this caller. Rate limits and concurrency limits are "not shown" by the API: a
+         *     deployment may answer 429 when it chooses, and a caller should wait `Retry-After` seconds and retry.
+         */
+        TooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
     };
     parameters: {
         /**
@@ -830,6 +875,8 @@ export interface components {
          *     gives the id back; the JSON bodies always carry the id verbatim.
          */
         "X-Conversation-Id": string;
+        /** @description Seconds after which the request may be sent again. */
+        "Retry-After": number;
     };
     pathItems: never;
 }
@@ -881,6 +928,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TurnTooManyRequests"];
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
@@ -890,6 +938,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     sendRoutedMessage: {
@@ -933,6 +982,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TurnTooManyRequests"];
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
@@ -942,6 +992,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listModels: {
@@ -973,6 +1024,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listConversations: {
@@ -1020,6 +1073,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getConversation: {
@@ -1056,6 +1111,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     setConversationSharing: {
@@ -1105,6 +1162,8 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     deleteConversation: {
@@ -1148,6 +1207,8 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getTranscript: {
@@ -1184,6 +1245,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getLastCompaction: {
@@ -1220,6 +1283,8 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     forkConversation: {
@@ -1269,6 +1334,8 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     invokeFlow: {
@@ -1310,6 +1377,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            429: components["responses"]["TooManyRequests"];
             /** @description A step of the flow failed (its agent turn ended with an error). Statuses of a failed flow are "not shown" by the API. */
             502: {
                 headers: {
@@ -1319,6 +1387,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
 }

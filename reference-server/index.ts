@@ -9,11 +9,14 @@ import { createDemo, demoKeys, formatEnvFile } from "./config/demo.ts";
 import { seedDemoConversations } from "./config/demo-data.ts";
 import { createKeyIndex } from "./config/keys.ts";
 import { loadConfigFile } from "./config/load.ts";
-import type { ServerConfig } from "./config/types.ts";
+import type { LimitsConfig, ServerConfig } from "./config/types.ts";
 import { createEngine } from "./engine/index.ts";
-import { buildApp } from "./http/app.ts";
+import { Admission, DEFAULT_ADMISSION_LIMITS } from "./http/admission.ts";
+import { buildApp, SLOW_CLIENT_DEFAULTS } from "./http/app.ts";
+import { KEEP_ALIVE_MS } from "./http/sse.ts";
 import { createSandboxManager, type SandboxLimits, type SandboxUserSetting } from "./sandbox/index.ts";
 import { createService, type ServiceLive } from "./service/index.ts";
+import { DEFAULT_WAITING_TURN_LIMITS } from "./service/locks.ts";
 import { openServerStore } from "./store/open.ts";
 
 export interface ServerOptions {
@@ -52,8 +55,10 @@ export interface ServerOptions {
   maxIterations?: number;
   /** `max_tokens` of each model call (a model's config entry may set its own). */
   maxTokens?: number;
-  /** Interval of the SSE keep-alive comment lines while the upstream works. */
+  /** Longest silence on a turn's stream before an SSE comment line is sent. */
   keepAliveMs?: number;
+  /** Caps on pending work and slow clients; each set field wins over the config file's `limits`. */
+  limits?: LimitsConfig;
   /** How long a shutdown waits for running turns before ending them with an error event. */
   shutdownGraceMs?: number;
   turnTimeoutMs?: number;
@@ -61,6 +66,8 @@ export interface ServerOptions {
   toolOutputCapBytes?: number;
   /** How long a turn's client may leave events unread before it is dropped (default 30 s). */
   sseStallMs?: number;
+  /** Browser origins allowed to call the API (CORS); `*` allows any. Unset: no CORS. */
+  corsOrigins?: string[];
   /**
    * SQLite WAL checkpoints run by a worker thread this often (ms), off the event loop; 0: inside commits, as
    * SQLite does by default (see store/sqlite.ts).
@@ -82,8 +89,8 @@ export interface RunningServer {
   /** The store's engine and where it is (no credentials), for the start-up lines. */
   store: string;
   config: ServerConfig;
-  /** Per-turn and per-conversation state held right now (tests and benches check it drains to 0). */
-  live(): ServiceLive;
+  /** Per-request, per-turn and per-conversation state held right now (tests and benches check it drains to 0). */
+  live(): ServiceLive & { requestsInFlight: number; bodyBytesHeld: number };
   close(): Promise<void>;
 }
 
@@ -100,13 +107,22 @@ export const DEFAULTS = {
   compactionBudgetTokens: 6_000,
   maxIterations: 50,
   maxTokens: 8192,
-  keepAliveMs: 15_000,
+  keepAliveMs: KEEP_ALIVE_MS,
   shutdownGraceMs: 10_000,
   turnTimeoutMs: 10 * 60_000,
   toolTimeoutMs: 30_000,
   toolOutputCapBytes: 64 * 1024,
   checkpointIntervalMs: 100,
 } as const;
+
+/** Caps on pending work and slow clients (README "Limits under load"). */
+export const DEFAULT_LIMITS: Required<LimitsConfig> = {
+  ...DEFAULT_ADMISSION_LIMITS,
+  waitingTurnsPerConversation: DEFAULT_WAITING_TURN_LIMITS.perConversation,
+  waitingTurnsPerKey: DEFAULT_WAITING_TURN_LIMITS.perKey,
+  waitingTurnsPerServer: DEFAULT_WAITING_TURN_LIMITS.perServer,
+  ...SLOW_CLIENT_DEFAULTS,
+};
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const dataDir = resolve(options.dataDir);
@@ -152,6 +168,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
 
   const keys = createKeyIndex(config);
+  const limits: Required<LimitsConfig> = { ...DEFAULT_LIMITS, ...config.limits, ...defined(options.limits) };
   const service = await createService(
     {
       config,
@@ -162,14 +179,31 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         sessionDelayMs: options.sessionDelayMs ?? DEFAULTS.sessionDelayMs,
         routingPrefix,
         compactionBudgetTokens: options.compactionBudgetTokens ?? DEFAULTS.compactionBudgetTokens,
-        keepAliveMs: options.keepAliveMs ?? DEFAULTS.keepAliveMs,
         turnTimeoutMs: options.turnTimeoutMs ?? DEFAULTS.turnTimeoutMs,
         turnLeaseMs: options.turnLeaseMs,
+        waitingTurns: {
+          perConversation: limits.waitingTurnsPerConversation,
+          perKey: limits.waitingTurnsPerKey,
+          perServer: limits.waitingTurnsPerServer,
+        },
       },
     },
     keys.lookupFlowKey,
   );
-  const app = buildApp({ config, keys, service, routingPrefix, logger, sseStallMs: options.sseStallMs });
+  const admission = new Admission(limits);
+  const app = buildApp({
+    config,
+    keys,
+    service,
+    routingPrefix,
+    logger,
+    sseStallMs: options.sseStallMs,
+    corsOrigins: options.corsOrigins,
+    keepAliveMs: options.keepAliveMs ?? DEFAULTS.keepAliveMs,
+    admission,
+    requestTimeoutMs: limits.requestTimeoutMs,
+    headersTimeoutMs: limits.headersTimeoutMs,
+  });
   let closed = false;
   const closeAll = async () => {
     if (closed) return;
@@ -214,9 +248,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     sandboxNotices: sandbox.notices,
     store: storeDescription,
     config,
-    live: () => service.live(),
+    live: () => ({ ...service.live(), ...admission.live() }),
     close: closeAll,
   };
+}
+
+/** The fields of `object` that are set (a flag left out must not erase the config file's value). */
+function defined<T extends object>(object: T | undefined): Partial<T> {
+  return Object.fromEntries(Object.entries(object ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 export { demoKeys };

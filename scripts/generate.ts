@@ -1,6 +1,7 @@
 /**
  * `npm run generate`: bundles spec/ into generated/openapi.json (Redocly; external $refs become
- * components, internal refs are kept) and writes generated/api-types.ts (openapi-typescript) and
+ * components, internal refs are kept), its published 3.1.1 and docs forms (generated/openapi-3.1.json,
+ * generated/openapi-docs.json: scripts/published-forms.ts), and writes generated/api-types.ts (openapi-typescript) and
  * generated/protocol.ts (the API's vocabulary as typed constants, scripts/protocol.ts) from it.
  * `--check` regenerates in memory and exits 1, naming the file, when a committed file differs (CI drift check).
  */
@@ -9,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import openapiTS, { astToString } from "openapi-typescript";
 import { renderProtocol } from "./protocol.ts";
+import { openapi31, openapiDocs } from "./published-forms.ts";
 import { projectRoot, runTool, specPath, tools } from "./tool-bin.ts";
 
 export const generatedDir = join(projectRoot, "generated");
@@ -67,6 +69,8 @@ export async function renderGenerated(): Promise<Record<string, string>> {
   );
   return {
     "openapi.json": `${JSON.stringify(bundled, null, 2)}\n`,
+    "openapi-3.1.json": `${JSON.stringify(openapi31(bundled), null, 2)}\n`,
+    "openapi-docs.json": `${JSON.stringify(openapiDocs(bundled), null, 2)}\n`,
     "api-types.ts": typesHeader + astToString(ast),
     "protocol.ts": renderProtocol(bundled),
   };

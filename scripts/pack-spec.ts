@@ -1,7 +1,8 @@
 /**
- * `prepack` of the spec package (@agent-api/spec): the bundled document as JSON and YAML and the built docs
- * page, written into spec/dist/. The JSON is generated/openapi.json itself (what the validators read), so the
- * package can never ship a bundle that differs from the one the kit was tested with.
+ * `prepack` of the spec package (@agent-api/spec): the published forms of the bundled document as JSON and
+ * YAML (the 3.2 document, its 3.1.1 form and the docs form; spec/README.md says which tool takes which) and
+ * the built docs page, written into spec/dist/. The JSON files are generated/'s own, so the package can never
+ * ship a document that differs from the one the kit was tested with.
  */
 import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -11,9 +12,11 @@ import { projectRoot } from "./tool-bin.ts";
 
 const out = join(projectRoot, "spec", "dist");
 await mkdir(out, { recursive: true });
-const bundle = join(projectRoot, "generated", "openapi.json");
-await copyFile(bundle, join(out, "openapi.json"));
-await writeFile(join(out, "openapi.yaml"), stringify(JSON.parse(await readFile(bundle, "utf8"))));
+for (const name of ["openapi", "openapi-3.1", "openapi-docs"]) {
+  const json = join(projectRoot, "generated", `${name}.json`);
+  await copyFile(json, join(out, `${name}.json`));
+  await writeFile(join(out, `${name}.yaml`), stringify(JSON.parse(await readFile(json, "utf8"))));
+}
 // npm pack --json reads stdout: what this script says goes to stderr.
 await buildDocs(join(out, "index.html"));
-process.stderr.write("wrote spec/dist/openapi.json, openapi.yaml, index.html\n");
+process.stderr.write("wrote spec/dist/: openapi, openapi-3.1 and openapi-docs (.json, .yaml), index.html\n");

@@ -7,13 +7,12 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium as playwright } from "playwright-core";
 import { startDemoServer } from "../cli/demo.ts";
 import { envNameOf } from "../conformance/inputs.ts";
 import { FORM_FIELDS } from "../conformance/ui/form.ts";
 import { startConformanceUi } from "../conformance/ui/server.ts";
 import { startFaultProxy } from "../test/selftest/proxy.ts";
-import { chromium } from "../test/spec/browser.ts";
+import { launchChromium } from "../test/spec/browser.ts";
 
 const out = new URL("../conformance/ui/screenshot.png", import.meta.url).pathname;
 const demo = await startDemoServer(300, { unsafeNoIsolation: true });
@@ -26,10 +25,7 @@ for (const field of FORM_FIELDS) {
 }
 defaults["--base-url"] = proxy.url;
 const ui = await startConformanceUi({ reportsDir, defaults });
-const browser = await playwright.launch({
-  executablePath: chromium,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-});
+const browser = await launchChromium();
 try {
   const page = await browser.newPage({ viewport: { width: 1200, height: 1500 } });
   await page.goto(ui.url);

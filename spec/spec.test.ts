@@ -49,34 +49,50 @@ describe("operations", () => {
     sendMessage: [
       "post",
       "/api/agents/{agent}/v1/messages",
-      ["200", "400", "401", "403", "404", "413", "501"],
+      ["200", "400", "401", "403", "404", "413", "501", "429", "503"],
     ],
-    sendRoutedMessage: ["post", "/api/agents/v1/messages", ["200", "400", "401", "403", "404", "413", "501"]],
-    listModels: ["get", "/api/agents/{agent}/v1/models", ["200", "400", "401", "404"]],
-    listConversations: ["get", "/api/agents/{agent}/conversations", ["200", "400", "401", "404"]],
-    getConversation: ["get", "/api/agents/{agent}/conversations/{id}", ["200", "400", "401", "404"]],
-    getTranscript: ["get", "/api/agents/{agent}/conversations/{id}/messages", ["200", "400", "401", "404"]],
+    sendRoutedMessage: [
+      "post",
+      "/api/agents/v1/messages",
+      ["200", "400", "401", "403", "404", "413", "501", "429", "503"],
+    ],
+    listModels: ["get", "/api/agents/{agent}/v1/models", ["200", "400", "401", "404", "429", "503"]],
+    listConversations: [
+      "get",
+      "/api/agents/{agent}/conversations",
+      ["200", "400", "401", "404", "429", "503"],
+    ],
+    getConversation: [
+      "get",
+      "/api/agents/{agent}/conversations/{id}",
+      ["200", "400", "401", "404", "429", "503"],
+    ],
+    getTranscript: [
+      "get",
+      "/api/agents/{agent}/conversations/{id}/messages",
+      ["200", "400", "401", "404", "429", "503"],
+    ],
     getLastCompaction: [
       "get",
       "/api/agents/{agent}/conversations/{id}/last-compaction",
-      ["200", "400", "401", "404"],
+      ["200", "400", "401", "404", "429", "503"],
     ],
     setConversationSharing: [
       "post",
       "/api/agents/{agent}/conversations/{id}",
-      ["200", "400", "401", "403", "404"],
+      ["200", "400", "401", "403", "404", "429", "503"],
     ],
     forkConversation: [
       "post",
       "/api/agents/{agent}/conversations/{id}/fork",
-      ["200", "400", "401", "404", "409"],
+      ["200", "400", "401", "404", "409", "429", "503"],
     ],
     deleteConversation: [
       "delete",
       "/api/agents/{agent}/conversations/{id}",
-      ["204", "400", "401", "403", "404"],
+      ["204", "400", "401", "403", "404", "429", "503"],
     ],
-    invokeFlow: ["post", "/apps/{app_id}", ["200", "400", "401", "404", "502"]],
+    invokeFlow: ["post", "/apps/{app_id}", ["200", "400", "401", "404", "502", "429", "503"]],
   };
 
   it("has exactly the 11 operations of the seed", () => {

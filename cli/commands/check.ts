@@ -23,9 +23,11 @@ import {
   runConformance,
   selectChecks,
   summaryText,
+  timelineLines,
 } from "../../conformance/index.ts";
 import {
   DEFAULT_CONCURRENCY,
+  DEFAULT_IDLE_SECONDS,
   DEFAULT_TIMEOUT_MS,
   envNameOf,
   flagOrEnv,
@@ -107,6 +109,10 @@ function buildProgram(): Command {
       `bound of one request (a whole turn), default ${DEFAULT_TIMEOUT_MS} ${env("--timeout-ms")}`,
     )
     .option(
+      "--idle-seconds [n]",
+      `opt-in: a turn stays quiet this long (default ${DEFAULT_IDLE_SECONDS} when given without a value) and must still end at message_stop, as behind a proxy's idle time-out; needs a tool limit above n + 5 s and --timeout-ms above it ${env("--idle-seconds")}`,
+    )
+    .option(
       "--ca <file>",
       `PEM certificate of the private CA that signed the deployment's certificate, trusted on top of the public ones ${env("--ca")}`,
     )
@@ -125,7 +131,7 @@ function buildProgram(): Command {
       ),
     )
     .option("--list", "print the catalogue of checks and exit")
-    .option("--coverage", "with --list: print the seed coverage table (conformance/COVERAGE.md) instead")
+    .option("--coverage", "with --list: print the API coverage table (conformance/COVERAGE.md) instead")
     .option("--no-color", "plain progress lines")
     .option(
       "--ui",
@@ -144,7 +150,7 @@ function listCatalogue(): string {
     (c) =>
       `${c.id.padEnd(36)} ${c.level.padEnd(6)} ${c.section}\n${"".padEnd(44)}${c.title}${
         c.needs.length > 0 ? `\n${"".padEnd(44)}needs ${c.needs.map((n) => INPUT_FLAGS[n]).join(", ")}` : ""
-      }`,
+      }${c.levelReason ? `\n${"".padEnd(44)}level: ${c.levelReason}` : ""}`,
   );
   return `${rows.join("\n")}\n\n${catalogue.length} checks\n`;
 }
@@ -343,7 +349,10 @@ export async function main(args: string[]): Promise<number> {
       connection,
       expectedFailures,
       inputLabel: inputFlag,
-      onResult: (result) => process.stdout.write(`${progressLine(result, color)}\n`),
+      onResult: (result) =>
+        process.stdout.write(
+          `${[progressLine(result, color), ...timelineLines(result, color)].join("\n")}\n`,
+        ),
     });
     process.stdout.write(summaryText(report));
     const outputs: Array<[string, (r: typeof report) => string]> = [

@@ -1,11 +1,16 @@
 /**
  * `agent-api model`: serves the scripted model as a Messages API upstream (`POST /v1/messages`,
  * streaming), deterministic and offline. Point `agent-api serve --engine anthropic` (ANTHROPIC_BASE_URL)
- * or any Messages client at it to check a deployment without a real model.
+ * or any Messages client at it to check a deployment without a real model. `--style realistic` answers the
+ * way real models do (preambles, markdown, several blocks, small deltas), reproducibly for a `--seed`.
  */
-import { Command } from "commander";
+import { randomInt } from "node:crypto";
+import { Command, Option } from "commander";
+import { realisticUpstreamOptions } from "../../reference-server/engine/realistic-style.ts";
 import { serveScriptedModel } from "../../reference-server/engine/scripted-transport.ts";
 import { integer, parseCommand } from "./options.ts";
+
+const STYLES = ["plain", "realistic"] as const;
 
 function buildProgram(): Command {
   return new Command("agent-api model")
@@ -24,6 +29,19 @@ function buildProgram(): Command {
       "deltas each block's content is split into",
       integer("model", "--deltas-per-block"),
       1,
+    )
+    .addOption(
+      new Option(
+        "--style <style>",
+        "plain: terse exact answers; realistic: answers like a real model (preambles and sign-offs, markdown around values, several text blocks, a look at the files before a tool call, small deltas, a word when asked for silence)",
+      )
+        .choices(STYLES)
+        .default("plain"),
+    )
+    .option(
+      "--seed <n>",
+      "seed of the realistic style's choices (default: a random one, printed)",
+      integer("model", "--seed"),
     )
     .option(
       "--retry-after <seconds>",
@@ -45,7 +63,11 @@ export async function main(args: string[]): Promise<number> {
     blockDelayMs: number;
     deltasPerBlock: number;
     retryAfter?: number;
+    style: (typeof STYLES)[number];
+    seed?: number;
   }>();
+  const seed = opts.seed ?? randomInt(1, 1_000_000);
+  const style = opts.style === "realistic" ? realisticUpstreamOptions(seed) : {};
   let server: Awaited<ReturnType<typeof serveScriptedModel>>;
   try {
     server = await serveScriptedModel({
@@ -55,12 +77,15 @@ export async function main(args: string[]): Promise<number> {
       blockDelayMs: opts.blockDelayMs,
       deltasPerBlock: Math.max(1, opts.deltasPerBlock),
       retryAfterSeconds: opts.retryAfter,
+      ...style,
     });
   } catch (error) {
     process.stderr.write(`agent-api model: ${error instanceof Error ? error.message : String(error)}\n`);
     return 1;
   }
   process.stdout.write(`Scripted model (Messages API) listening on ${server.url}\n`);
+  if (opts.style === "realistic")
+    process.stdout.write(`Style: realistic, seed ${seed} (the same answers again: --seed ${seed})\n`);
   process.stdout.write(
     `Use it: ANTHROPIC_BASE_URL=${server.url} ANTHROPIC_API_KEY=any agent-api serve --engine anthropic\n`,
   );

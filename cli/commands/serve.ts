@@ -4,7 +4,8 @@
  */
 import { Command, Option } from "commander";
 import { demoSummary } from "../../reference-server/config/demo.ts";
-import { DEFAULTS, demoKeys, startServer } from "../../reference-server/index.ts";
+import type { LimitsConfig } from "../../reference-server/config/types.ts";
+import { DEFAULT_LIMITS, DEFAULTS, demoKeys, startServer } from "../../reference-server/index.ts";
 import {
   DEFAULT_SANDBOX_LIMITS,
   parseSandboxUser,
@@ -22,6 +23,61 @@ const cpusOption = usage("serve", (value: string) => {
   if (!/^\d+(\.\d+)?$/.test(value) || cpus <= 0)
     throw new Error(`--sandbox-cpus must be a positive number, got ${value}`);
   return cpus;
+});
+
+/** A count of 1 or more (a cap of 0 would refuse everything). */
+function positive(name: string) {
+  return usage("serve", (value: string) => {
+    if (!/^\d+$/.test(value) || Number(value) < 1)
+      throw new Error(`${name} must be a whole number ≥ 1, got ${value}`);
+    return Number(value);
+  });
+}
+
+/** The caps on pending work and slow clients: flag, its LimitsConfig field, what it bounds, default text. */
+const LIMIT_FLAGS: Array<[flag: string, field: keyof LimitsConfig, what: string, size?: true]> = [
+  ["--requests-per-server <n>", "requestsPerServer", "requests in flight on this server (over it: 503)"],
+  ["--requests-per-key <n>", "requestsPerKey", "requests in flight of one API key (over it: 429)"],
+  [
+    "--body-bytes-per-server <size>",
+    "bodyBytesPerServer",
+    "request body bytes held on this server (503)",
+    true,
+  ],
+  ["--body-bytes-per-key <size>", "bodyBytesPerKey", "request body bytes held for one API key (429)", true],
+  [
+    "--waiting-turns-per-conversation <n>",
+    "waitingTurnsPerConversation",
+    "turns waiting behind a running turn of their conversation (429)",
+  ],
+  [
+    "--waiting-turns-per-key <n>",
+    "waitingTurnsPerKey",
+    "turns of one API key waiting for a conversation (429)",
+  ],
+  [
+    "--waiting-turns-per-server <n>",
+    "waitingTurnsPerServer",
+    "turns waiting for a conversation, in all (503)",
+  ],
+  ["--request-timeout-ms <n>", "requestTimeoutMs", "time a request's head and body may take to arrive (408)"],
+  ["--headers-timeout-ms <n>", "headersTimeoutMs", "time a request's head may take to arrive (408)"],
+];
+
+/** `--requests-per-key` → `requestsPerKey`: commander's name for the flag's value. */
+const optionKey = (flag: string) =>
+  flag
+    .split(" ")[0]
+    .slice(2)
+    .replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+
+const toolTimeoutOption = usage("serve", (value: string) => {
+  const seconds = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || seconds <= 0 || seconds > 86_400)
+    throw new Error(
+      `--tool-timeout-seconds must be a number of seconds above 0 and at most 86400, got ${value}`,
+    );
+  return Math.round(seconds * 1000);
 });
 
 function buildProgram(): Command {
@@ -87,8 +143,17 @@ function buildProgram(): Command {
       )
       .option(
         "--keep-alive-ms <n>",
-        `interval of SSE comment lines while the model works (default ${DEFAULTS.keepAliveMs})`,
+        `longest silence on a turn's stream before an SSE comment line; keep it below the idle time-out of any proxy in front (default ${DEFAULTS.keepAliveMs})`,
         integer("serve", "--keep-alive-ms"),
+      )
+      .option(
+        "--cors <origin...>",
+        "let browser pages of these origins call the API (e.g. a docs page's Try it console); * allows any",
+      )
+      .option(
+        "--tool-timeout-seconds <n>",
+        `wall-clock limit of one run_command call, in seconds (default ${DEFAULTS.toolTimeoutMs / 1000}); a turn quiet for longer than a proxy's idle time-out needs a command that runs that long`,
+        toolTimeoutOption,
       )
       .option("--unsafe-no-isolation", "run tools without bubblewrap when it is not available (unsafe)")
       .option(
@@ -127,8 +192,18 @@ function buildProgram(): Command {
   );
 }
 
+/** Adds the caps' flags (each also settable in the config file's `limits`; a flag wins). */
+function withLimitFlags(program: Command): Command {
+  for (const [flag, field, what, size] of LIMIT_FLAGS) {
+    const fallback = DEFAULT_LIMITS[field];
+    const shown = size ? `${fallback / MiB}M` : String(fallback);
+    program.option(flag, `${what} (default ${shown})`, size ? sizeOption : positive(flag.split(" ")[0]));
+  }
+  return program;
+}
+
 export async function main(args: string[]): Promise<number> {
-  const program = buildProgram();
+  const program = withLimitFlags(buildProgram());
   const exit = parseCommand(program, args, "serve");
   if (exit !== null) return exit;
   const opts = program.opts<Record<string, string | number | boolean | undefined>>();
@@ -152,6 +227,7 @@ export async function main(args: string[]): Promise<number> {
       maxTokens: opts.maxTokens as number | undefined,
       turnTimeoutMs: opts.turnTimeoutMs as number | undefined,
       keepAliveMs: opts.keepAliveMs as number | undefined,
+      toolTimeoutMs: opts.toolTimeoutSeconds as number | undefined,
       unsafeNoIsolation: opts.unsafeNoIsolation === true,
       sandboxUser: opts.sandboxUser as unknown as SandboxUserSetting | undefined,
       sandboxLimits: {
@@ -164,6 +240,13 @@ export async function main(args: string[]): Promise<number> {
           : { tmpBytes: opts.sandboxTmp as number, shmBytes: opts.sandboxTmp as number }),
       },
       logLevel: String(opts.logLevel),
+      corsOrigins: opts.cors as unknown as string[] | undefined,
+      limits: Object.fromEntries(
+        LIMIT_FLAGS.flatMap(([flag, field]) => {
+          const value = opts[optionKey(flag)];
+          return value === undefined ? [] : [[field, value as number]];
+        }),
+      ),
     });
   } catch (error) {
     process.stderr.write(`agent-api serve: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -45,7 +45,7 @@ export const authChecks: CheckDef[] = [
       );
     },
   }),
-  /** Revoked keys say so, in exactly the seed's body. */
+  /** Revoked keys say so, in exactly the API's body. */
   check({
     id: "AUTH-401-REVOKED",
     level: "MUST",

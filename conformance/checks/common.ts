@@ -22,6 +22,7 @@ export const prompts = {
   writeFile: (name: string, content: string) =>
     `Use your tools to create a file named ${name} containing ${content}.`,
   readFile: (name: string) => `Use your tools to read the file named ${name} and reply with its contents.`,
+  runCommand: (command: string) => `Use your tools to run the shell command: ${command}`,
   listAttachments: "List the attached files.",
   readAttachment: (name: string) =>
     `Use your tools to read the attached file ${name} and reply with its contents.`,
@@ -137,7 +138,7 @@ export function modelsInfo(ctx: CheckContext): Promise<ModelsInfo> {
 /** The model a turn ran as: message_start's model, or failing that the reply to "which model". */
 /**
  * Whether a turn ran on `model` (a models-list id): message_start names it, or a resolved name that starts
- * with it (`demo-large-20250929`, `demo-large@2025`), or the reply names it as a whole word. The seed does
+ * with it (`demo-large-20250929`, `demo-large@2025`), or the reply names it as a whole word. The API does
  * not say message_start.model repeats the list id verbatim, and a model cannot always name its own id.
  */
 export function turnRanAs(turn: Turn, model: string): boolean {
@@ -188,3 +189,41 @@ export function carriesOutput(blocks: BlockSeen[]): boolean {
       block.deltas.some((delta) => typeof delta.text === "string" && delta.text.trim() !== ""),
   );
 }
+
+/**
+ * Text as compared across routes and against what was asked: whitespace runs made one space. The API joins
+ * content blocks with blank lines where it joins them (a request's `content`), a transcript may hold a turn's
+ * text blocks as one block or several, and a model lays out its reply as it likes: the words and their order
+ * are the meaning, the layout between them is not.
+ */
+export function comparableText(text: string): string {
+  return text.replace(/\s+/g, " ").trim();
+}
+
+/** The turn's text blocks, each as streamed (its deltas joined), the empty ones left out. */
+export function streamedTextBlocks(turn: Turn): string[] {
+  return (turn.reading?.blocks ?? [])
+    .filter((block) => block.type === "text")
+    .map((block) => block.deltas.map((d) => (typeof d.text === "string" ? d.text : "")).join(""))
+    .filter((text) => text.trim() !== "");
+}
+
+/**
+ * The first of `blocks` that `stored` does not hold, in order, compared as comparableText; undefined when it
+ * holds them all. However the blocks were joined when stored, each is there whole and in the streamed order.
+ */
+export function firstBlockNotHeld(stored: string, blocks: string[]): string | undefined {
+  const haystack = comparableText(stored);
+  let from = 0;
+  for (const block of blocks) {
+    const needle = comparableText(block);
+    const at = haystack.indexOf(needle, from);
+    if (at === -1) return block;
+    from = at + needle.length;
+  }
+  return undefined;
+}
+
+/** Why a check that needs a turn without output could not judge one. */
+export const ANSWERED_SILENCE =
+  "this deployment's model answered when asked for silence, so a turn without output could not be made";

@@ -1,18 +1,20 @@
 /** Endpoints: the response shape and rules of every read and management route. */
 import { isRecord } from "../context.ts";
-import { fail, skip } from "../outcomes.ts";
+import { excerpt, fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
   check,
   ensureClientError,
   ensureStatus,
   ensureTurnOk,
+  firstBlockNotHeld,
   ISO_MS_UTC,
   memoryRound,
   modelsInfo,
   prompts,
   settledConversation,
   sharedConversation,
+  streamedTextBlocks,
   turnRanAs,
 } from "./common.ts";
 
@@ -52,7 +54,7 @@ export const endpointChecks: CheckDef[] = [
       const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
       ensureTurnOk(newer);
       // `since` keeps the check's own conversations within the first 200 on a busy deployment; a minute
-      // early, as the seed does not say whether it is inclusive.
+      // early, as the API does not say whether it is inclusive.
       const since = minuteBefore(String((await ctx.conversation(conv.id)).created_at));
       const res = await ctx.listConversations({ limit: "200", since });
       ensureStatus(res, 200, "conversation list");
@@ -99,7 +101,7 @@ export const endpointChecks: CheckDef[] = [
       }
     },
   }),
-  /** Out-of-range limits: behaviour not shown by the seed. */
+  /** Out-of-range limits: behaviour not shown by the API. */
   check({
     id: "LIMIT-LIST-OUT-OF-RANGE",
     level: "INFO",
@@ -172,13 +174,13 @@ export const endpointChecks: CheckDef[] = [
       if (ids.includes(privateId)) fail("another member's private conversation is listed");
     },
   }),
-  /** The single fetch: {conversation}, the fields of the seed, timestamps in UTC with milliseconds. */
+  /** The single fetch: {conversation}, the fields of the API, timestamps in UTC with milliseconds. */
   check({
     id: "GET-SHAPE",
     level: "MUST",
     section: "Endpoints/Get a conversation",
     title:
-      "Get a conversation answers {conversation} with the seed's fields; timestamps are UTC ISO 8601 with ms",
+      "Get a conversation answers {conversation} with the API's fields; timestamps are UTC ISO 8601 with ms",
     needs: [],
     async run(ctx) {
       const conv = await sharedConversation(ctx);
@@ -272,10 +274,17 @@ export const endpointChecks: CheckDef[] = [
       const userText = (user.content as Array<{ text: string }>).map((b) => b.text).join("\n");
       if (!userText.includes(conv.firstPrompt))
         fail("the user message does not hold the prompt sent", userText);
-      const assistantText = (assistant.content as Array<{ text: string }>).map((b) => b.text).join("\n");
-      if (conv.turn.text && !assistantText.includes(conv.turn.text.slice(0, 40))) {
-        fail("the assistant message does not hold the streamed reply", assistantText.slice(0, 300));
-      }
+      // Every streamed text block, whole and in order, however the transcript joins or splits them.
+      const assistantText = messages
+        .filter((m) => m.role === "assistant")
+        .flatMap((m) => (m.content as Array<{ text: string }>).map((b) => b.text))
+        .join("\n\n");
+      const missing = firstBlockNotHeld(assistantText, streamedTextBlocks(conv.turn));
+      if (missing !== undefined)
+        fail(
+          `the assistant messages do not hold the streamed text block ${JSON.stringify(excerpt(missing, 80))}`,
+          assistantText.slice(0, 300),
+        );
     },
   }),
   /** {compacted: boolean, summary: string}. */
@@ -402,7 +411,7 @@ export const endpointChecks: CheckDef[] = [
     id: "FORK-CUSTOM-ID",
     level: "MUST",
     section: "Endpoints/Fork a conversation",
-    title: "Fork with conversation_id creates the child with that id; the result has the seed's fields",
+    title: "Fork with conversation_id creates the child with that id; the result has the API's fields",
     needs: [],
     async run(ctx) {
       const conv = await sharedConversation(ctx);

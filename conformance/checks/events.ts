@@ -6,7 +6,7 @@ import type { CheckContext, Turn } from "../context.ts";
 import { CheckFailure, fail, skip } from "../outcomes.ts";
 import type { GrammarCode } from "../sse/grammar.ts";
 import type { CheckDef, FailureDetail } from "../types.ts";
-import { carriesOutput, check, prompts } from "./common.ts";
+import { ANSWERED_SILENCE, carriesOutput, check, prompts } from "./common.ts";
 
 const SECTION = "Events";
 
@@ -125,7 +125,7 @@ export const eventChecks: CheckDef[] = [
   grammarCheck("SSE-FRAME-UNTERMINATED", "Each event frame ends with a blank line"),
   grammarCheck("SSE-DATA-JSON", "Each data line is one JSON object"),
   grammarCheck("SSE-TYPE-MATCHES-EVENT", "The data's type equals the event name"),
-  grammarCheck("SSE-UNKNOWN-EVENT", "Only the seed's event names appear"),
+  grammarCheck("SSE-UNKNOWN-EVENT", "Only the API's event names appear"),
   grammarCheck("SSE-FIRST-MESSAGE-START", "The first event is message_start"),
   grammarCheck("SSE-MESSAGE-START-ONCE", "message_start appears once"),
   grammarCheck(
@@ -198,13 +198,13 @@ export const eventChecks: CheckDef[] = [
       const empty = streams[3].turn;
       const names = empty.reading?.events.map((e) => e.name) ?? [];
       if (empty.status !== 200) fail(`status ${empty.status}`);
-      if (carriesOutput(empty.reading?.blocks ?? [])) skip("the agent produced output when asked for none");
+      if (carriesOutput(empty.reading?.blocks ?? [])) skip(ANSWERED_SILENCE);
       const expected = ["message_start", "message_delta", "message_stop"];
       if (names.join() !== expected.join())
         fail(`events ${names.join(", ") || "(none)"}; expected ${expected.join(", ")}`);
     },
   }),
-  /** The stop reason is end_turn (others are not shown by the seed: INFO). */
+  /** The stop reason is end_turn (others are not shown by the API: INFO). */
   check({
     id: "SSE-STOP-REASON",
     level: "INFO",
@@ -225,7 +225,7 @@ export const eventChecks: CheckDef[] = [
     id: "SSE-NO-PING",
     level: "INFO",
     section: SECTION,
-    title: "No ping or comment frames (outside the seed's grammar; clients skip them, proxies may need them)",
+    title: "No ping or comment frames (outside the API's grammar; clients skip them, proxies may need them)",
     needs: [],
     async run(ctx) {
       const { streams } = await grammarStreams(ctx);
@@ -236,7 +236,7 @@ export const eventChecks: CheckDef[] = [
       }
     },
   }),
-  /** A failure after the stream opened is an error event on a 200 stream, with the seed's shape. */
+  /** A failure after the stream opened is an error event on a 200 stream, with the API's shape. */
   check({
     id: "SSE-ERROR-EVENT",
     level: "MUST",

@@ -1,7 +1,15 @@
-/** The seed's client guidance: wait for the session before resuming; retry an empty turn. */
-import { fail } from "../outcomes.ts";
+/** The API's client guidance: wait for the session before resuming; retry an empty turn. */
+import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
-import { check, ensureIncludes, ensureTurnOk, memoryRound, prompts } from "./common.ts";
+import {
+  ANSWERED_SILENCE,
+  carriesOutput,
+  check,
+  ensureIncludes,
+  ensureTurnOk,
+  memoryRound,
+  prompts,
+} from "./common.ts";
 
 const SECTION = "Errors/Client guidance";
 
@@ -31,6 +39,8 @@ export const guidanceChecks: CheckDef[] = [
       const id = ctx.newConversationId();
       const empty = await ctx.turn({ conversationId: id, prompt: prompts.noOutput });
       ensureTurnOk(empty, "no-output turn");
+      // A retry after a turn that did answer says nothing about recovering from an empty one.
+      if (carriesOutput(empty.reading.blocks)) skip(ANSWERED_SILENCE);
       const retry = await ctx.turn({ conversationId: id, prompt: prompts.hello });
       ensureTurnOk(retry, "retry");
       if (retry.text.trim() === "") fail("the retry produced no text");

@@ -1,5 +1,5 @@
 /**
- * List conversations: every query filter of the seed narrows the list, the default limit, timestamps of
+ * List conversations: every query filter of the API narrows the list, the default limit, timestamps of
  * listed conversations, and conversations owned by a channel. Filters are judged by what they must leave
  * out (a conversation the run made that cannot match), so a deployment that ignores one is caught.
  */
@@ -129,7 +129,7 @@ export const listChecks: CheckDef[] = [
       const list = ids(await listed(ctx, { automation, limit: "200" }));
       if (list.has(plain.id))
         fail(`automation=${automation} lists a conversation that never ran with an automation`);
-      // The seed does not say that a turn sent with metadata.automation makes the conversation the
+      // The API does not say that a turn sent with metadata.automation makes the conversation the
       // automation's (its own runs surely are), so its absence is only noted.
       if (!list.has(withIt.conversationId))
         ctx.note(`automation=${automation} does not list a conversation started with metadata.automation`);
@@ -189,7 +189,7 @@ export const listChecks: CheckDef[] = [
   }),
   /**
    * Conversations owned by a channel are visible to every caller. One the key sees that it neither owns nor
-   * sees shared can only be such a conversation (the seed's three visibility rules), so another member
+   * sees shared can only be such a conversation (the API's three visibility rules), so another member
    * must see it too.
    */
   check({

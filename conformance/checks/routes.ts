@@ -1,5 +1,5 @@
 /**
- * Rules that hold on every conversation route, not only on the one the seed's sentence names: the key
+ * Rules that hold on every conversation route, not only on the one the API's sentence names: the key
  * header, 404 for a conversation of another agent or another member's private one, and the title.
  */
 import type { ApiResponse, CheckContext } from "../context.ts";

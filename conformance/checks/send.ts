@@ -26,20 +26,42 @@ const ROUTED = "Endpoints/Model-routed send";
 export function normaliseName(word: string): string {
   const basename = (w: string) => w.slice(Math.max(w.lastIndexOf("/"), w.lastIndexOf("\\")) + 1);
   // The directory part first: a link `[a.txt](.uploads/a.txt)` keeps only what follows its last slash.
-  let name = basename(word.trim());
-  for (;;) {
-    const before = name;
-    name = name
-      .replace(/^[*_`"'“‘<[(]+/, "")
-      .replace(/[*_`"'”’>\]]+$/, "")
-      .replace(/[.,:;!?]+$/, "");
-    // A closing parenthesis belongs to the name only when the name opened one ("a (1).txt" vs "(a.txt)").
-    if (name.endsWith(")") && (name.match(/\(/g) ?? []).length < (name.match(/\)/g) ?? []).length)
-      name = name.slice(0, -1);
-    if (name === before) break;
+  const name = basename(word.trim());
+  // Index scans, each character looked at a bounded number of times: a deployment's reply may hold a word of
+  // megabytes, and `[.,:;!?]+$` or a recount of parentheses per removed character is quadratic on it.
+  let start = 0;
+  let end = name.length;
+  let opens = 0;
+  let closes = 0;
+  for (let i = 0; i < name.length; i++) {
+    if (name[i] === "(") opens++;
+    else if (name[i] === ")") closes++;
   }
-  return basename(name);
+  for (;;) {
+    const before = end - start;
+    while (start < end && LEADING_MARKUP.has(name[start])) if (name[start++] === "(") opens--;
+    while (end > start && TRAILING_MARKUP.has(name[end - 1])) end--;
+    while (end > start && SENTENCE_PUNCTUATION.has(name[end - 1])) end--;
+    // A closing parenthesis belongs to the name only when the name opened one ("a (1).txt" vs "(a.txt)").
+    while (end > start && name[end - 1] === ")" && opens < closes) {
+      end--;
+      closes--;
+    }
+    if (end - start === before) break;
+  }
+  return basename(name.slice(start, end));
 }
+
+const LEADING_MARKUP = new Set(["*", "_", "`", '"', "'", "“", "‘", "<", "[", "("]);
+const TRAILING_MARKUP = new Set(["*", "_", "`", '"', "'", "”", "’", ">", "]"]);
+const SENTENCE_PUNCTUATION = new Set([".", ",", ":", ";", "!", "?"]);
+
+/**
+ * A word naming one of the de-duplicated attachments; it may hold a space (`acc-dup (1).txt`). The look-behind
+ * starts a word only at its first character: tried from inside a long run, the pattern would scan the run
+ * again from every position (quadratic in a reply's longest word).
+ */
+export const DEDUP_NAME = /(?<![^\s"'`,;])[^\s"'`,;]*acc-dup(?: \(\d+\))?[^\s"'`,;]*/;
 
 /** Distinct names in `text` matching `stem` (how many different attachment names a reply mentions). */
 export function distinctMentions(text: string, stem: RegExp): Set<string> {
@@ -467,7 +489,7 @@ export const sendChecks: CheckDef[] = [
       });
       ensureTurnOk(turn);
       // A de-duplicated name may hold a space ("acc-dup (1).txt"); the bare stem alone names no file.
-      const names = distinctMentions(turn.text, /[^\s"'`,;]*acc-dup(?: \(\d+\))?[^\s"'`,;]*/);
+      const names = distinctMentions(turn.text, DEDUP_NAME);
       names.delete("acc-dup");
       if (names.size < 2)
         fail(
@@ -676,7 +698,7 @@ export const sendChecks: CheckDef[] = [
       }
     },
   }),
-  /** Malformed JSON is a client error (the status is not shown by the seed). */
+  /** Malformed JSON is a client error (the status is not shown by the API). */
   check({
     id: "SEND-MALFORMED-JSON",
     level: "INFO",

@@ -1,8 +1,9 @@
-/** States and transitions: every move of the seed's table, and the silent failure modes around sessions. */
+/** States and transitions: every move of the API's table, and the silent failure modes around sessions. */
 import { type CheckContext, isRecord, type Turn } from "../context.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
+  ANSWERED_SILENCE,
   carriesOutput,
   check,
   ensureIncludes,
@@ -35,7 +36,7 @@ function emptyTurnRound(ctx: CheckContext): Promise<EmptyTurnRound> {
       fail("agent_session_id was never recorded after the first turn");
     const emptyTurn = await c.turn({ conversationId: id, prompt: prompts.noOutput });
     ensureTurnOk(emptyTurn, "no-output turn");
-    if (carriesOutput(emptyTurn.reading.blocks)) skip("the agent produced output when asked to produce none");
+    if (carriesOutput(emptyTurn.reading.blocks)) skip(ANSWERED_SILENCE);
     const cleared = await c.waitForSessionCleared(id);
     const recall = await c.turn({ conversationId: id, prompt: prompts.recall });
     ensureTurnOk(recall, "recall turn after the empty turn");
@@ -75,7 +76,7 @@ async function forkOk(ctx: CheckContext, parentId: string, body: Record<string, 
 }
 
 export const stateChecks: CheckDef[] = [
-  /** The race the seed warns about: a follow-up sent before the session is recorded has no memory and no error. */
+  /** The race the API warns about: a follow-up sent before the session is recorded has no memory and no error. */
   check({
     id: "STATE-RACE-NO-MEMORY",
     level: "MUST",
@@ -88,19 +89,19 @@ export const stateChecks: CheckDef[] = [
       ensureTurnOk(race.followUp, "follow-up sent before the session was recorded");
     },
   }),
-  /** The memory side of the race: the seed lists it as a silent failure mode, not as a rule to keep. */
+  /** The memory side of the race: the API lists it as a silent failure mode, not as a rule to keep. */
   check({
     id: "STATE-RACE-MEMORY-LOST",
     level: "INFO",
     section: SECTION,
     title:
-      "A message sent before agent_session_id is recorded resumes with no memory (the seed's silent failure mode)",
+      "A message sent before agent_session_id is recorded resumes with no memory (the API's silent failure mode)",
     needs: [],
     async run(ctx) {
       const race = await raceRound(ctx);
       ensureTurnOk(race.followUp, "follow-up sent before the session was recorded");
       // Over a real network the pointer may be recorded between our read and the server's handling of the
-      // follow-up; a deployment may also hold the follow-up until it is: both are friendlier than the seed.
+      // follow-up; a deployment may also hold the follow-up until it is: both are friendlier than the API.
       if (race.followUp.text.includes(race.nonce))
         fail(
           "the agent remembered the code word although no session was recorded when it was sent",
@@ -108,7 +109,7 @@ export const stateChecks: CheckDef[] = [
         );
     },
   }),
-  /** The seed's race: the pointer is recorded after the stream closes, so it is null right then. */
+  /** The API's race: the pointer is recorded after the stream closes, so it is null right then. */
   check({
     id: "STATE-SESSION-NULL-AT-CLOSE",
     level: "INFO",
@@ -122,7 +123,7 @@ export const stateChecks: CheckDef[] = [
       const right = await ctx.conversation(id);
       if (right.agent_session_id !== null)
         fail(
-          "agent_session_id was set when the stream closed: this deployment has no race (friendlier than the seed describes)",
+          "agent_session_id was set when the stream closed: this deployment has no race (friendlier than the API describes)",
         );
       if ((await ctx.waitForSession(id)) === null) fail("agent_session_id was never recorded");
     },

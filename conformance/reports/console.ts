@@ -3,6 +3,7 @@
  * Only MUST failures fail a run; SHOULD and INFO failures are shown but do not change the exit code.
  */
 import { isStaleExpectation } from "../expected-failures.ts";
+import { timelineText } from "../sse/timing.ts";
 import type { CheckResult, Level, Outcome, RunReport } from "../types.ts";
 
 const WORD: Record<Outcome, string> = { pass: "PASS", fail: "FAIL", skip: "SKIP", xfail: "XFAIL" };
@@ -40,6 +41,14 @@ export function progressLine(result: CheckResult, color: boolean): string {
     line += `  ${color ? `${DIM}${reason}${RESET}` : reason}`;
   }
   return line;
+}
+
+/** The timelines a check judged, one indented line each (empty when it judged none). */
+export function timelineLines(result: CheckResult, color: boolean): string[] {
+  return (result.timelines ?? []).map(({ label, timeline }) => {
+    const text = `${oneLine(label)}: ${timelineText(timeline)}`;
+    return `       ${color ? `${DIM}${text}${RESET}` : text}`;
+  });
 }
 
 export interface Counts {

@@ -1,5 +1,5 @@
 /**
- * JUnit XML for CI test tabs: one `<testsuite>` per seed section, one `<testcase>` per check.
+ * JUnit XML for CI test tabs: one `<testsuite>` per API section, one `<testcase>` per check.
  *
  * Outcome mapping:
  * - MUST and SHOULD failures are `<failure>`s (type = the level), with the details and exchanges as text.

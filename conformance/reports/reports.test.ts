@@ -1,8 +1,10 @@
 /** The four report renderers over a hand-built run: pass, fail and skip at every level, hostile text. */
+import { readFile } from "node:fs/promises";
+import { Ajv2020 } from "ajv/dist/2020.js";
 import { XMLValidator } from "fast-xml-parser";
 import { describe, expect, it } from "vitest";
 import type { CheckResult, Level, Outcome, RunReport } from "../types.ts";
-import { progressLine, summarize, summaryText } from "./console.ts";
+import { progressLine, summarize, summaryText, timelineLines } from "./console.ts";
 import { htmlReport } from "./html.ts";
 import { jsonReport } from "./json.ts";
 import { junitReport } from "./junit.ts";
@@ -193,5 +195,58 @@ describe("html", () => {
     expect(html).toContain("1 MUST check failed");
     expect(html).toContain("skipped: needs --revoked-key");
     expect(html).toContain("/data/0/id");
+  });
+});
+
+describe("timelines of judged turns", () => {
+  const timeline = {
+    headersMs: 4,
+    firstByteMs: 5,
+    blocks: [
+      { index: 0, type: "tool_use", startMs: 6, stopMs: 6 },
+      { index: 1, type: "tool_result", startMs: 3012, stopMs: 3012 },
+    ],
+    finalEventMs: 3020,
+    endMs: 3021,
+  };
+  const passed: CheckResult = {
+    ...result("SSE-STREAMED-INCREMENTAL", "MUST", "pass", "What the service does"),
+    timelines: [{ label: `slow turn ${HOSTILE}`, timeline }],
+  };
+  const failed: CheckResult = {
+    ...result("SSE-HEADERS-BEFORE-END", "MUST", "fail", "What the service does"),
+  };
+  failed.timelines = [{ label: "slow turn", timeline }];
+  failed.exchanges = failed.exchanges.map((e) => ({ ...e, timeline }));
+  const withTimelines: RunReport = { ...report, results: [passed, failed] };
+  const text =
+    "headers 4 ms · first byte 5 ms · #0 tool_use 6 ms · #1 tool_result 3,012 ms · final event 3,020 ms · end 3,021 ms";
+
+  it("console: one indented line per judged turn under the check's line, for a pass too", () => {
+    const lines = timelineLines(passed, false);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^ +slow turn /);
+    expect(lines[0]).toContain(text);
+    expect(lines[0]).not.toMatch(CONTROL);
+    expect(timelineLines(results[0], false)).toEqual([]);
+  });
+
+  it("html: the judged turns' timelines on passing and failing checks, and each stream exchange's arrivals", () => {
+    const html = htmlReport(withTimelines);
+    expect(html.match(new RegExp(text, "g"))?.length).toBeGreaterThanOrEqual(3);
+    expect(html).toContain("arrived: headers 4 ms");
+    expect(html).not.toContain("<script");
+  });
+
+  it("json: the timelines as data, as the published schema describes them", async () => {
+    const parsed = JSON.parse(jsonReport(withTimelines));
+    expect(parsed.results[0].timelines[0].timeline).toEqual(timeline);
+    expect(parsed.results[1].exchanges[0].timeline.blocks[1].type).toBe("tool_result");
+    const schema = JSON.parse(await readFile(new URL("../report.schema.json", import.meta.url), "utf8"));
+    const validate = new Ajv2020({ allErrors: true, strict: false }).compile(schema);
+    expect(validate(parsed), JSON.stringify(validate.errors)).toBe(true);
+    const broken = structuredClone(parsed);
+    broken.results[0].timelines[0].timeline.headersMs = "soon";
+    expect(validate(broken)).toBe(false);
   });
 });

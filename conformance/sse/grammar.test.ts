@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { encodeSseEvent, encodeSseFrame, splitSseFrames as splitFrames } from "../../client/sse.ts";
 import { checkTurnStream, type GrammarCode, replyText } from "./grammar.ts";
 
-/** One SSE frame as the seed writes it. */
+/** One SSE frame as the API writes it. */
 function frame(event: string, data: unknown): string {
   return typeof data === "string" ? encodeSseFrame(event, data) : encodeSseEvent(event, data);
 }

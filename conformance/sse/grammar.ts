@@ -107,7 +107,7 @@ const MAX_VIOLATIONS = 50;
 /** Where the turn is; an open block is tracked by `openBlock`, so "inside a block" needs no state of its own. */
 type State = "before_start" | "started" | "after_message_delta" | "ended";
 
-/** Checks one turn's bytes against the grammar of the seed's Events section. */
+/** Checks one turn's bytes against the grammar of the API's Events section. */
 export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammarOptions): TurnStreamReading {
   const frames = splitSseFrames(bytes);
   const reading: TurnStreamReading = { frames, events: [], blocks: [], violations: [], end: "eof" };
@@ -144,7 +144,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
       continue;
     }
     if (event === "ping") {
-      violate("SSE-PING", "a ping frame (not part of the seed's grammar; clients skip it)", frame);
+      violate("SSE-PING", "a ping frame (not part of the API's grammar; clients skip it)", frame);
       continue;
     }
     if (!EVENT_NAMES.has(event)) {
@@ -162,7 +162,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
       violate("SSE-DATA-JSON", "the data line is JSON but not an object", frame);
       continue;
     }
-    // The seed's error event shows no `type`; when present it must still match.
+    // The API's error event shows no `type`; when present it must still match.
     if (json.type !== event && !(event === "error" && json.type === undefined)) {
       violate(
         "SSE-TYPE-MATCHES-EVENT",
@@ -280,7 +280,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         } else if (delta.stop_reason !== "end_turn") {
           violate(
             "SSE-STOP-REASON",
-            `stop_reason "${delta.stop_reason}" (the seed shows only end_turn)`,
+            `stop_reason "${delta.stop_reason}" (the API shows only end_turn)`,
             frame,
           );
         }
@@ -357,7 +357,7 @@ function readFrameLines(
   return { event: frame.event ?? "", data: frame.data ?? "" };
 }
 
-/** A block arrives whole: the seed's delta sequence for its type, exactly once. */
+/** A block arrives whole: the API's delta sequence for its type, exactly once. */
 function checkBlockDeltas(
   block: BlockSeen,
   frame: SseFrame,
@@ -365,7 +365,7 @@ function checkBlockDeltas(
 ): void {
   const types = block.deltas.map((d) => String(d.type));
   if (block.type === "tool_result") {
-    // The seed lists no delta type for tool_result: the start carries it whole, or one delta may follow.
+    // The API lists no delta type for tool_result: the start carries it whole, or one delta may follow.
     if (types.length > 1) violate("SSE-BLOCK-TRIPLE", `tool_result block with ${types.length} deltas`, frame);
     return;
   }

@@ -33,6 +33,7 @@ const LABELS: Record<InputName, string> = {
   routingPrefix: "Routing prefix of the model-routed send",
   channelId: "Chat channel id with a conversation of the agent",
   notebookPath: "Notebook path with a conversation of the agent",
+  idleSeconds: "Quiet turn to survive, in seconds (opt-in; a proxy's idle time-out, e.g. 60)",
 };
 
 const isSecret = (flag: string) => flag === "--key" || flag.endsWith("-key");

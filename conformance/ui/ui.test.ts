@@ -8,11 +8,11 @@
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, chromium as playwright } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DemoServer, startDemoServer } from "../../cli/demo.ts";
 import { startFaultProxy } from "../../test/selftest/proxy.ts";
-import { chromium } from "../../test/spec/browser.ts";
+import { chromium, launchChromium } from "../../test/spec/browser.ts";
 import { envNameOf } from "../inputs.ts";
 import { FORM_FIELDS } from "./form.ts";
 import { startConformanceUi, type UiServer } from "./server.ts";
@@ -40,10 +40,7 @@ beforeAll(async () => {
     .map((f) => defaults[f.flag])
     .filter(Boolean);
   ui = await startConformanceUi({ reportsDir, defaults });
-  browser = await playwright.launch({
-    executablePath: chromium,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-  });
+  browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {

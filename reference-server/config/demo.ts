@@ -289,7 +289,7 @@ export function formatEnvFile(vars: Record<string, string>): string {
 
 /** What `serve --demo` prints at start: the keys, the agents and a curl line that works when pasted. */
 export function demoSummary(keys: DemoKeys, baseUrl: string): string {
-  const base = baseUrl.replace(/\/+$/, "");
+  const base = baseUrl.replace(/(?<!\/)\/+$/, "");
   return [
     `Demo workspace ready at ${base} (local-only keys, never use them elsewhere):`,
     `  ${keys.admin.padEnd(18)} alice, Admin     (workspace demo)`,

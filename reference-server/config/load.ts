@@ -13,6 +13,7 @@ import type {
   AgentConfig,
   ApiKeyConfig,
   FlowConfig,
+  LimitsConfig,
   ModelConfig,
   ServerConfig,
   WorkspaceConfig,
@@ -69,7 +70,7 @@ function schemaIssue(error: ErrorObject): string {
 
 /** Paths that look like local paths resolve against the config file's directory; URLs stay as written. */
 function resolveLocation(value: string, baseDir: string): string {
-  const looksLikeUrl = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) || /^[^/\\]+@[^/\\]+:/.test(value);
+  const looksLikeUrl = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) || /^[^/\\@]+@[^/\\]+:/.test(value);
   return looksLikeUrl || isAbsolute(value) ? value : resolve(baseDir, value);
 }
 
@@ -258,7 +259,24 @@ export function parseConfig(raw: unknown, baseDir: string, source = "(inline)"):
   });
 
   if (issues.length > 0) throw new ConfigError(source, issues);
-  return { workspaces: [...workspaces.values()], keys, agents, flows };
+  const config: ServerConfig = { workspaces: [...workspaces.values()], keys, agents, flows };
+  if (file.limits) config.limits = limitsOf(file.limits);
+  return config;
+}
+
+function limitsOf(file: NonNullable<ConfigFile["limits"]>): LimitsConfig {
+  const limits: LimitsConfig = {
+    requestsPerServer: file.requests_per_server,
+    requestsPerKey: file.requests_per_key,
+    bodyBytesPerServer: file.body_bytes_per_server,
+    bodyBytesPerKey: file.body_bytes_per_key,
+    waitingTurnsPerConversation: file.waiting_turns_per_conversation,
+    waitingTurnsPerKey: file.waiting_turns_per_key,
+    waitingTurnsPerServer: file.waiting_turns_per_server,
+    requestTimeoutMs: file.request_timeout_ms,
+    headersTimeoutMs: file.headers_timeout_ms,
+  };
+  return Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined));
 }
 
 /** Reads `path` (`.yaml`, `.yml` or `.json`) and returns the validated ServerConfig; throws ConfigError. */

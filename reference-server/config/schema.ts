@@ -7,6 +7,7 @@
 const identifier = { type: "string", minLength: 1, maxLength: 200, pattern: "^[^\\s/]+$" } as const;
 const nonEmpty = { type: "string", minLength: 1 } as const;
 const sha256 = { type: "string", pattern: "^[0-9a-fA-F]{64}$" } as const;
+const positive = { type: "integer", minimum: 1 } as const;
 
 export const configFileSchema = {
   $id: "https://agent-conversation-api.local/config-file.json",
@@ -150,6 +151,21 @@ export const configFileSchema = {
         },
       },
     },
+    limits: {
+      type: "object",
+      additionalProperties: false,
+      properties: {
+        requests_per_server: positive,
+        requests_per_key: positive,
+        body_bytes_per_server: positive,
+        body_bytes_per_key: positive,
+        waiting_turns_per_conversation: positive,
+        waiting_turns_per_key: positive,
+        waiting_turns_per_server: positive,
+        request_timeout_ms: positive,
+        headers_timeout_ms: positive,
+      },
+    },
   },
 } as const;
 
@@ -194,4 +210,15 @@ export interface ConfigFile {
     keys: Array<{ key?: string; key_sha256?: string }>;
     run_as: string;
   }>;
+  limits?: {
+    requests_per_server?: number;
+    requests_per_key?: number;
+    body_bytes_per_server?: number;
+    body_bytes_per_key?: number;
+    waiting_turns_per_conversation?: number;
+    waiting_turns_per_key?: number;
+    waiting_turns_per_server?: number;
+    request_timeout_ms?: number;
+    headers_timeout_ms?: number;
+  };
 }

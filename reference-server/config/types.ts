@@ -84,9 +84,26 @@ export interface WorkspaceConfig {
   members: MemberConfig[];
 }
 
+/**
+ * Caps on pending work and on slow clients (config file `limits`; `agent-api serve` flags win over it).
+ * Unset fields keep the server's defaults (README "Limits under load").
+ */
+export interface LimitsConfig {
+  requestsPerServer?: number;
+  requestsPerKey?: number;
+  bodyBytesPerServer?: number;
+  bodyBytesPerKey?: number;
+  waitingTurnsPerConversation?: number;
+  waitingTurnsPerKey?: number;
+  waitingTurnsPerServer?: number;
+  requestTimeoutMs?: number;
+  headersTimeoutMs?: number;
+}
+
 export interface ServerConfig {
   workspaces: WorkspaceConfig[];
   keys: ApiKeyConfig[];
   agents: AgentConfig[];
   flows: FlowConfig[];
+  limits?: LimitsConfig;
 }

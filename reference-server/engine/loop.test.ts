@@ -58,15 +58,23 @@ function tempDirToolRunner(dir: string): ToolRunner & { calls: Array<{ name: Too
   };
 }
 
+/** A turn's events: its blocks, and apart from them the input usage the engine reports first. */
 async function collect(
   generator: AsyncGenerator<AgentEvent, TurnOutcome, void>,
-): Promise<{ events: AgentEvent[]; outcome: TurnOutcome }> {
+): Promise<{ events: AgentEvent[]; inputUsage: AgentEvent[]; outcome: TurnOutcome }> {
   const events: AgentEvent[] = [];
+  const inputUsage: AgentEvent[] = [];
   for (;;) {
     const step = await generator.next();
-    if (step.done) return { events, outcome: step.value };
-    events.push(step.value);
+    if (step.done) return { events, inputUsage, outcome: step.value };
+    (step.value.kind === "input_usage" ? inputUsage : events).push(step.value);
   }
+}
+
+/** The next event that is not the input usage report. */
+async function nextBlock(generator: AsyncGenerator<AgentEvent, TurnOutcome, void>) {
+  const step = await generator.next();
+  return !step.done && step.value.kind === "input_usage" ? generator.next() : step;
 }
 
 function input(overrides: Partial<TurnInput>): TurnInput {
@@ -165,10 +173,25 @@ describe("no output", () => {
   });
 });
 
+describe("input usage", () => {
+  it("reports the first model call's input usage once, before any block, with its input tokens", async () => {
+    const generator = engine.runTurn(input({ prompt: "Think step by step before answering. Say hi." }));
+    const first = await generator.next();
+    expect(first.value).toMatchObject({ kind: "input_usage" });
+    const usage = (first.value as Extract<AgentEvent, { kind: "input_usage" }>).usage;
+    expect(
+      usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens,
+    ).toBeGreaterThan(0);
+    const rest = await collect(generator);
+    expect(rest.inputUsage).toEqual([]);
+    expect(rest.events.length).toBeGreaterThan(0);
+  });
+});
+
 describe("failure on request", () => {
   it("emits one text block, then throws (the service turns it into an error event)", async () => {
     const generator = engine.runTurn(input({ prompt: "Fail this turn after it starts." }));
-    const first = await generator.next();
+    const first = await nextBlock(generator);
     expect(first.value).toEqual({ kind: "text", text: "Starting, then failing as asked." });
     await expect(generator.next()).rejects.toThrow(/The model failed while answering \(upstream api_error\)/);
   });
@@ -462,7 +485,7 @@ describe("determinism and abort", () => {
     const generator = engine.runTurn(
       input({ prompt: "Use your tools to list your files.", tools: untilAborted, signal: controller.signal }),
     );
-    const first = await generator.next();
+    const first = await nextBlock(generator);
     expect(first.value).toMatchObject({ kind: "tool_use" });
     const pending = generator.next();
     controller.abort();

@@ -67,8 +67,9 @@ async function* runLoop(
       ? { thinking: { type: "enabled" as const, budget_tokens: input.thinkingBudgetTokens } }
       : {}),
   };
+  const firstUsage = { pending: true };
   const call = (params: Omit<Params, "model" | "max_tokens" | "stream">, forward: boolean) =>
-    streamCall(client, { ...base, ...params }, input.signal, settings, usage, forward);
+    streamCall(client, { ...base, ...params }, input.signal, settings, usage, forward, firstUsage);
 
   let history = input.history;
   let kept = history.length;
@@ -150,6 +151,7 @@ async function* streamCall(
   settings: LoopSettings,
   total: TurnUsage,
   forward: boolean,
+  firstUsage: { pending: boolean },
 ): AsyncGenerator<AgentEvent, CallResult, void> {
   for (let attempt = 0; ; attempt++) {
     let forwarded = false;
@@ -163,6 +165,10 @@ async function* streamCall(
         switch (event.type) {
           case "message_start":
             mergeUsage(usage, event.message.usage);
+            if (firstUsage.pending) {
+              firstUsage.pending = false;
+              yield { kind: "input_usage", usage: { ...usage } };
+            }
             break;
           case "content_block_start":
             blocks[event.index] = { ...event.content_block } as ContentBlock;

@@ -27,20 +27,79 @@ export type Directive =
 const WORD = "([A-Za-z0-9_-]+)";
 /** Punctuation and quotes allowed between a phrase and its word value (`: "n-1"`), on one line. */
 const GAP = "[^A-Za-z0-9_\\-\\n]{0,10}";
-/** A value that is either quoted (may contain spaces) or a bare run of non-space characters. */
-const VALUE = "(?:\"([^\"\\n]+)\"|'([^'\\n]+)'|`([^`\\n]+)`|“([^”\\n]+)”|‘([^’\\n]+)’|([^\\s\"'`“”‘’]+))";
+/** Quotes that may wrap a value (may contain spaces, not a line break), each with its closing quote. */
+const CLOSING_QUOTE: Record<string, string> = { '"': '"', "'": "'", "`": "`", "“": "”", "‘": "’" };
+/** Characters a bare value (a run of non-space characters) stops at. */
+const NOT_BARE = new Set(['"', "'", "`", "“", "”", "‘", "’"]);
+/** Punctuation a bare value loses at its end (`read the file named a.txt.`). */
+const TRAILING_PUNCTUATION = new Set([".", ",", ";", ":", "!", "?", ")", "]"]);
+const SPACE = /\s/;
 
 interface PhraseRule {
   pattern: RegExp;
-  toDirective(match: RegExpMatchArray): Directive;
+  /** The directive of a match, or null when what follows the phrase is not a well-formed value. */
+  toDirective(match: RegExpExecArray, values: ValueReader): Directive | null;
 }
 
-/** The first defined capture of a VALUE group starting at `from`; bare values lose trailing punctuation. */
-function valueAt(match: RegExpMatchArray, from: number): string {
-  for (let i = from; i < from + 5; i++) {
-    if (match[i] !== undefined) return match[i];
+/**
+ * Reads the values that follow a phrase by hand, in linear time over the whole prompt. A pattern such as
+ * `“([^”\n]+)”` is retried at every occurrence of its phrase, each scanning to the end of the line when the
+ * quote never closes: quadratic in a long line of repeated phrases. Here the search for a closing quote
+ * remembers where it stopped, and the phrases of one rule are read left to right, so each character is
+ * scanned a bounded number of times. `end` is where the last value read ended.
+ */
+class ValueReader {
+  end = 0;
+  readonly #text: string;
+  /** Per closing quote: the last scan's start and the closing quote or line break it found. */
+  readonly #stops = new Map<string, { from: number; found: number }>();
+
+  constructor(text: string) {
+    this.#text = text;
   }
-  return (match[from + 5] ?? "").replace(/[.,;:!?)\]]+$/, "");
+
+  /** `\s+` at `at`: the index after it, or -1 when there is no space there. */
+  spaces(at: number): number {
+    let i = at;
+    while (i < this.#text.length && SPACE.test(this.#text[i])) i++;
+    return i > at ? i : -1;
+  }
+
+  /** Whether `word` (lower case) is at `at`, ignoring case. */
+  word(at: number, word: string): boolean {
+    return this.#text.slice(at, at + word.length).toLowerCase() === word;
+  }
+
+  /** A quoted or bare value at `at`, or null; `end` is set past it. */
+  value(at: number): string | null {
+    const text = this.#text;
+    if (at < 0 || at >= text.length) return null;
+    const closing = CLOSING_QUOTE[text[at]];
+    if (closing !== undefined) {
+      const close = this.#stop(at + 1, closing);
+      if (close === at + 1 || text[close] !== closing) return null;
+      this.end = close + 1;
+      return text.slice(at + 1, close);
+    }
+    let stop = at;
+    while (stop < text.length && !SPACE.test(text[stop]) && !NOT_BARE.has(text[stop])) stop++;
+    if (stop === at) return null;
+    this.end = stop;
+    let cut = stop;
+    while (cut > at && TRAILING_PUNCTUATION.has(text[cut - 1])) cut--;
+    return text.slice(at, cut);
+  }
+
+  /** The first `closing` or line break at or after `from` (text length when none). */
+  #stop(from: number, closing: string): number {
+    const known = this.#stops.get(closing);
+    // Nothing stops a value between the last scan's start and what it found: reuse it.
+    if (known && from >= known.from && from <= known.found) return known.found;
+    let i = from;
+    while (i < this.#text.length && this.#text[i] !== closing && this.#text[i] !== "\n") i++;
+    this.#stops.set(closing, { from, found: i });
+    return i;
+  }
 }
 
 /** Strips one pair of quotes or backticks wrapping the whole command, and any trailing spaces. */
@@ -49,8 +108,6 @@ function unquoteCommand(raw: string): string {
   const quoted = /^(["'`“])(.+?)(["'`”])\s*[.;]?$/.exec(text);
   return quoted ? quoted[2] : text;
 }
-
-const VALUE_GROUPS = 6;
 
 const REMEMBER_RULE: PhraseRule = {
   pattern: new RegExp(`remember this code word${GAP}${WORD}`, "gi"),
@@ -63,16 +120,34 @@ const RULES: PhraseRule[] = [
   { pattern: /produce no output at all for this turn/gi, toDirective: () => ({ kind: "no_output" }) },
   { pattern: /think step by step before answering/gi, toDirective: () => ({ kind: "think" }) },
   {
-    pattern: new RegExp(`create a file named\\s+${VALUE}\\s+containing\\s+${VALUE}`, "gi"),
-    toDirective: (m) => ({ kind: "write_file", path: valueAt(m, 1), content: valueAt(m, 1 + VALUE_GROUPS) }),
+    // create a file named <value> containing <value>
+    pattern: /create a file named/gi,
+    toDirective(m, values) {
+      const path = values.value(values.spaces(phraseEnd(m)));
+      if (path === null) return null;
+      const afterPath = values.spaces(values.end);
+      if (afterPath < 0 || !values.word(afterPath, "containing")) return null;
+      const content = values.value(values.spaces(afterPath + "containing".length));
+      return content === null ? null : { kind: "write_file", path, content };
+    },
   },
   {
-    pattern: new RegExp(`read the file named\\s+${VALUE}`, "gi"),
-    toDirective: (m) => ({ kind: "read_file", path: valueAt(m, 1) }),
+    // read the file named <value>
+    pattern: /read the file named/gi,
+    toDirective(m, values) {
+      const path = values.value(values.spaces(phraseEnd(m)));
+      return path === null ? null : { kind: "read_file", path };
+    },
   },
   {
-    pattern: new RegExp(`read the attached file\\s+(?:named\\s+)?${VALUE}`, "gi"),
-    toDirective: (m) => ({ kind: "read_file", path: `.uploads/${valueAt(m, 1)}` }),
+    // read the attached file [named] <value>
+    pattern: /read the attached file/gi,
+    toDirective(m, values) {
+      const at = values.spaces(phraseEnd(m));
+      const afterNamed = at >= 0 && values.word(at, "named") ? values.spaces(at + "named".length) : -1;
+      const name = (afterNamed >= 0 ? values.value(afterNamed) : null) ?? values.value(at);
+      return name === null ? null : { kind: "read_file", path: `.uploads/${name}` };
+    },
   },
   { pattern: /use your tools to list your files/gi, toDirective: () => ({ kind: "list_files" }) },
   {
@@ -116,12 +191,23 @@ const RULES: PhraseRule[] = [
   },
 ];
 
+function phraseEnd(match: RegExpExecArray): number {
+  return match.index + match[0].length;
+}
+
 /** Every directive in the prompt, in the order it appears. */
 export function parseDirectives(prompt: string): Directive[] {
   const found: Array<{ at: number; directive: Directive }> = [];
   for (const rule of RULES) {
-    for (const match of prompt.matchAll(rule.pattern)) {
-      found.push({ at: match.index ?? 0, directive: rule.toDirective(match) });
+    const values = new ValueReader(prompt);
+    const pattern = new RegExp(rule.pattern);
+    for (let match = pattern.exec(prompt); match !== null; match = pattern.exec(prompt)) {
+      values.end = phraseEnd(match);
+      const directive = rule.toDirective(match, values);
+      if (directive === null) continue;
+      found.push({ at: match.index, directive });
+      // Like a pattern that matched the value too: the next phrase is looked for after it.
+      pattern.lastIndex = Math.max(pattern.lastIndex, values.end);
     }
   }
   // Stable sort: two rules never match at the same index, so order is fully determined by the prompt.
@@ -149,9 +235,6 @@ export function requiredTokens(texts: Array<string | undefined>): string[] {
  */
 export function rememberedWordsIn(text: string): string[] {
   const words: string[] = [];
-  for (const match of text.matchAll(REMEMBER_RULE.pattern)) {
-    const directive = REMEMBER_RULE.toDirective(match);
-    if (directive.kind === "remember") words.push(directive.word);
-  }
+  for (const match of text.matchAll(REMEMBER_RULE.pattern)) words.push(match[1]);
   return words;
 }

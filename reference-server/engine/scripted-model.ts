@@ -36,8 +36,27 @@ export interface TransientFailure {
   times: number;
 }
 
+/**
+ * One paragraph of a final reply and what it reports, so a style (realistic-style.ts) can rephrase it the
+ * way a real model would without parsing the plain wording back.
+ */
+export interface ReplyPart {
+  kind: Directive["kind"] | "echo" | "tokens" | "no_tools";
+  /** The plain wording (what the scripted model answers). */
+  text: string;
+  /** The value reported: a code word, a model id, a file's content, a command's output, the echoed prompt. */
+  value?: string;
+  /** The file a tool touched. */
+  path?: string;
+  /** Names listed (files, attachments, tokens). */
+  items?: string[];
+  isError?: boolean;
+}
+
 export interface ScriptedAnswer {
   message: ScriptedMessage;
+  /** The final text reply, paragraph by paragraph (absent when the answer has no composed reply). */
+  parts?: ReplyPart[];
   /** Blocks streamed before an `error` event ends the stream (the phrase "Fail this turn after it starts"). */
   failAfterBlocks?: number;
   transient?: TransientFailure;
@@ -152,33 +171,44 @@ export function scriptedAnswer(
       lastRememberedWord(summaries.map((text): MessageParam => ({ role: "user", content: text }))) ??
       lastRememberedWord(messages, Math.max(0, promptAt)),
   );
-  const replies: string[] = [];
+  const parts: ReplyPart[] = [];
   let toolIndex = 0;
   for (const directive of directives) {
     if (usesTool(directive)) {
       // With no tools, the files this turn's message names are all there is to go by.
       if (directive.kind === "list_attachments" && !offered.has("list_files")) {
-        replies.push(attachedFiles(attachmentNote, undefined));
+        parts.push({ kind: directive.kind, ...attachedFiles(attachmentNote, undefined) });
         continue;
       }
       if (!offered.has(toolNameOf(directive))) {
-        replies.push(`Tools are unavailable in this turn, so I could not run ${toolNameOf(directive)}.`);
+        const tool = toolNameOf(directive);
+        parts.push({
+          kind: "no_tools",
+          text: `Tools are unavailable in this turn, so I could not run ${tool}.`,
+          value: tool,
+        });
         continue;
       }
       const use = toolUses[toolIndex++];
       const result = use ? results.get(use.id) : undefined;
       if (directive.kind === "loop_forever") continue;
-      replies.push(afterTool(directive, result ?? { content: "no result", isError: true }, attachmentNote));
+      parts.push(afterTool(directive, result ?? { content: "no result", isError: true }, attachmentNote));
       continue;
     }
     const answer = answerDirective(directive, request, system, memory);
-    if (answer !== null) replies.push(answer);
+    if (answer !== null) parts.push(answer);
   }
-  if (replies.length === 0) replies.push(`You said: ${prompt.slice(0, ECHO_CHARS)}`);
-  const body = withTokens(replies.join("\n\n"), requiredTokens([...system, prompt]));
+  if (parts.length === 0) {
+    const echoed = prompt.slice(0, ECHO_CHARS);
+    parts.push({ kind: "echo", text: `You said: ${echoed}`, value: echoed });
+  }
+  const tokens = missingTokens(parts.map((p) => p.text).join("\n\n"), requiredTokens([...system, prompt]));
+  if (tokens.length > 0) parts.push({ kind: "tokens", text: tokens.join(" "), items: tokens });
+  const body = parts.map((p) => p.text).join("\n\n");
   const stop = directives.find((d) => d.kind === "stop_reason");
   return {
     message: reply([...lead, text(body)], stop?.kind === "stop_reason" ? stop.reason : "end_turn"),
+    parts,
     transient,
   };
 }
@@ -199,6 +229,11 @@ function toolNameOf(d: ToolDirective): ToolName {
   return d.kind === "loop_forever" || d.kind === "list_attachments" ? "list_files" : d.kind;
 }
 
+/** Room for the server's attachments note: 10 names of at most 200 bytes under `.uploads/`, comma-separated. */
+const MAX_NOTE_CHARS = 4096;
+/** Lines of a listing compared with the note: more than the list tool ever returns (1,000 entries). */
+const MAX_LISTED_LINES = 2000;
+
 /**
  * The reply to `List the attached files`: the files this turn's message says arrived (older ones may still
  * be in .uploads/), as the listing of .uploads/ shows them: a file the listing lacks is not claimed. In the
@@ -208,20 +243,24 @@ function toolNameOf(d: ToolDirective): ToolName {
 function attachedFiles(
   note: string | undefined,
   listing: { content: string; isError: boolean } | undefined,
-): string {
-  const names = note?.slice(ATTACHMENTS_NOTE.length).trim() ?? "";
-  if (names === "") return "No files were attached.";
-  if (!listing) return `Attached files: ${names}`;
-  if (listing.isError) return `I could not list the attached files: ${listing.content.trimEnd()}`;
+): { text: string; items?: string[]; isError?: boolean } {
+  // Bounded before matching: one search of the names per listed line is lines × names, and a caller of the
+  // Messages upstream writes both. The server's note names at most 10 files of at most 200 bytes each.
+  const names = note?.slice(ATTACHMENTS_NOTE.length, ATTACHMENTS_NOTE.length + MAX_NOTE_CHARS).trim() ?? "";
+  if (names === "") return { text: "No files were attached.", items: [] };
+  if (!listing) return { text: `Attached files: ${names}`, items: names.split(", ") };
+  if (listing.isError)
+    return { text: `I could not list the attached files: ${listing.content.trimEnd()}`, isError: true };
   const items = `, ${names}, `;
   const found = listing.content
-    .split("\n")
+    .split("\n", MAX_LISTED_LINES)
     .map((line) => ({ path: `${UPLOADS}/${line}`, at: items.indexOf(`, ${UPLOADS}/${line}, `) }))
     .filter((file) => file.at >= 0)
-    .sort((a, b) => a.at - b.at);
+    .sort((a, b) => a.at - b.at)
+    .map((file) => file.path);
   return found.length > 0
-    ? `Attached files: ${found.map((file) => file.path).join(", ")}`
-    : "No files were attached.";
+    ? { text: `Attached files: ${found.join(", ")}`, items: found }
+    : { text: "No files were attached.", items: [] };
 }
 
 function toolInputOf(d: ToolDirective): Record<string, unknown> {
@@ -244,23 +283,32 @@ function afterTool(
   d: ToolDirective,
   result: { content: string; isError: boolean },
   attachmentNote: string | undefined,
-): string {
+): ReplyPart {
   const { content, isError } = result;
   const output = content.trimEnd();
+  const kind = d.kind;
   switch (d.kind) {
     case "write_file":
-      return isError ? `I could not create ${d.path}: ${output}` : `Created ${d.path}.`;
+      return isError
+        ? { kind, text: `I could not create ${d.path}: ${output}`, path: d.path, value: output, isError }
+        : { kind, text: `Created ${d.path}.`, path: d.path };
     case "read_file":
-      return isError ? `I could not read ${d.path}: ${output}` : content;
+      return isError
+        ? { kind, text: `I could not read ${d.path}: ${output}`, path: d.path, value: output, isError }
+        : { kind, text: content, path: d.path, value: content };
     case "list_files":
     case "loop_forever":
-      if (isError) return `I could not list the files: ${output}`;
-      return output.length > 0 ? `Files:\n${output}` : "There are no files.";
+      if (isError) return { kind, text: `I could not list the files: ${output}`, value: output, isError };
+      return output.length > 0
+        ? { kind, text: `Files:\n${output}`, items: output.split("\n") }
+        : { kind, text: "There are no files.", items: [] };
     case "run_command":
-      if (isError) return `The command failed: ${output}`;
-      return output.length > 0 ? output : "The command produced no output.";
+      if (isError) return { kind, text: `The command failed: ${output}`, value: output, isError };
+      return output.length > 0
+        ? { kind, text: output, value: output }
+        : { kind, text: "The command produced no output.", value: "" };
     case "list_attachments":
-      return attachedFiles(attachmentNote, result);
+      return { kind, ...attachedFiles(attachmentNote, result) };
   }
 }
 
@@ -270,19 +318,24 @@ function answerDirective(
   request: Params,
   system: string[],
   memory: Memory,
-): string | null {
+): ReplyPart | null {
+  const kind = directive.kind;
   switch (directive.kind) {
     case "remember":
       memory.remember(directive.word);
-      return "OK";
-    case "recall":
-      return memory.last() ?? "I don't know";
+      return { kind, text: "OK", value: directive.word };
+    case "recall": {
+      const word = memory.last();
+      return word === undefined ? { kind, text: "I don't know" } : { kind, text: word, value: word };
+    }
     case "which_model":
-      return request.model;
+      return { kind, text: request.model, value: request.model };
     case "repeat_instructions": {
       // Everything the system prompt says except the server's description of the environment.
       const parts = system.filter((p) => p.trim().length > 0 && !p.startsWith(ENVIRONMENT_HEADING));
-      return parts.length > 0 ? parts.join("\n\n") : "I have no instructions.";
+      return parts.length > 0
+        ? { kind, text: parts.join("\n\n"), value: parts.join("\n\n") }
+        : { kind, text: "I have no instructions." };
     }
     default:
       return null;
@@ -381,10 +434,9 @@ function thinkingFor(prompt: string, directives: Directive[]): string {
   return `The user asked: "${prompt.slice(0, ECHO_CHARS)}"\nPlan:\n${plan}`;
 }
 
-/** Every text reply of a turn carries the tokens an `Always include the token` directive demanded. */
-function withTokens(value: string, tokens: string[]): string {
-  const missing = tokens.filter((t) => !value.includes(t));
-  return missing.length > 0 ? `${value}\n\n${missing.join(" ")}` : value;
+/** The tokens an `Always include the token` directive demanded that the reply does not carry yet. */
+function missingTokens(value: string, tokens: string[]): string[] {
+  return tokens.filter((t) => !value.includes(t));
 }
 
 function text(value: string): ContentBlock {

@@ -3,7 +3,7 @@
  * succeeds, and bounded when clients never retry (it grew by one entry per such request before).
  */
 import { describe, expect, it } from "vitest";
-import { createScriptedUpstream, MAX_TRACKED_FAILURES } from "./scripted-transport.ts";
+import { createScriptedUpstream, MAX_TRACKED_FAILURES, serveScriptedModel } from "./scripted-transport.ts";
 
 function call(upstream: ReturnType<typeof createScriptedUpstream>, prompt: string): Promise<Response> {
   return upstream.handle(
@@ -43,5 +43,33 @@ describe("the scripted upstream's transient failures", () => {
     expect((await call(upstream, newest)).status).toBe(429);
     expect((await call(upstream, newest)).status).toBe(429);
     expect((await call(upstream, newest)).status).toBe(200);
+  });
+});
+
+describe("the scripted upstream over HTTP (agent-api model)", () => {
+  it("refuses a body over the server's 32 MiB limit with 413 instead of holding and parsing it", async () => {
+    const server = await serveScriptedModel();
+    try {
+      const response = await fetch(`${server.url}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: `{"messages":[{"role":"user","content":"${"a".repeat(33 * 1024 * 1024)}"}]}`,
+      }).catch((error: unknown) => error);
+      // The upstream answers as soon as the limit is passed; a client still sending may see the socket close.
+      if (response instanceof Response) {
+        expect(response.status).toBe(413);
+        expect(((await response.json()) as { error: { type: string } }).error.type).toBe("request_too_large");
+      } else
+        expect(String((response as Error).cause ?? response)).toMatch(/EPIPE|ECONNRESET|other side closed/);
+      const small = await fetch(`${server.url}/v1/messages`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "m", max_tokens: 10, messages: [{ role: "user", content: "hi" }] }),
+      });
+      expect(small.status).toBe(200);
+      await small.text();
+    } finally {
+      await server.close();
+    }
   });
 });

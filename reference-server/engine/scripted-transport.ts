@@ -27,6 +27,18 @@ export interface ScriptedUpstreamOptions extends ScriptedModelOptions {
    * back to its own backoff of 0.5 s and more.
    */
   retryAfterSeconds?: number;
+  /**
+   * The model answering each request (default: the scripted model's plain answers); realistic-style.ts
+   * wraps it to answer the way real models do.
+   */
+  answer?: (request: ScriptedRequest, options: ScriptedModelOptions, requestChars: number) => ScriptedAnswer;
+  /**
+   * Splits a block's streamed content into deltas, overriding `deltasPerBlock`: `salt` tells blocks apart,
+   * `type` is the block's (a tool_use block's content is its input's JSON).
+   */
+  chunkText?: (value: string, block: { salt: string; type: string }) => string[];
+  /** Sends a `ping` event after `message_start`, as the Messages API does. */
+  ping?: boolean;
   /** Observer of each well-formed request, as it arrived (tests read what the model was sent). */
   onRequest?: (request: ScriptedRequest & { stream?: boolean }) => void;
   /** Observer of each `content_block_stop` as it is sent (bench/engine.ts measures from it). */
@@ -76,7 +88,7 @@ export function createScriptedUpstream(options: ScriptedUpstreamOptions = {}): S
       return errorResponse(400, "invalid_request_error", "The body must be a Messages request");
     }
     options.onRequest?.(params);
-    const scripted = scriptedAnswer(params, options, raw.length);
+    const scripted = (options.answer ?? scriptedAnswer)(params, options, raw.length);
     await sleep(options.latencyMs ?? 0, signal);
     if (scripted.transient) {
       const key = createHash("sha256").update(raw).digest("hex");
@@ -144,6 +156,10 @@ function frame(event: Record<string, unknown> & { type: string }): string {
 function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions) {
   const { message } = answer;
   const parts = Math.max(1, options.deltasPerBlock ?? 1);
+  const chunks = (value: string, index: number, type: string) =>
+    options.chunkText
+      ? options.chunkText(value, { salt: `${message.id}:${index}`, type })
+      : split(value, parts);
   yield {
     type: "message_start",
     message: {
@@ -157,6 +173,7 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
       usage: { ...message.usage, output_tokens: 1 },
     },
   };
+  if (options.ping) yield { type: "ping" };
   for (const [index, block] of message.content.entries()) {
     if (answer.failAfterBlocks !== undefined && index >= answer.failAfterBlocks) {
       yield {
@@ -168,7 +185,7 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
     switch (block.type) {
       case "text":
         yield { type: "content_block_start", index, content_block: { type: "text", text: "" } };
-        for (const piece of split(block.text, parts))
+        for (const piece of chunks(block.text, index, "text"))
           yield { type: "content_block_delta", index, delta: { type: "text_delta", text: piece } };
         break;
       case "thinking":
@@ -177,7 +194,7 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
           index,
           content_block: { type: "thinking", thinking: "", signature: "" },
         };
-        for (const piece of split(block.thinking, parts))
+        for (const piece of chunks(block.thinking, index, "thinking"))
           yield { type: "content_block_delta", index, delta: { type: "thinking_delta", thinking: piece } };
         yield {
           type: "content_block_delta",
@@ -194,7 +211,7 @@ function* answerEvents(answer: ScriptedAnswer, options: ScriptedUpstreamOptions)
           index,
           content_block: { type: "tool_use", id: block.id, name: block.name, input: {} },
         };
-        for (const piece of split(JSON.stringify(block.input), parts))
+        for (const piece of chunks(JSON.stringify(block.input), index, "tool_use"))
           yield {
             type: "content_block_delta",
             index,
@@ -313,11 +330,27 @@ export async function serveScriptedModel(
   };
 }
 
+/** Largest request body the HTTP upstream reads (the reference server's body limit). */
+const MAX_REQUEST_BYTES = 32 * 1024 * 1024;
+
 async function bridge(upstream: ScriptedUpstream, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const abort = new AbortController();
   res.on("close", () => abort.abort());
   const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    // The same body limit as the server's: a caller cannot make the upstream hold or parse more.
+    if (size > MAX_REQUEST_BYTES) {
+      const body = JSON.stringify({
+        type: "error",
+        error: { type: "request_too_large", message: `Request body over ${MAX_REQUEST_BYTES} bytes` },
+      });
+      res.writeHead(413, { "content-type": "application/json", connection: "close" }).end(body);
+      return;
+    }
+    chunks.push(chunk as Buffer);
+  }
   const request = new Request(new URL(req.url ?? "/", "http://scripted.local"), {
     method: req.method,
     body: req.method === "POST" ? Buffer.concat(chunks) : undefined,

@@ -17,7 +17,12 @@ export type AgentEvent =
   | { kind: "tool_use"; id: string; name: ToolName; input: Record<string, unknown> }
   | { kind: "tool_result"; toolUseId: string; content: string; isError: boolean }
   /** The history passed the budget and was replaced by `summary` before the turn answered. */
-  | { kind: "compaction"; summary: string };
+  | { kind: "compaction"; summary: string }
+  /**
+   * The input usage of the turn's first model call, as soon as the upstream reports it (its message_start),
+   * so the turn's own message_start can carry it. Not a block: never streamed as one, never stored.
+   */
+  | { kind: "input_usage"; usage: TurnUsage };
 
 /** Upstream usage, summed over the turn's model calls. */
 export interface TurnUsage {

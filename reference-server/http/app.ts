@@ -4,6 +4,9 @@
  * stream opens. Fastify was picked for its routing, body limits and hooks; its own schema layer is not
  * used because the requests are validated against the OpenAPI document itself.
  */
+
+import { pipeline } from "node:stream";
+import cors from "@fastify/cors";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -13,12 +16,14 @@ import Fastify, {
 } from "fastify";
 import type { components } from "../../generated/api-types.ts";
 import type { KeyIndex } from "../config/keys.ts";
+import { hashKey } from "../config/keys.ts";
 import type { ServerConfig } from "../config/types.ts";
 import { ApiError, badRequest, notFound, revokedKey } from "../service/errors.ts";
 import type { Service } from "../service/index.ts";
+import { Admission, type AdmissionTicket, countedBody, declaredLength } from "./admission.ts";
 import { type AuthenticatedCaller, authenticate, headerValue, presentedKey } from "./auth.ts";
 import { errorBody } from "./error-body.ts";
-import { writeEventStream } from "./sse.ts";
+import { type StreamOutcome, writeEventStream } from "./sse.ts";
 import { RequestValidator } from "./validate.ts";
 
 type Schemas = components["schemas"];
@@ -34,11 +39,36 @@ export interface AppOptions {
   logger: FastifyBaseLogger;
   /** How long a turn's client may leave events unread before it is dropped (default 30 s). */
   sseStallMs?: number;
+  /**
+   * Browser origins allowed to call the API (CORS), e.g. a docs page's "Try it" console; `*` allows any.
+   * Empty or unset: no CORS headers, and preflights are not answered (browsers then refuse cross-origin calls).
+   */
+  corsOrigins?: string[];
+  /** Longest silence on a turn's stream before a comment line (default http/sse.ts KEEP_ALIVE_MS). */
+  keepAliveMs?: number;
+  /** Caps on requests in flight and body bytes held, per key and per server (default: the defaults). */
+  admission?: Admission;
+  /** Time a request's head and body may take to arrive (defaults in SLOW_CLIENT_DEFAULTS). */
+  requestTimeoutMs?: number;
+  /** Time a request's head may take to arrive. */
+  headersTimeoutMs?: number;
 }
+
+/**
+ * A client that sends its request slowly holds a socket and, once admitted, its share of the body caps:
+ * the head must arrive within 20 s, head and body within 120 s (a 32 MiB body needs ~270 KiB/s). Only the
+ * request is timed: Node clears the deadline once the request is complete, so a turn's stream runs on
+ * (no socket idle time-out either: a quiet turn is kept alive by comment lines, a stalled reader by
+ * sse.ts's stall time-out).
+ */
+export const SLOW_CLIENT_DEFAULTS = { requestTimeoutMs: 120_000, headersTimeoutMs: 20_000 } as const;
 
 declare module "fastify" {
   interface FastifyRequest {
     caller?: AuthenticatedCaller;
+    admission?: AdmissionTicket;
+    /** Set on a turn's request: its stream logs its own line, with how far it got. */
+    turnStream?: boolean;
   }
 }
 
@@ -67,11 +97,25 @@ function toApiError(error: unknown): ApiError {
 export function buildApp(options: AppOptions): FastifyInstance {
   const { config, keys, service } = options;
   const validator = new RequestValidator();
+  const admission = options.admission ?? new Admission();
+  const requestTimeout = options.requestTimeoutMs ?? SLOW_CLIENT_DEFAULTS.requestTimeoutMs;
+  const headersTimeout = Math.min(
+    options.headersTimeoutMs ?? SLOW_CLIENT_DEFAULTS.headersTimeoutMs,
+    requestTimeout,
+  );
   const app = Fastify({
     loggerInstance: options.logger,
     // Fastify's two lines per request are replaced by the one written in onResponse below.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,
+    requestTimeout,
+    // Node checks the deadlines above every connectionsCheckingInterval (30 s by default, which would let
+    // a 2 s deadline run 32 s); a tenth of the shorter one keeps the overshoot at about 10 %.
+    http: {
+      requestTimeout,
+      headersTimeout,
+      connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(headersTimeout / 10))),
+    },
     // Path parameters are never refused by the router for length (the request head is capped at 16 KiB
     // anyway): an overlong conversation id is simply not found, as the spec documents.
     routerOptions: { maxParamLength: 16_384, ignoreTrailingSlash: true },
@@ -79,12 +123,25 @@ export function buildApp(options: AppOptions): FastifyInstance {
     // Requests Node's HTTP parser refuses (a head over 16 KiB: 431, garbage: 400) get our error body and an
     // explicit Connection: close, so a keep-alive client knows the socket is done.
     clientErrorHandler: (error, socket) => {
-      if (!socket.writable) return;
+      // Bytes already written belong to a response of this socket: adding ours would garble it.
+      if (!socket.writable || socket.bytesWritten > 0) {
+        socket.destroy();
+        return;
+      }
       const code = (error as { code?: string }).code;
       const [apiError, text] =
         code === "HPE_HEADER_OVERFLOW"
           ? [new ApiError("AGENT_API_HEAD_TOO_LARGE"), "Request Header Fields Too Large"]
-          : [new ApiError("AGENT_API_REQUEST_REFUSED", "The request is not valid HTTP"), "Bad Request"];
+          : code === "ERR_HTTP_REQUEST_TIMEOUT"
+            ? [
+                new ApiError(
+                  "AGENT_API_REQUEST_REFUSED",
+                  `The request did not arrive within ${requestTimeout} ms (head within ${headersTimeout} ms)`,
+                  408,
+                ),
+                "Request Timeout",
+              ]
+            : [new ApiError("AGENT_API_REQUEST_REFUSED", "The request is not valid HTTP"), "Bad Request"];
       const body = JSON.stringify(errorBody(apiError));
       socket.end(
         `HTTP/1.1 ${apiError.status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
@@ -112,23 +169,62 @@ export function buildApp(options: AppOptions): FastifyInstance {
     }
   });
 
-  app.addHook("onResponse", async (request, reply) => {
-    // One line per request; never headers or bodies (keys and prompts are secrets of the caller).
-    request.log.info(
-      {
-        method: request.method,
-        url: request.url.length > 300 ? `${request.url.slice(0, 300)}…` : request.url,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime),
-        key: request.caller?.keyLabel,
-      },
-      "request",
+  if (options.corsOrigins && options.corsOrigins.length > 0) {
+    const origins = options.corsOrigins;
+    void app.register(cors, {
+      origin: origins.includes("*") ? "*" : origins,
+      methods: ["GET", "POST", "PUT", "PATCH", "DELETE"],
+      // A browser reads only the response headers it is allowed to: the new conversation's id is one.
+      exposedHeaders: ["X-Conversation-Id"],
+      maxAge: 600,
+    });
+  }
+
+  // Admission first, before the key is checked and before a byte of body is read: a flood is refused at
+  // the cost of its head. Callers are told apart by the key they present (hashed, as keys are stored).
+  app.addHook("onRequest", async (request, reply) => {
+    const presented = presentedKey(request.headers);
+    const declared = declaredLength(request.headers);
+    // A body over the limit is refused with 413 by Fastify before it is read: nothing to reserve.
+    const ticket = admission.admit(
+      presented === undefined ? "anonymous" : `key:${hashKey(presented)}`,
+      declared > BODY_LIMIT_BYTES ? 0 : declared,
     );
+    request.admission = ticket;
+    // 'close' comes once the response is done or the connection is gone, whichever way it ends.
+    reply.raw.once("close", ticket.release);
+  });
+  // A body of unknown length (chunked) is counted as it arrives.
+  app.addHook("preParsing", async (request, _reply, payload) => {
+    if (request.admission === undefined || request.headers["content-length"] !== undefined) return payload;
+    // pipeline, not pipe: a client that goes away mid-body ends the counted stream with an error too.
+    return pipeline(payload, countedBody(request.admission), () => undefined);
+  });
+
+  const requestFields = (request: FastifyRequest, status: number, ms: number) => ({
+    method: request.method,
+    url: request.url.length > 300 ? `${request.url.slice(0, 300)}…` : request.url,
+    status,
+    ms: Math.round(ms),
+    key: request.caller?.keyLabel,
+  });
+
+  app.addHook("onResponse", async (request, reply) => {
+    // A turn's stream writes its own line once it ends (below): its status says nothing of how it ended.
+    if (request.turnStream) return;
+    // One line per request; never headers or bodies (keys and prompts are secrets of the caller).
+    request.log.info(requestFields(request, reply.statusCode, reply.elapsedTime), "request");
   });
 
   app.setErrorHandler((error, request, reply) => {
     const apiError = toApiError(error);
-    if (apiError.status >= 500) request.log.error({ err: error }, "request failed");
+    if (apiError.status >= 500 && apiError.code !== "AGENT_API_OVERLOADED")
+      request.log.error({ err: error }, "request failed");
+    if (apiError.retryAfterSeconds !== undefined)
+      reply.header("retry-after", String(apiError.retryAfterSeconds));
+    // A refusal before the body was read: closing the connection spares reading the rest of it (Node
+    // would otherwise read and discard it to keep the connection).
+    if (!request.raw.complete) reply.header("connection", "close");
     reply.code(apiError.status).type("application/json").send(errorBody(apiError));
   });
 
@@ -156,19 +252,50 @@ export function buildApp(options: AppOptions): FastifyInstance {
     body: Schemas["SendMessageRequest"],
     routed: boolean,
   ): Promise<void> {
-    const turn = await service.turns.prepare({
-      caller: request.caller as AuthenticatedCaller,
-      agent,
-      body,
-      routed,
-    });
-    reply.hijack();
-    await writeEventStream(
-      reply.raw,
-      turn.conversationId,
-      (signal) => turn.events(signal),
-      options.sseStallMs,
-    );
+    // The body stays counted until the turn is over, also when its client left while it waited or ran.
+    const unhold = request.admission?.hold();
+    try {
+      const turn = await service.turns.prepare({
+        caller: request.caller as AuthenticatedCaller,
+        agent,
+        body,
+        routed,
+      });
+      request.turnStream = true;
+      // The stream is written on the raw response: headers hooks set on the reply (CORS) go with it.
+      for (const [name, value] of Object.entries(reply.getHeaders()))
+        if (value !== undefined) reply.raw.setHeader(name, value);
+      reply.hijack();
+      const outcome = await writeEventStream(
+        reply.raw,
+        turn.conversationId,
+        (signal) => turn.events(signal),
+        {
+          stallMs: options.sseStallMs,
+          keepAliveMs: options.keepAliveMs,
+        },
+      );
+      logTurnStream(request, reply, turn.conversationId, outcome);
+    } finally {
+      unhold?.();
+    }
+  }
+
+  /** A turn's line: info when message_stop reached the client; warn, with how far it got, otherwise. */
+  function logTurnStream(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    conversation: string,
+    outcome: StreamOutcome,
+  ): void {
+    const fields = {
+      ...requestFields(request, reply.raw.statusCode, reply.elapsedTime),
+      conversation,
+      stream: outcome,
+    };
+    if (outcome.end === "complete") request.log.info(fields, "request");
+    else if (outcome.end === "error") request.log.warn(fields, "turn stream ended with an error event");
+    else request.log.warn(fields, "turn stream incomplete: it ended before message_stop");
   }
 
   app.post<{ Params: AgentParams }>(
@@ -177,6 +304,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
     async (request, reply) => {
       callerOf(request);
       validator.body("sendMessage", request.body);
+      validator.newestUserMessage(request.body as Schemas["SendMessageRequest"]);
       await streamTurn(
         request,
         reply,
@@ -190,6 +318,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
   app.post("/api/agents/v1/messages", authenticated, async (request, reply) => {
     callerOf(request);
     validator.body("sendRoutedMessage", request.body);
+    validator.newestUserMessage(request.body as Schemas["SendMessageRequest"]);
     const body = request.body as Schemas["SendMessageRequest"];
     if (typeof body.model !== "string" || body.model === "")
       throw badRequest("model is required: <routing_prefix>--<agent> or an agent name");
@@ -278,7 +407,12 @@ export function buildApp(options: AppOptions): FastifyInstance {
     async (request) => {
       validator.body("invokeFlow", request.body);
       const { input_vars } = request.body as Schemas["FlowInvokeRequest"];
-      return service.flows.invoke(request.params.app_id, input_vars);
+      const unhold = request.admission?.hold();
+      try {
+        return await service.flows.invoke(request.params.app_id, input_vars);
+      } finally {
+        unhold?.();
+      }
     },
   );
 

@@ -43,5 +43,6 @@ export function authenticate(
     memberName: member?.name ?? key.memberId,
     role: key.role,
     keyLabel: key.label,
+    admissionKey: `key:${key.hash}`,
   };
 }

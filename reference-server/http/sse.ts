@@ -2,11 +2,12 @@
  * Writes a turn's events as server-sent events on a raw Node response: `event: <type>` then `data: <JSON>`
  * per frame, no `[DONE]` sentinel. A client that goes away aborts the turn's signal; the turn still runs
  * its bookkeeping to the end (the generator is always drained) so the transcript is never half-written.
+ * What reached the client is returned, so a stream cut before `message_stop` can be logged as such.
  */
 import type { ServerResponse } from "node:http";
 import { encodeSseEvent } from "../../client/sse.ts";
 import { conversationIdHeader } from "../service/prompt.ts";
-import type { TurnStreamItem } from "../service/stream-events.ts";
+import { KEEP_ALIVE, type TurnStreamItem } from "../service/stream-events.ts";
 
 export function frame(event: TurnStreamItem): string {
   // A comment line: every SSE parser skips it, and it keeps idle-timing proxies from cutting the stream.
@@ -16,6 +17,32 @@ export function frame(event: TurnStreamItem): string {
 
 /** How long a client may leave written events unread before it is dropped (default). */
 export const STALL_MS = 30_000;
+
+/**
+ * Longest silence on a turn's stream before a comment line is written (default). A proxy cuts a stream
+ * that stays quiet past its idle time-out, so this must stay below the smallest one met in the field: 10 s
+ * (load balancers and API gateways set it that low). Half of it leaves room for a busy event loop and for
+ * the proxy's own timer granularity; the cost is 14 bytes every 5 s of a quiet turn.
+ */
+export const KEEP_ALIVE_MS = 5_000;
+
+export interface StreamOptions {
+  stallMs?: number;
+  keepAliveMs?: number;
+}
+
+/** How a turn's stream ended, as far as the client was sent it. */
+export interface StreamOutcome {
+  /** `complete`: message_stop was sent; `error`: an error event ended it; `cut`: neither reached the client. */
+  end: "complete" | "error" | "cut";
+  /** Why a stream was cut (the client went away, stopped reading), or the error event's message. */
+  reason?: string;
+  /** Events sent (comment lines not counted). */
+  events: number;
+  lastEvent?: string;
+  /** Content blocks sent whole (their content_block_stop was sent). */
+  blocks: number;
+}
 
 /** Resolves true once the socket drained, false when it closed or stalled past `ms`. */
 function drained(res: ServerResponse, ms: number): Promise<boolean> {
@@ -38,31 +65,71 @@ export async function writeEventStream(
   res: ServerResponse,
   conversationId: string,
   run: (signal: AbortSignal) => AsyncGenerator<TurnStreamItem, void, void>,
-  stallMs: number = STALL_MS,
-): Promise<void> {
+  options: StreamOptions = {},
+): Promise<StreamOutcome> {
+  const stallMs = options.stallMs ?? STALL_MS;
+  const keepAliveMs = options.keepAliveMs ?? KEEP_ALIVE_MS;
+  const outcome: StreamOutcome = { end: "cut", events: 0, blocks: 0 };
   const abort = new AbortController();
   const onClose = () => {
-    if (!res.writableFinished) abort.abort();
+    if (!res.writableFinished) {
+      outcome.reason ??= "the client closed the connection";
+      abort.abort();
+    }
   };
   res.on("close", onClose);
+  // no-transform: a proxy or CDN must not recompress or rewrite the stream (which buffers it). No
+  // Connection header: Node picks keep-alive, or close for an HTTP/1.0 request (nginx's default upstream
+  // protocol), where the end of the connection is the only end a response without a length can have.
   res.writeHead(200, {
     "content-type": "text/event-stream; charset=utf-8",
-    "cache-control": "no-cache",
-    connection: "keep-alive",
+    "cache-control": "no-cache, no-transform",
     "x-accel-buffering": "no",
     "x-conversation-id": conversationIdHeader(conversationId),
   });
   // No flushHeaders(): the headers go out with message_start, which follows at once, in one write.
+  // Every silence is covered, not only the model's: attachments being written, a tool, the commit and push.
+  let keepAlive: NodeJS.Timeout | undefined;
+  const beat = () => {
+    if (res.destroyed || res.writableEnded) return;
+    res.write(frame(KEEP_ALIVE));
+    keepAlive = setTimeout(beat, keepAliveMs);
+  };
+  const rearm = () => {
+    clearTimeout(keepAlive);
+    keepAlive = setTimeout(beat, keepAliveMs);
+  };
+  rearm();
   try {
     for await (const event of run(abort.signal)) {
       if (res.destroyed || res.writableEnded) continue;
-      if (!res.write(frame(event)) && !(await drained(res, stallMs))) {
+      rearm();
+      const written = res.write(frame(event));
+      if (event.type !== "keep_alive") {
+        outcome.events++;
+        outcome.lastEvent = event.type;
+        if (event.type === "content_block_stop") outcome.blocks++;
+        else if (event.type === "message_stop") outcome.end = "complete";
+        else if (event.type === "error") {
+          outcome.end = "error";
+          outcome.reason = event.error.message;
+        }
+      }
+      if (!written && !(await drained(res, stallMs))) {
         // A client that stops reading must not hold the conversation's turn lock: drop it, finish the turn.
+        if (!res.destroyed) outcome.reason = `the client left events unread for ${stallMs} ms`;
         res.destroy();
       }
     }
   } finally {
+    clearTimeout(keepAlive);
     res.off("close", onClose);
     if (!res.writableEnded) res.end();
   }
+  // The last event was written but may not have reached a client that left at that moment.
+  if (outcome.end !== "cut" && res.destroyed && !res.writableFinished) {
+    outcome.end = "cut";
+    outcome.reason ??= "the connection closed before the last event was sent";
+  }
+  return outcome;
 }

@@ -49,11 +49,13 @@ function describe(errors: ErrorObject[] | null | undefined, where: string): stri
 
 export class RequestValidator {
   readonly #ops = new Map<string, OperationSchemas>();
+  readonly #inputMessage: ValidateFunction;
 
   constructor(doc: Json = JSON.parse(readFileSync(SPEC_URL, "utf8")) as Json) {
     const ajv = new Ajv2020({ strict: false, allErrors: false, useDefaults: false, verbose: true });
     addFormats(ajv);
     ajv.addSchema(doc, "openapi");
+    this.#inputMessage = ajv.compile({ $ref: "openapi#/components/schemas/InputMessage" });
     const parameters = ((doc.components as Json | undefined)?.parameters ?? {}) as Record<string, Json>;
     /** A parameter and the JSON pointer of its object, following one local `$ref`. */
     const located = (p: Json, pointer: string): { param: Json; pointer: string } => {
@@ -101,6 +103,18 @@ export class RequestValidator {
     if (!validate) return;
     if (body === undefined) throw badRequest("A JSON request body is required");
     if (!validate(body)) throw badRequest(describe(validate.errors, "body"));
+  }
+
+  /**
+   * The send routes read only the newest `messages` element with `role` `user` (SendMessageRequest): that one
+   * must be there and be an `InputMessage`; the request schema asks nothing more of the others than a role.
+   * Call after `body()`, which guarantees `messages` is a non-empty array of objects with a string `role`.
+   */
+  newestUserMessage(body: { messages: Array<{ role: string }> }): void {
+    const index = body.messages.findLastIndex((m) => m.role === "user");
+    if (index < 0) throw badRequest('body.messages has no element with role "user"');
+    if (!this.#inputMessage(body.messages[index]))
+      throw badRequest(describe(this.#inputMessage.errors, `body.messages.${index}`));
   }
 
   /**

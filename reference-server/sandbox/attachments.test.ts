@@ -1,4 +1,4 @@
-import { readdir, readFile, symlink } from "node:fs/promises";
+import { mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -6,6 +6,8 @@ import {
   decodeStrictBase64,
   deduplicateName,
   MAX_ATTACHMENT_BYTES,
+  MAX_NUMBERED_TRIES,
+  nameCandidates,
   sanitizeAttachmentName,
 } from "./attachments.ts";
 import { storageAgent, TestBed, turnRequest } from "./testing.ts";
@@ -53,7 +55,7 @@ describe("attachment names", () => {
     expect(deduplicateName("b.txt", taken)).toBe("b.txt");
     expect(deduplicateName("noext", new Set(["noext"]))).toBe("noext (1)");
     const long = sanitizeAttachmentName(`${"n".repeat(300)}.txt`);
-    const second = deduplicateName(long, new Set([long]));
+    const second = deduplicateName(long, new Set([long])) ?? "";
     expect(Buffer.byteLength(second)).toBeLessThanOrEqual(200);
     expect(second.endsWith(" (1).txt")).toBe(true);
   });
@@ -164,5 +166,46 @@ describe("attachments in a turn", () => {
     );
     expect(second.attachments).toEqual([".uploads/a.txt"]);
     expect(await readdir(outside)).toEqual([]);
+  });
+
+  it("de-duplicates in a bounded number of tries whatever a turn planted in .uploads/", async () => {
+    const manager = await bed.manager(await bed.dir("root"));
+    const first = await manager.acquire(turnRequest("att-planted", storageAgent()));
+    const uploads = path.join(first.workdir, ".uploads");
+    await mkdir(uploads, { recursive: true });
+    // What a turn's tools could leave: the name and its numbered forms far past the tries, and a directory
+    // where the next numbered name would go.
+    const planted = 30_000;
+    for (let from = 0; from < planted; from += 1000) {
+      await Promise.all(
+        Array.from({ length: 1000 }, (_, i) =>
+          writeFile(path.join(uploads, from + i === 0 ? "dup.txt" : `dup (${from + i}).txt`), ""),
+        ),
+      );
+    }
+    await first.finish();
+    const next = await manager.acquire(
+      turnRequest("att-planted", storageAgent(), {
+        attachments: [file("dup.txt", "one"), file("dup.txt", "two"), file("free.txt", "three")],
+      }),
+    );
+    // The old code walked to `dup (30000).txt`; now a random suffix follows the 20 numbered names.
+    expect(next.attachments).toHaveLength(3);
+    const [one, two, free] = next.attachments;
+    expect(one).toMatch(/^\.uploads\/dup \([0-9a-f]{8}\)\.txt$/);
+    expect(two).toMatch(/^\.uploads\/dup \([0-9a-f]{8}\)\.txt$/);
+    expect(two).not.toBe(one);
+    expect(free).toBe(".uploads/free.txt");
+    expect((await next.tools.run("read_file", { path: two })).content).toBe("two");
+    expect(await readdir(uploads)).toHaveLength(planted + 3);
+  });
+
+  it("tries the numbered names first, up to the bound", async () => {
+    const candidates = [...nameCandidates("a.txt")];
+    expect(candidates.slice(0, 3)).toEqual(["a.txt", "a (1).txt", "a (2).txt"]);
+    expect(candidates[MAX_NUMBERED_TRIES]).toBe(`a (${MAX_NUMBERED_TRIES}).txt`);
+    expect(candidates.length).toBeLessThanOrEqual(MAX_NUMBERED_TRIES + 5);
+    const taken = new Set(candidates.slice(0, MAX_NUMBERED_TRIES));
+    expect(deduplicateName("a.txt", taken)).toBe(`a (${MAX_NUMBERED_TRIES}).txt`);
   });
 });

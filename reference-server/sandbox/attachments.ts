@@ -8,10 +8,14 @@
  * - entries are taken in request order; at most 10 are kept; an entry whose decoded size would take
  *   the turn's total past 10 MiB is dropped, and later smaller entries may still fit;
  * - names become a safe basename (see sanitizeAttachmentName) de-duplicated against this turn's
- *   files and files already in `.uploads/` as `a.txt`, `a (1).txt`, `a (2).txt`, ...
+ *   files and files already in `.uploads/` as `a.txt`, `a (1).txt`, ... `a (20).txt`, then a random suffix.
+ *
+ * Every step is linear in the caller's text (hand scans, no backtracking pattern), and de-duplication costs a
+ * bounded number of file creations whatever a turn planted in `.uploads/`: `.uploads/` is never listed.
  */
+import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { open, readdir } from "node:fs/promises";
+import { type FileHandle, open } from "node:fs/promises";
 import { at, withBeneath } from "./beneath.ts";
 import type { DiskQuota } from "./disk-quota.ts";
 import type { HostUser } from "./sandbox-user.ts";
@@ -23,6 +27,10 @@ const MAX_NAME_BYTES = 200;
 /** An extension longer than this is treated as part of the name when shortening. */
 const MAX_EXTENSION_BYTES = 16;
 const FALLBACK_NAME = "attachment";
+/** Numbered names tried before a random suffix: a turn that planted `a (1)` … `a (N)` costs no more than this. */
+export const MAX_NUMBERED_TRIES = 20;
+/** Random suffixes tried after the numbered names (a collision of 32 random bits is already unlikely). */
+const RANDOM_TRIES = 4;
 /** Alphabet and padding; a grouped pattern would overflow the regex stack on 10 MiB inputs. */
 const BASE64_CHARS = /^[A-Za-z0-9+/]+={0,2}$/;
 
@@ -93,6 +101,17 @@ function composeName(stem: string, suffix: string, extension: string): string {
   return `${cut || FALLBACK_NAME}${suffix}${extension}`;
 }
 
+/** Cc: controls (NUL included); Cf: format characters (bidi controls, zero-width joiners, BOM, soft hyphen);
+ * Zl/Zp: line and paragraph separators. None belongs in a name a person reads. One character, no quantifier:
+ * linear whatever the input. */
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+const WHITESPACE = /\s/;
+
+/** A dot or whitespace: what a name may not start or end with. */
+function isTrimmed(char: string): boolean {
+  return char === "." || WHITESPACE.test(char);
+}
+
 /**
  * A safe basename: the part after the last `/` or `\`, control characters (NUL included) and invisible
  * format characters removed (bidi overrides such as U+202E would make `‮txt.exe` read as `exe.txt`),
@@ -100,24 +119,56 @@ function composeName(stem: string, suffix: string, extension: string): string {
  * at most 200 UTF-8 bytes keeping the extension; `attachment` when nothing is left.
  */
 export function sanitizeAttachmentName(raw: string): string {
-  const base = raw.split(/[/\\]/).pop() ?? "";
-  // Cc: controls (NUL included); Cf: format characters (bidi controls, zero-width joiners, BOM, soft hyphen);
-  // Zl/Zp: line and paragraph separators. None belongs in a name a person reads.
-  const printable = base.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, "");
-  const trimmed = printable.replace(/^[.\s]+/, "").replace(/[.\s]+$/, "");
+  // Hand scans rather than `^[.\s]+` / `[.\s]+$`: the trailing pattern is retried from every position of a long
+  // run of spaces, quadratic in the name (a 100,000-character name held the event loop for seconds).
+  const base = raw.slice(Math.max(raw.lastIndexOf("/"), raw.lastIndexOf("\\")) + 1);
+  const printable = base.replace(UNPRINTABLE, "");
+  let start = 0;
+  let end = printable.length;
+  while (start < end && isTrimmed(printable[start])) start++;
+  while (end > start && isTrimmed(printable[end - 1])) end--;
+  const trimmed = printable.slice(start, end);
   if (trimmed === "") return FALLBACK_NAME;
   const { stem, extension } = splitExtension(trimmed);
   return composeName(stem, "", extension);
 }
 
-/** `a.txt` → `a (1).txt`, `a (2).txt`, ... until the name is not in `taken`. */
-export function deduplicateName(name: string, taken: Set<string>): string {
-  if (!taken.has(name)) return name;
+/**
+ * The names to try for `name`, in order: itself, `a (1).txt` … `a (20).txt`, then a few random suffixes
+ * (`a (9f3c01d2).txt`). Bounded, so what a turn planted in `.uploads/` cannot make de-duplication long.
+ */
+export function* nameCandidates(name: string): Generator<string> {
+  yield name;
   const { stem, extension } = splitExtension(name);
-  for (let n = 1; ; n++) {
-    const candidate = composeName(stem, ` (${n})`, extension);
-    if (!taken.has(candidate)) return candidate;
+  for (let n = 1; n <= MAX_NUMBERED_TRIES; n++) yield composeName(stem, ` (${n})`, extension);
+  for (let i = 0; i < RANDOM_TRIES; i++)
+    yield composeName(stem, ` (${randomBytes(4).toString("hex")})`, extension);
+}
+
+/** The first of `nameCandidates(name)` not in `taken`; null when every one is taken. */
+export function deduplicateName(name: string, taken: Set<string>): string | null {
+  for (const candidate of nameCandidates(name)) if (!taken.has(candidate)) return candidate;
+  return null;
+}
+
+/**
+ * Creates the first free name of `nameCandidates(name)` in `dir`: the file system says which
+ * names are taken (O_EXCL), so `.uploads/` is never listed and a name planted between a check and the
+ * creation is never overwritten. No link is followed.
+ */
+async function createUnique(
+  dir: FileHandle,
+  name: string,
+): Promise<{ name: string; handle: FileHandle } | null> {
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+  for (const candidate of nameCandidates(name)) {
+    try {
+      return { name: candidate, handle: await open(at(dir, candidate), flags, 0o644) };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
   }
+  return null;
 }
 
 /**
@@ -135,22 +186,20 @@ export async function writeAttachments(
   if (accepted.length === 0) return [];
   const resolve = { create: true, followLast: false, owner: user, replaceOnTheWay: true };
   return withBeneath(workdir, [UPLOADS_DIR, "-"], resolve, async ({ dir }) => {
-    const taken = new Set(await readdir(`/proc/self/fd/${dir.fd}`));
     const written: string[] = [];
     for (const attachment of accepted) {
       // Past the conversation's disk quota: dropped silently, like any attachment past the caps.
       if (quota && !(await quota.fits(attachment.data.length))) continue;
-      const name = deduplicateName(sanitizeAttachmentName(attachment.name), taken);
-      taken.add(name);
-      const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-      const handle = await open(at(dir, name), flags, 0o644);
+      const created = await createUnique(dir, sanitizeAttachmentName(attachment.name));
+      // Every candidate taken (a turn planted the numbered names and won four 32-bit draws): dropped silently.
+      if (created === null) continue;
       try {
-        await handle.writeFile(attachment.data);
-        if (user) await handle.chown(user.uid, user.gid);
+        await created.handle.writeFile(attachment.data);
+        if (user) await created.handle.chown(user.uid, user.gid);
       } finally {
-        await handle.close();
+        await created.handle.close();
       }
-      written.push(`${UPLOADS_DIR}/${name}`);
+      written.push(`${UPLOADS_DIR}/${created.name}`);
     }
     return written;
   });

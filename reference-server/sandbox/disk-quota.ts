@@ -1,7 +1,8 @@
 /**
  * The disk quota of one working directory: bytes and files. Usage is measured by `find` (blocks actually
  * allocated and entries, links not followed, one file system), after every command and every 250 ms while
- * one runs. A command may grow one file by at most
+ * one runs (and each second by the command's launcher itself, which holds while the server cannot: see
+ * launcher.ts). A command may grow one file by at most
  * what is left (RLIMIT_FSIZE, set by the launcher); once usage is past the limit, no file may grow at all
  * (RLIMIT_FSIZE 0) until the turn removes files, and every tool call says so.
  */
@@ -9,6 +10,9 @@ import { sumFind } from "./tree-ops.ts";
 
 export interface DiskQuota {
   readonly limitBytes: number;
+  readonly limitFiles: number;
+  /** Bytes and entries the directory holds, measuring it if not yet known. */
+  usage(): Promise<Usage>;
   /** Bytes the directory may still grow by (0 when full), measuring it if not yet known. */
   remaining(): Promise<number>;
   /** Measures again after something wrote; returns a message for the model when the quota is exceeded. */
@@ -27,7 +31,7 @@ export interface DiskQuota {
 /** A measurement that runs longer than this (a tree of millions of entries) counts as over the quota. */
 const MEASURE_TIMEOUT_MS = 20_000;
 
-interface Usage {
+export interface Usage {
   bytes: number;
   files: number;
 }
@@ -77,6 +81,11 @@ export function createDiskQuota(
         : null;
   return {
     limitBytes,
+    limitFiles,
+    async usage() {
+      const bytes = used ?? (await measure());
+      return { bytes, files };
+    },
     async remaining() {
       const now = used ?? (await measure());
       // Past the file quota nothing may grow either: the command starts with RLIMIT_FSIZE 0.

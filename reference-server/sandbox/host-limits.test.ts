@@ -69,6 +69,8 @@ describe("secrets and limits", { tags: ["sandbox"] }, () => {
       procsFiles: [],
       fileSizeBytes: DEFAULT_SANDBOX_LIMITS.diskBytes,
       memoryRlimit: false,
+      wallClock: null,
+      parentDeathSignal: false,
     });
     // The server's parent left fd 100 open on a root-only file, as `agent-api serve 100<file` would.
     const result = await runProcess({

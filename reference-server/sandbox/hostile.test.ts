@@ -55,7 +55,7 @@ describe("the server's own git never runs what a turn wrote", { tags: ["sandbox"
     const nestedCommit = toolResults(plant)[0].content.trim();
     expect(nestedCommit).toMatch(/^[0-9a-f]{40}$/);
     // Not committed as a gitlink: the turn says why, and nothing reached the default branch.
-    expect(plant.error).toContain("sub is a nested git repository");
+    expect(plant.error).toContain("sub/.git (directory) is a .git entry in a sub-folder");
     expect(bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim()).toBe(before);
 
     // Someone else's push moves a gitlink at the same path (the second half of the reported chain).

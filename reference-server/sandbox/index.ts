@@ -13,7 +13,7 @@ import { writeAttachments } from "./attachments.ts";
 import { detectCgroups } from "./cgroups.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
 import { DEFAULT_BWRAP_COMMAND, probeBwrap, resolveExecutable } from "./isolation.ts";
-import { launchSpec } from "./launcher.ts";
+import { detectLauncherTools, launchSpec } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
 import {
@@ -50,6 +50,7 @@ import type {
 } from "./types.ts";
 
 export { DEFAULT_SANDBOX_LIMITS, parseSize, type SandboxLimits } from "./limits.ts";
+export { RepoRefusedError } from "./repo.ts";
 export { SandboxPathError } from "./safe-paths.ts";
 export { parseSandboxUser, type SandboxUserSetting } from "./sandbox-user.ts";
 export { REFUSED_NO_ISOLATION } from "./tool-runner.ts";
@@ -162,6 +163,12 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   // A bare name means setpriv is not on the server's PATH: the server cannot switch users.
   const setprivFound = resolveExecutable("setpriv");
   const setprivCommand = setprivFound.includes("/") ? setprivFound : null;
+  // coreutils' timeout (the wall clock each command's launcher holds, whatever becomes of the server) and
+  // setpriv's parent-death signal.
+  const { timeoutCommand, parentDeathSignal } =
+    isolation === "bwrap"
+      ? await detectLauncherTools(setprivCommand)
+      : { timeoutCommand: null, parentDeathSignal: false };
   const isRoot = process.getuid?.() === 0;
   const identity: SandboxIdentity = resolveSandboxIdentity(
     options.sandboxUser ?? "auto",
@@ -180,6 +187,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
           close: async () => undefined,
         };
   const limits = { ...DEFAULT_SANDBOX_LIMITS, ...options.limits };
+  // What the server's git may check out or push: what one conversation's working directory may hold.
+  const checkoutQuota = { bytes: limits.diskBytes, files: limits.files };
   // Secure by default: when commands should run as an unprivileged user and cannot, they do not run.
   const userProblem = identity.mode === "server" ? null : await probeUserSwitch();
   if (userProblem !== null) isolation = "unavailable";
@@ -201,6 +210,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
         procsFiles: [],
         fileSizeBytes: limits.diskBytes,
         memoryRlimit: false,
+        wallClock: null,
+        parentDeathSignal,
       });
       const result = await runProcess({
         file: spec.file,
@@ -272,6 +283,8 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       outputCapBytes: options.toolOutputCapBytes,
       bwrapCommand,
       setprivCommand,
+      timeoutCommand,
+      parentDeathSignal,
       user,
       limits,
       cgroups,
@@ -327,16 +340,16 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     if (!url) throw new Error(`repo agent ${request.agent.name} has no repoUrl`);
     const repo: RepoPaths = { gitDir: gitDirOf(request.conversationId), workTree: workdir };
     if (!cold) {
-      await refresh(repo, entry.branch, false);
+      await refresh(repo, entry.branch, false, checkoutQuota);
       return repo;
     }
     if (await exists(path.join(repo.gitDir, "HEAD"))) {
       await excludeUploads(repo);
       entry.branch = await remoteDefaultBranch(repo);
-      await refresh(repo, entry.branch, true);
+      await refresh(repo, entry.branch, true, checkoutQuota);
     } else {
       await rm(repo.gitDir, { recursive: true, force: true });
-      await cloneInto(url, repo, dirs.tmp);
+      await cloneInto(url, repo, dirs.tmp, checkoutQuota);
       entry.branch = await remoteDefaultBranch(repo);
     }
     return repo;
@@ -405,7 +418,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
                 repo,
                 entry.branch ?? FALLBACK_BRANCH,
                 request.conversationId,
-                limits.diskBytes,
+                checkoutQuota,
                 baseline,
               );
               return { pushedCommit, publishedOutputs: [] };
@@ -467,6 +480,16 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       ...(leftovers ? [leftovers] : []),
       ...(userProblem ? [userProblem] : []),
       ...(isolation === "bwrap" && identity.warning ? [identity.warning] : []),
+      ...(isolation === "bwrap" && timeoutCommand === null
+        ? [
+            "no GNU timeout (coreutils) on the server's PATH: a command's time limit is held by the server alone, not while it is stalled",
+          ]
+        : []),
+      ...(isolation === "bwrap" && !parentDeathSignal
+        ? [
+            "no setpriv with --pdeathsig (util-linux 2.33 or later) on the server's PATH: a command outlives a spawner killed together with the server, until its time limit",
+          ]
+        : []),
       ...(isolation === "bwrap" && cgroups.version === "none"
         ? [
             `no cgroups for tool limits (${cgroups.reason}): processes and memory per command are bounded by rlimits only, CPU per command not at all`,

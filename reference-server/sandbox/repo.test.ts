@@ -160,6 +160,30 @@ describe("repository-backed agents", () => {
     expect(await readFile(path.join(turn.workdir, ".git", "config"), "utf8")).toContain("fsmonitor");
   });
 
+  it("a branch that would check out past the disk quota is neither merged into a work tree nor cloned", async () => {
+    const MiB = 1024 * 1024;
+    const manager = await bed.manager(await bed.dir("root"), { limits: { diskBytes: 2 * MiB } });
+    const first = await manager.acquire(turnRequest("big-merge", agent));
+    await first.finish();
+    // Someone outside the server pushes 3 MiB (the server's own pushes are measured before they leave).
+    const other = path.join(await bed.dir("other"), "clone");
+    git(path.dirname(other), "clone", "--quiet", bare, other);
+    await writeFile(path.join(other, "huge.bin"), Buffer.alloc(3 * MiB, 1));
+    git(other, "add", "huge.bin");
+    git(other, "commit", "--quiet", "-m", "huge");
+    git(other, "push", "--quiet", "origin", "HEAD:main");
+    // The warm conversation fetches it but does not check it out; its turn runs on what it has.
+    const warm = await manager.acquire(turnRequest("big-merge", agent));
+    expect(existsSync(path.join(warm.workdir, "huge.bin"))).toBe(false);
+    expect((await warm.tools.run("read_file", { path: "README.md" })).content).toBe("# Acme\n");
+    await warm.finish();
+    // A new conversation cannot start on it: the turn says why, and no half clone is left to commit from.
+    for (let attempt = 0; attempt < 2; attempt++)
+      await expect(manager.acquire(turnRequest("big-clone", agent, { readOnly: false }))).rejects.toThrow(
+        /^not checked out: a checkout of the branch would write \d+ bytes of disk .* more than the disk quota of 2097152/,
+      );
+  });
+
   it("fork copies the clone; isolated turns get no clone", async () => {
     const manager = await bed.manager(await bed.dir("root"));
     const parent = await manager.acquire(turnRequest("p", agent));

@@ -7,148 +7,117 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { UPLOADS_DIR } from "./attachments.ts";
-import { runCollected } from "./spawner.ts";
-import { sumFind } from "./tree-ops.ts";
+import { checkoutSize } from "./checkout-size.ts";
+import { GitError, git, type RepoPaths } from "./git-command.ts";
+import { scanWorkTree, type WorkTreeScan } from "./work-tree-scan.ts";
 
-export const AGENT_AUTHOR_NAME = "Agent";
-export const AGENT_AUTHOR_EMAIL = "agent@agent-api.local";
-
-export interface RepoPaths {
-  gitDir: string;
-  workTree: string;
-}
-
-export class GitError extends Error {
-  readonly exitCode: number | null;
-  constructor(message: string, exitCode: number | null) {
-    super(message);
-    this.name = "GitError";
-    this.exitCode = exitCode;
-  }
-}
-
-/** Git with no user/system config, no hooks, no prompts, and the fixed agent identity. */
-function gitEnvironment(): Record<string, string> {
-  return {
-    PATH: process.env.PATH ?? "/usr/bin:/bin",
-    HOME: "/nonexistent",
-    GIT_CONFIG_NOSYSTEM: "1",
-    GIT_CONFIG_GLOBAL: "/dev/null",
-    GIT_TERMINAL_PROMPT: "0",
-    // Submodule transports count as "not from the user": file:// and ext:: from a .gitmodules are refused.
-    GIT_ALLOW_PROTOCOL: "https:http:ssh:git:file",
-    GIT_AUTHOR_NAME: AGENT_AUTHOR_NAME,
-    GIT_AUTHOR_EMAIL: AGENT_AUTHOR_EMAIL,
-    GIT_COMMITTER_NAME: AGENT_AUTHOR_NAME,
-    GIT_COMMITTER_EMAIL: AGENT_AUTHOR_EMAIL,
-    LANG: "C",
-  };
-}
+export { AGENT_AUTHOR_EMAIL, AGENT_AUTHOR_NAME, type RepoPaths } from "./git-command.ts";
 
 /** Git directories whose last fast-forward failed (retried on the next turn). */
 const mergePending = new Set<string>();
 
 /**
- * A closed configuration for every git the server runs (outside the sandbox, as the server's user). A turn
- * can write anything into the work tree, nested repositories with their own config included; none of it may
- * make the server's git run a command. Command-line `-c` wins over every config file and is passed on to any
- * git process git itself starts (GIT_CONFIG_PARAMETERS), so a nested repository's settings never apply.
+ * The server refused to commit or push a writable turn's changes, or to check out a tree: the turn ends with
+ * the reason (the service's stream `error` event), and nothing reached the remote.
  */
-const SAFE_CONFIG = [
-  "core.hooksPath=/dev/null",
-  "commit.gpgSign=false",
-  "core.fsmonitor=false",
-  // Never enter a nested repository (a gitlink): that is where its own uploadpack, fsmonitor... would run.
-  "submodule.recurse=false",
-  "fetch.recurseSubmodules=false",
-  "push.recurseSubmodules=no",
-  "diff.ignoreSubmodules=all",
-  "status.submoduleSummary=false",
-  // Transports that run commands or reach local paths are refused unless the server named them itself.
-  "protocol.ext.allow=never",
-  "protocol.file.allow=user",
-  "core.sshCommand=ssh",
-  "credential.helper=",
-  "core.askPass=",
-  "core.pager=cat",
-  "core.attributesFile=/dev/null",
-  "diff.external=",
-  "gc.auto=0",
-  "maintenance.auto=false",
-].flatMap((setting) => ["-c", setting]);
+export class RepoRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
 
-/** A nested repository in the work tree of a read-write turn: its changes are not committed. */
-export class NestedRepositoryError extends Error {
+/**
+ * A nested repository in the work tree of a read-write turn: its changes are not committed. (The walk before
+ * staging refuses any nested `.git` first; this is the check of what was staged, kept behind it.)
+ */
+export class NestedRepositoryError extends RepoRefusedError {
   constructor(paths: string[]) {
     super(
       `not committed: ${paths.join(", ")} ${paths.length === 1 ? "is a nested git repository" : "are nested git repositories"} ` +
         "(a directory with its own .git). The server never commits or follows nested repositories; remove " +
         "their .git directories to commit their files as plain content.",
     );
-    this.name = "NestedRepositoryError";
+  }
+}
+
+/**
+ * A `.git` entry (directory, `gitdir:` file or symlink) in a sub-folder of the work tree, or a tree the walk
+ * could not see whole: the server's git would open the repository it names, wherever that is on the host.
+ */
+export class WorkTreeGitEntryError extends RepoRefusedError {
+  constructor(action: string, scan: WorkTreeScan) {
+    super(
+      scan.incomplete !== undefined
+        ? `${action}: the working tree could not be checked for nested .git entries (${scan.incomplete}); ` +
+            "the server runs no git on a tree it has not checked. Remove files or folders to continue."
+        : `${action}: ${scan.nestedGitEntries.join(", ")} ${scan.nestedGitEntries.length === 1 ? "is a .git entry" : "are .git entries"} ` +
+            "in a sub-folder of the working tree. The server's git never runs on a tree that holds one (it would " +
+            "open the repository it names); remove it to continue.",
+    );
   }
 }
 
 /** The work tree's files add up to more than the disk quota: sparse files, which git would hash and push whole. */
-export class OversizedWorkTreeError extends Error {
+export class OversizedWorkTreeError extends RepoRefusedError {
   constructor(bytes: number, limit: number) {
     super(
       `not committed: the working tree's files add up to ${bytes} bytes (apparent size, holes of sparse files ` +
         `included), more than the disk quota of ${limit}. Git would read, store and push every byte; remove ` +
         "or shrink files to commit.",
     );
-    this.name = "OversizedWorkTreeError";
   }
 }
 
 /**
- * The longest any one git command of the server may run (a clone of a large repository included). Past it
- * the command is killed: a work tree a turn made must not hold the conversation, or a core, for ever.
+ * The tree a push would put on the branch (the turn's commit, after a rebase onto what others pushed) checks
+ * out larger than the disk quota: every later clone would write it.
  */
-const GIT_TIMEOUT_MS = 10 * 60_000;
-
-export async function git(args: string[], cwd: string, repo?: RepoPaths): Promise<string> {
-  const location = repo ? [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`] : [];
-  const result = await runCollected({
-    file: "git",
-    args: [...SAFE_CONFIG, ...location, ...args],
-    cwd,
-    env: gitEnvironment(),
-    maxBuffer: 64 * 1024 * 1024,
-    timeoutMs: GIT_TIMEOUT_MS,
-    // Hashing what a turn wrote is the server's work on the turn's behalf: other turns come first.
-    nice: 10,
-  });
-  if (result.code === 0 && result.error === undefined && !result.overflowed)
-    return result.stdout.toString("utf8");
-  const why = result.timedOut
-    ? `timed out after ${GIT_TIMEOUT_MS / 1000} s`
-    : result.overflowed
-      ? "its output passed 64 MiB"
-      : result.stderr.toString("utf8").trim() ||
-        result.error ||
-        `exit ${result.code ?? result.signal ?? "unknown"}`;
-  throw new GitError(`git ${args[0]} failed: ${why}`, result.code);
+export class OversizedCheckoutError extends RepoRefusedError {
+  constructor(action: string, what: string, advice: string) {
+    super(`${action}: a checkout of the branch would write ${what}. ${advice}`);
+  }
 }
 
-/**
- * Apparent bytes of the work tree's regular files (nested `.git` directories aside): what `git add` may read.
- * Blocks on disk are bounded by the quota; apparent size is not (sparse files). `.uploads/` counts too: a
- * `.gitignore` of the turn can make git read it before it is unstaged. A tree too large to walk in a minute
- * counts as too large.
- */
-async function workTreeApparentBytes(workTree: string): Promise<number> {
-  const walk = await sumFind(
-    [workTree, "-xdev", "-name", ".git", "-prune", "-o", "-type", "f", "-printf", "%s\\n"],
-    60_000,
-  );
-  return walk === null ? Number.POSITIVE_INFINITY : walk.sum;
+/** The disk quota of a work tree: bytes of disk, and files and directories. */
+export interface CheckoutQuota {
+  bytes: number;
+  files: number;
 }
 
-/** Refuses to stage a work tree whose files add up to more than `limitBytes` (see OversizedWorkTreeError). */
-async function refuseOversizedWorkTree(repo: RepoPaths, limitBytes: number): Promise<void> {
-  const bytes = await workTreeApparentBytes(repo.workTree);
-  if (bytes > limitBytes) throw new OversizedWorkTreeError(bytes, limitBytes);
+/** The walk every server git on the work tree waits for; throws when the tree holds a nested `.git`. */
+async function refuseNestedGitEntries(repo: RepoPaths, action: string): Promise<WorkTreeScan> {
+  const scan = await scanWorkTree(repo.workTree);
+  if (scan.nestedGitEntries.length > 0 || scan.incomplete !== undefined)
+    throw new WorkTreeGitEntryError(action, scan);
+  return scan;
+}
+
+/** Refuses a tree (commit, branch) whose checkout would not fit in the quota. */
+async function refuseOversizedCheckout(
+  repo: RepoPaths,
+  treeish: string,
+  quota: CheckoutQuota,
+  action: string,
+): Promise<void> {
+  const size = await checkoutSize(repo.gitDir, treeish, quota.bytes);
+  const advice =
+    action === "not pushed"
+      ? "Remove or shrink files to push."
+      : "The repository is larger than the disk quota of a conversation.";
+  const bytes = Math.max(size.bytes, size.diskBytes);
+  if (bytes > quota.bytes)
+    throw new OversizedCheckoutError(
+      action,
+      `${bytes} bytes of disk (line-ending and ident conversions of .gitattributes included), more than the disk quota of ${quota.bytes}`,
+      advice,
+    );
+  if (size.entries > quota.files)
+    throw new OversizedCheckoutError(
+      action,
+      `${size.entries} files and directories, more than the file quota of ${quota.files}`,
+      advice,
+    );
 }
 
 async function gitSucceeds(args: string[], repo: RepoPaths): Promise<boolean> {
@@ -172,7 +141,12 @@ export async function remoteDefaultBranch(repo: RepoPaths): Promise<string | nul
  * A fresh clone of `url` whose git directory is `repo.gitDir`, checked out into `repo.workTree`
  * (which may already hold the conversation's untracked files).
  */
-export async function cloneInto(url: string, repo: RepoPaths, scratchRoot: string): Promise<void> {
+export async function cloneInto(
+  url: string,
+  repo: RepoPaths,
+  scratchRoot: string,
+  quota: CheckoutQuota,
+): Promise<void> {
   // git clone wants an empty target for its `.git` link file; the real tree is checked out afterwards.
   const scratch = await mkdtemp(path.join(scratchRoot, "clone-"));
   try {
@@ -193,6 +167,15 @@ export async function cloneInto(url: string, repo: RepoPaths, scratchRoot: strin
   }
   await excludeUploads(repo);
   if (await gitSucceeds(["rev-parse", "--verify", "--quiet", "HEAD"], repo)) {
+    try {
+      // The work tree may hold files of an earlier clone: the checkout is the server's git reading it.
+      await refuseNestedGitEntries(repo, "not checked out");
+      await refuseOversizedCheckout(repo, "HEAD", quota, "not checked out");
+    } catch (error) {
+      // A clone never checked out must not look like one: its empty index would commit every file's removal.
+      await rm(repo.gitDir, { recursive: true, force: true });
+      throw error;
+    }
     await git(["reset", "--quiet", "--hard", "HEAD"], repo.workTree, repo);
   }
 }
@@ -220,20 +203,40 @@ async function readRef(gitDir: string, ref: string): Promise<string | null> {
   }
 }
 
+/** The commit HEAD names, through its branch; null when it names none yet. */
+async function headCommit(gitDir: string): Promise<string | null> {
+  const head = (await readFile(path.join(gitDir, "HEAD"), "utf8").catch(() => "")).trim();
+  return head.startsWith("ref: ") ? readRef(gitDir, head.slice(5)) : head || null;
+}
+
 /**
  * Fetches and fast-forwards to the remote branch when that is possible; local changes are kept.
  * A warm turn skips the merge when the fetch brought nothing new for the branch (it would be a no-op).
+ * The merge is also skipped (and tried again next turn) while the work tree holds a nested `.git` the merge's
+ * git would open, or while the branch would check out larger than the disk quota.
  */
-export async function refresh(repo: RepoPaths, branch: string | null, alwaysMerge: boolean): Promise<void> {
+export async function refresh(
+  repo: RepoPaths,
+  branch: string | null,
+  alwaysMerge: boolean,
+  quota: CheckoutQuota,
+): Promise<void> {
   const tracking = branch === null ? null : `refs/remotes/origin/${branch}`;
   const before = tracking === null ? null : await readRef(repo.gitDir, tracking);
   await git(["fetch", "--quiet", "--prune", "--no-recurse-submodules", "origin"], repo.workTree, repo);
   if (branch === null || tracking === null) return;
   const after = await readRef(repo.gitDir, tracking);
   if (after === null || (after === before && !alwaysMerge && !mergePending.has(repo.gitDir))) return;
+  // Already there (a cold turn of a clone that is up to date): no merge, so no walk of the work tree either.
+  if (after === (await headCommit(repo.gitDir))) {
+    mergePending.delete(repo.gitDir);
+    return;
+  }
   // Fails when local work diverged or conflicts: the turn then works on what it has, and the next
   // turn tries again even if the fetch brings nothing new.
   try {
+    await refuseNestedGitEntries(repo, "not merged");
+    await refuseOversizedCheckout(repo, `origin/${branch}`, quota, "not merged");
     await git(["merge", "--quiet", "--ff-only", `origin/${branch}`], repo.workTree, repo);
     mergePending.delete(repo.gitDir);
   } catch {
@@ -256,8 +259,9 @@ async function stageAll(repo: RepoPaths): Promise<void> {
  * against (staging is harmless: only a writable turn ever commits, and `.uploads/` is excluded).
  */
 export async function snapshotWorkTree(repo: RepoPaths, limitBytes: number): Promise<string | null> {
-  // Too large to stage: the turn runs, and its commit is refused with the reason.
-  if ((await workTreeApparentBytes(repo.workTree)) > limitBytes) return null;
+  // Too large to stage, or holding a nested .git: the turn runs, and its commit is refused with the reason.
+  const scan = await scanWorkTree(repo.workTree);
+  if (scan.nestedGitEntries.length > 0 || scan.apparentBytes > limitBytes) return null;
   await stageAll(repo);
   return (await git(["write-tree"], repo.workTree, repo)).trim();
 }
@@ -298,10 +302,13 @@ export async function commitAndPush(
   repo: RepoPaths,
   branch: string,
   conversationId: string,
-  limitBytes: number,
+  quota: CheckoutQuota,
   baselineTree?: string | null,
 ): Promise<string | null> {
-  await refuseOversizedWorkTree(repo, limitBytes);
+  const scan = await refuseNestedGitEntries(repo, "not committed");
+  // Blocks on disk are bounded by the quota; apparent size is not (sparse files). `.uploads/` counts too: a
+  // `.gitignore` of the turn can make git read it before it is unstaged.
+  if (scan.apparentBytes > quota.bytes) throw new OversizedWorkTreeError(scan.apparentBytes, quota.bytes);
   // Attachments are never staged, whatever a .gitignore says.
   await stageAll(repo);
   await refuseNestedRepositories(repo);
@@ -316,6 +323,8 @@ export async function commitAndPush(
   const message = `agent turn on conversation ${conversationId.replace(/[\r\n]+/g, " ").slice(0, 200)}`;
   await git(["commit", "--quiet", "--no-verify", "-m", message], repo.workTree, repo);
   for (let attempt = 1; ; attempt++) {
+    // What the branch will hold, as a clone checks it out (after a rebase: others' files too).
+    await refuseOversizedCheckout(repo, "HEAD", quota, "not pushed");
     try {
       await git(["push", "--quiet", "origin", `HEAD:refs/heads/${branch}`], repo.workTree, repo);
       break;
@@ -323,6 +332,16 @@ export async function commitAndPush(
       if (attempt >= PUSH_ATTEMPTS) throw error;
       await new Promise((resolve) => setTimeout(resolve, attempt * 50 + Math.random() * 50));
       await git(["fetch", "--quiet", "--no-recurse-submodules", "origin"], repo.workTree, repo);
+      // The rebase would check out what others pushed into this work tree: measured first, in the object
+      // database only (a merge that conflicts is left to the rebase, which then fails and says so).
+      const merged = await git(
+        ["merge-tree", "--write-tree", `origin/${branch}`, "HEAD"],
+        repo.workTree,
+        repo,
+      )
+        .then((out) => out.split("\n")[0].trim())
+        .catch(() => null);
+      if (merged) await refuseOversizedCheckout(repo, merged, quota, "not pushed");
       try {
         await git(["rebase", "--quiet", `origin/${branch}`], repo.workTree, repo);
       } catch (rebaseError) {

@@ -83,24 +83,25 @@ describe("sandbox review: the server's git stores what a turn wrote outside the 
     expect(git(bare, "ls-tree", "-r", "--name-only", "main").trim().split("\n")).not.toContain(".uploads/f1");
   });
 
-  it("refused commits leave every staged blob in repos/<id>.git: each writable turn adds a disk quota of objects, never pushed or collected", async () => {
+  it("staged blobs never committed pile up in repos/<id>.git: each writable turn adds a disk quota of objects, never pushed or collected", async () => {
     const bare = await seededRepo();
     const agent = repoAgent(bare, "site");
     const quota = 8 * MiB;
     const { root, manager } = await sandboxManager({ limits: { diskBytes: quota } });
     const before = git(bare, "rev-parse", "main").trim();
     for (let round = 0; round < 2; round++) {
-      const turn = await manager.acquire(turnRequest("git-pile", agent, { readOnly: false }));
-      // 6 MiB of fresh random data (within the quota) and a nested repository, so the commit is refused
-      // after `git add --all` has already hashed and stored the data as loose objects.
-      // (Removed first, in a command of its own: each command's largest file is what is left of the quota.)
-      await turn.tools.run("run_command", { command: "rm -rf big sub" });
-      const made = await turn.tools.run("run_command", {
-        command:
-          "head -c 6291456 /dev/urandom > big && git init -q sub && git -C sub -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && echo ok",
+      // 6 MiB of fresh random data (within the quota), left by a read-only turn...
+      const reader = await manager.acquire(turnRequest("git-pile", agent, { readOnly: true }));
+      const made = await reader.tools.run("run_command", {
+        command: "rm -f big && head -c 6291456 /dev/urandom > big && echo ok",
       });
       expect(made).toMatchObject({ isError: false, content: "ok\n" });
-      await expect(turn.finish()).rejects.toThrow(/nested git repository/);
+      await reader.finish();
+      // ...is hashed and stored as loose objects when a writable turn starts (its baseline), then removed by
+      // that turn: nothing is committed, and nothing reaches the stored blobs any more.
+      const writer = await manager.acquire(turnRequest("git-pile", agent, { readOnly: false }));
+      await writer.tools.run("run_command", { command: "rm big" });
+      expect(await writer.finish()).toEqual({ pushedCommit: null, publishedOutputs: [] });
     }
     expect(git(bare, "rev-parse", "main").trim()).toBe(before);
     const gitDir = path.join(root, "repos", `${conversationDirName("git-pile")}.git`);

@@ -202,6 +202,8 @@ export async function startSandboxServer(
 
 export interface ServeCommand {
   url: string;
+  /** The command's process (bin/agent-api execs Node, so this is the server itself). */
+  pid: number;
   /** All it printed so far (the start-up lines: isolation, tool user, warnings). */
   stdout(): string;
   /** SIGTERM to its process group, then waits for it to exit. */
@@ -234,7 +236,12 @@ export async function startServeCommand(
     await exited;
   };
   const deadline = Date.now() + 30_000;
-  while (!/Tool user: .*\n/.test(stdout)) {
+  // The tool-user line, complete: an index scan, not a pattern retried at every "Tool user: ".
+  const toolUserLineEnded = () => {
+    const at = stdout.indexOf("Tool user: ");
+    return at >= 0 && stdout.includes("\n", at);
+  };
+  while (!toolUserLineEnded()) {
     if (child.exitCode !== null || Date.now() > deadline) {
       if (child.pid && child.exitCode === null) process.kill(-child.pid, "SIGKILL");
       throw new Error(`serve did not start: ${stdout}\n${stderr}`);
@@ -242,7 +249,7 @@ export async function startServeCommand(
     await sleep(50);
   }
   const url = /listening on (http:\/\/\S+)/.exec(stdout)?.[1] as string;
-  return { url, stdout: () => stdout, stop };
+  return { url, pid: child.pid as number, stdout: () => stdout, stop };
 }
 
 export async function removeDir(dir: string): Promise<void> {

@@ -98,5 +98,25 @@ process.on("message", (message: SpawnRequest | KillRequest) => {
   if (message.op === "spawn") start(message);
   else if (message.op === "kill") kill(message);
 });
-// The server ended (or dropped us): what we started is the server's to reap, as if it had forked them itself.
-process.on("disconnect", () => process.exit(0));
+/**
+ * The server ended (SIGKILL included: the kernel closes the channel) or dropped us: nothing we started may run
+ * on unwatched, past limits only the server kept. Each child is killed with its process group (a `detached`
+ * child leads one: a sandbox launcher, whose wall clock and bubblewrap then take the sandbox with them).
+ */
+function killAll(): void {
+  for (const child of children.values()) {
+    if (child.pid === undefined) continue;
+    for (const target of [-child.pid, child.pid]) {
+      try {
+        process.kill(target, "SIGKILL");
+      } catch {
+        // Not a group leader, or already gone.
+      }
+    }
+  }
+}
+
+process.on("disconnect", () => {
+  killAll();
+  process.exit(0);
+});

@@ -1,9 +1,10 @@
 /**
  * The spawner (spawner.ts) with real processes: children are forked by the helper, not by this process;
  * output, extra pipes, exit codes, signals and process groups come through as Node's own spawn gives them;
- * and a helper that dies takes what it was running with it.
+ * a helper that dies takes what it was running with it, and so does a server that dies (SIGKILL included).
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { runCollected, type SpawnedProcess, spawnerProcessId, spawnProcess } from "./spawner.ts";
 
@@ -15,6 +16,15 @@ function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Running, not a zombie waiting to be reaped. */
+function running(pid: number): boolean {
+  try {
+    return !/^State:\s+[ZX]/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
   } catch {
     return false;
   }
@@ -156,5 +166,42 @@ describe("the spawner", () => {
     const again = await runCollected({ file: "true", args: [], env: {}, timeoutMs: 10_000, maxBuffer: 64 });
     expect(again.code).toBe(0);
     expect(spawnerProcessId()).not.toBe(helper);
+  });
+
+  it("a server that dies, even by SIGKILL, takes every child of its helper with it", async () => {
+    // A stand-in server: a Node process whose helper runs a detached shell (with a background child in its
+    // group) and a plain child, and prints their pids.
+    const script = `
+      import { spawnProcess } from ${JSON.stringify(new URL("./spawner.ts", import.meta.url).href)};
+      const pids = [];
+      const group = spawnProcess({ file: "/bin/sh", args: ["-c", "sleep 60 & echo $!; wait"], env: {}, detached: true, stdout: true });
+      const plain = spawnProcess({ file: "/bin/sleep", args: ["61"], env: {} });
+      for (const child of [group, plain]) child.on("spawn", (pid) => pids.push(pid));
+      group.on("stdout", (chunk) => pids.push(Number(String(chunk).trim())));
+      const ready = setInterval(() => {
+        if (pids.length < 3) return;
+        clearInterval(ready);
+        process.stdout.write(JSON.stringify(pids) + "\\n");
+      }, 20);
+    `;
+    const server = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let output = "";
+    server.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    let pids: number[] = [];
+    try {
+      await until(() => output.includes("\n"), 20_000);
+      pids = JSON.parse(output) as number[];
+      expect(pids.filter(running)).toHaveLength(3);
+      server.kill("SIGKILL");
+      await until(() => !pids.some(running), 5_000).catch(() => undefined);
+      expect(pids.filter(running)).toEqual([]);
+    } finally {
+      server.kill("SIGKILL");
+      for (const pid of pids.filter(running)) process.kill(pid, "SIGKILL");
+    }
   });
 });

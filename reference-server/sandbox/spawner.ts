@@ -8,7 +8,8 @@
  * per quota walk and per git call. The helper stays near 50 MB, so a spawn costs what it costs a fresh Node.
  *
  * The helper is started on first use, one per server process, and does not keep the process alive when idle.
- * If it dies, what it was running is killed and reported as failed, and the next spawn starts a new one.
+ * If it dies, what it was running is killed and reported as failed, and the next spawn starts a new one. If
+ * the server dies, the helper kills what it started before it exits (spawner-child.ts).
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { EventEmitter } from "node:events";

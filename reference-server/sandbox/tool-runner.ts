@@ -27,6 +27,18 @@ export const REFUSED_NO_ISOLATION =
 const MAX_WRITE_BYTES = 10 * 1024 * 1024;
 const MAX_LISTED_ENTRIES = 1000;
 const SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+/**
+ * The launcher's own wall clock fires this long after the server's: the server's, which says "timed out", is
+ * the one that acts while it can; the launcher's holds when the server cannot (dead or stalled).
+ */
+const WALL_CLOCK_GRACE_MS = 1_000;
+/** Exit status of a command the launcher's wall clock killed (128 + SIGKILL). */
+const KILLED_STATUS = 137;
+/**
+ * How often the launcher measures the working directory itself (the backstop while the server cannot): less
+ * often than the server, whose check does the work while it runs.
+ */
+const LAUNCHER_QUOTA_POLL_MS = 1_000;
 /** How often a running command's working directory is measured against the disk quota. */
 const QUOTA_POLL_MS = 250;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -42,6 +54,10 @@ export interface ToolRunnerOptions {
   /** The bubblewrap executable (isolation "bwrap"). */
   bwrapCommand: string;
   setprivCommand: string | null;
+  /** coreutils `timeout`, absolute: the wall clock held in the command's own launcher; null where not found. */
+  timeoutCommand: string | null;
+  /** setpriv has `--pdeathsig`. */
+  parentDeathSignal: boolean;
   /** The host user commands run as, and who owns what the file tools create; null = the server's. */
   user: HostUser | null;
   limits: SandboxLimits;
@@ -290,6 +306,7 @@ async function runCommandTool(
     signal,
   };
   let result: Awaited<ReturnType<typeof runProcess>>;
+  const startedAt = performance.now();
   // RLIMIT_FSIZE bounds each file; many files written at once are caught by measuring while it runs.
   const overQuota = new AbortController();
   const watch = setInterval(() => {
@@ -301,6 +318,8 @@ async function runCommandTool(
   if (sandboxed) {
     const cgroup = await options.cgroups.create(options.limits);
     try {
+      const fileSizeBytes = await options.disk.remaining();
+      const usage = await options.disk.usage();
       const spec = launchSpec({
         bwrapCommand: options.bwrapCommand,
         setprivCommand: options.setprivCommand,
@@ -310,9 +329,21 @@ async function runCommandTool(
         user: options.user,
         limits: options.limits,
         procsFiles: cgroup?.procsFiles ?? [],
-        fileSizeBytes: await options.disk.remaining(),
+        fileSizeBytes,
+        quotaWatch: {
+          limitBytes: options.disk.limitBytes,
+          limitFiles: options.disk.limitFiles,
+          usedBytes: usage.bytes,
+          usedFiles: usage.files,
+          intervalMs: LAUNCHER_QUOTA_POLL_MS,
+        },
         memoryRlimit: cgroup === null,
         outputCapBytes: options.outputCapBytes,
+        parentDeathSignal: options.parentDeathSignal,
+        wallClock:
+          options.timeoutCommand === null
+            ? null
+            : { timeoutCommand: options.timeoutCommand, limitMs: options.timeoutMs + WALL_CLOCK_GRACE_MS },
       });
       // The launcher starts with an empty environment; the sandbox's variables go through fd 3.
       result = await runProcess({
@@ -338,10 +369,19 @@ async function runCommandTool(
   if (result.droppedBytes > 0) content += truncationMarker(result.droppedBytes);
   const quota = await options.disk.remeasure();
   if (quota !== null) content += `\n${quota}`;
-  if (result.aborted && overQuota.signal.aborted)
+  // Killed by the launcher's own quota check: the server's came late (its event loop was held).
+  const quotaKilled =
+    sandboxed && result.signal === "SIGKILL" && quota !== null && !result.timedOut && !result.aborted;
+  if ((result.aborted && overQuota.signal.aborted) || quotaKilled)
     return fail(`${content}\n[command killed: it filled the disk quota]`);
   if (result.aborted) return fail(`${content}\n[command cancelled: the turn ended]`);
-  if (result.timedOut)
+  // Killed by the launcher's wall clock: the server's own timer came late (its event loop was held).
+  const clockKilled =
+    sandboxed &&
+    options.timeoutCommand !== null &&
+    result.exitCode === KILLED_STATUS &&
+    performance.now() - startedAt >= options.timeoutMs;
+  if (result.timedOut || clockKilled)
     return fail(`${content}\n[command timed out after ${options.timeoutMs} ms and was killed]`);
   if (result.signal !== null) return fail(`${content}\n[command killed by ${result.signal}]`);
   if (result.exitCode !== 0) return fail(`${content}\n[exit code ${result.exitCode}]`);

@@ -40,11 +40,21 @@ export const errorCatalogue = {
     type: "invalid_request_error",
     message: "The request head is larger than 16 KiB",
   },
+  /** A cap on pending work of one key or one conversation (see http/admission.ts, service/locks.ts). */
+  AGENT_API_TOO_MANY_REQUESTS: { status: 429, type: "rate_limit_error" },
   AGENT_API_NOT_IMPLEMENTED: { status: 501, type: "invalid_request_error" },
   /** A refusal of the HTTP framework (Fastify, the router, Node's parser) that has no code of its own. */
   AGENT_API_REQUEST_REFUSED: { status: 400, type: "invalid_request_error" },
   AGENT_API_FLOW_STEP_FAILED: { status: 502, type: "api_error" },
+  /**
+   * A repository agent's writable turn whose changes the server would not commit, push or check out (a nested
+   * `.git`, more than the disk quota once checked out). Only ever the stream's `error` event: the stream is
+   * open by then, so the status is never sent.
+   */
+  AGENT_API_REPO_REFUSED: { status: 409, type: "api_error" },
   AGENT_API_INTERNAL: { status: 500, type: "api_error", message: "Internal server error" },
+  /** A cap on pending work of the whole server instance: every caller is refused alike, so it is a 503. */
+  AGENT_API_OVERLOADED: { status: 503, type: "overloaded_error" },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof errorCatalogue;
@@ -53,6 +63,8 @@ export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly type: ErrorType;
+  /** Seconds for the `Retry-After` header of a refusal that passes with time (429, 503). */
+  retryAfterSeconds?: number;
 
   /** `status` overrides the catalogue's only for AGENT_API_REQUEST_REFUSED (the framework's own 4xx). */
   constructor(code: ErrorCode, message?: string, status?: number) {
@@ -73,4 +85,14 @@ export const notFound = (message: string) => new ApiError("AGENT_API_NOT_FOUND",
 export const conversationNotFound = () => new ApiError("AGENT_API_CONVERSATION_NOT_FOUND");
 export const conflict = (message: string) => new ApiError("AGENT_API_CONFLICT", message);
 export const notImplemented = (message: string) => new ApiError("AGENT_API_NOT_IMPLEMENTED", message);
+/** Over a cap on pending work: a fast refusal the caller may retry after `retryAfterSeconds`. */
+export function overCap(scope: "server" | "key" | "conversation", message: string, retryAfterSeconds = 1) {
+  const error = new ApiError(
+    scope === "server" ? "AGENT_API_OVERLOADED" : "AGENT_API_TOO_MANY_REQUESTS",
+    message,
+  );
+  error.retryAfterSeconds = retryAfterSeconds;
+  return error;
+}
 export const flowStepFailed = (message: string) => new ApiError("AGENT_API_FLOW_STEP_FAILED", message);
+export const repoRefused = (message: string) => new ApiError("AGENT_API_REPO_REFUSED", message);

@@ -66,6 +66,7 @@ export class FlowService {
       memberId: flow.runAsMemberId,
       memberName: member?.name ?? flow.runAsMemberId,
       role: "Operator" as const,
+      admissionKey: `flow:${flow.id}`,
     };
     const runId = `run_${randomUUID()}`;
     const steps: FlowStepResult[] = [];

@@ -26,6 +26,8 @@ export interface ServiceLive {
   runningTurns: number;
   turnTimers: number;
   conversationLocks: number;
+  /** Turns waiting behind another turn of their conversation. */
+  waitingTurns: number;
   pendingRecordings: number;
 }
 
@@ -39,8 +41,11 @@ export async function createService(
     : new SessionRecorder(deps.store, deps.options.sessionDelayMs);
   // Instances sharing the store share the lock through it; one process keeps it in memory.
   const locks = deps.store.turnLeases
-    ? new LeasedLocks(deps.store.turnLeases, { leaseMs: deps.options.turnLeaseMs ?? DEFAULT_TURN_LEASE_MS })
-    : new KeyedMutex();
+    ? new LeasedLocks(deps.store.turnLeases, {
+        leaseMs: deps.options.turnLeaseMs ?? DEFAULT_TURN_LEASE_MS,
+        waitingTurns: deps.options.waitingTurns,
+      })
+    : new KeyedMutex(deps.options.waitingTurns);
   const turns = new TurnService(deps, sessions, locks);
   await turns.recoverInterruptedTurns();
   // A delete on another instance ends the turn running here (and one here, there).
@@ -63,6 +68,7 @@ export async function createService(
         runningTurns: turnsLive.running,
         turnTimers: turnsLive.turnTimers,
         conversationLocks: locks.size,
+        waitingTurns: locks.waiting,
         pendingRecordings: sessions.pending,
       };
     },

@@ -4,7 +4,9 @@
  * rest of such a turn, and nothing could observe them. The first tool call prepares it, so from the agent's
  * side the files, repository and secrets are live for the whole turn all the same.
  */
+import { RepoRefusedError } from "../sandbox/index.ts";
 import type { FinishReport, ToolRunner, TurnSandbox } from "../sandbox/types.ts";
+import { repoRefused } from "./errors.ts";
 
 export class LazySandbox {
   readonly #acquire: () => Promise<TurnSandbox>;
@@ -28,9 +30,16 @@ export class LazySandbox {
     run: async (name, input, signal) => (await this.ready()).tools.run(name, input, signal ?? this.#signal),
   };
 
-  /** Ends the turn in the sandbox (commit/push, publish outputs); null when it was never prepared. */
+  /**
+   * Ends the turn in the sandbox (commit/push, publish outputs); null when it was never prepared. Changes the
+   * server would not commit or push end the turn with AGENT_API_REPO_REFUSED and the sandbox's reason.
+   */
   async finish(outcome: "completed" | "failed" = "completed"): Promise<FinishReport | null> {
     if (!this.#sandbox) return null;
-    return (await this.#sandbox).finish(outcome);
+    try {
+      return await (await this.#sandbox).finish(outcome);
+    } catch (error) {
+      throw error instanceof RepoRefusedError ? repoRefused(error.message) : error;
+    }
   }
 }

@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { TurnLeases } from "../store/types.ts";
-import { KeyedMutex } from "./locks.ts";
+import { KeyedMutex, type WaitingTurnLimits } from "./locks.ts";
 
 /** Ends a hold; `fence` is the store's fencing token where the lock is a lease. */
 export type Release = (() => void) & { readonly fence?: number };
@@ -17,8 +17,13 @@ export type Release = (() => void) & { readonly fence?: number };
 export interface ConversationLocks {
   /** Conversations with a holder or a waiter here (0 when no turn runs). */
   readonly size: number;
-  /** Resolves once the caller holds the conversation's lock. */
-  acquire(key: string): Promise<Release>;
+  /** Acquirers waiting behind a holder here (0 when no turn waits). */
+  readonly waiting: number;
+  /**
+   * Resolves once the caller holds the conversation's lock; `owner` (a turn's API key) counts against the
+   * waiting-turn caps (KeyedMutex), which throw a 429 or 503 ApiError at once.
+   */
+  acquire(key: string, owner?: string): Promise<Release>;
   /** Takes the lock only if nobody holds it (anywhere); undefined otherwise. */
   tryAcquire?(key: string): Promise<Release | undefined>;
 }
@@ -28,10 +33,12 @@ export interface LeasedLocksOptions {
   leaseMs: number;
   /** Pause between two asks for a lease held elsewhere (default a tenth of the lease, at most 100 ms). */
   pollMs?: number;
+  /** Caps on turns waiting here (the in-process queue; KeyedMutex). */
+  waitingTurns?: Partial<WaitingTurnLimits>;
 }
 
 export class LeasedLocks implements ConversationLocks {
-  readonly #local = new KeyedMutex();
+  readonly #local: KeyedMutex;
   readonly #leases: TurnLeases;
   readonly #leaseMs: number;
   readonly #pollMs: number;
@@ -40,6 +47,7 @@ export class LeasedLocks implements ConversationLocks {
 
   constructor(leases: TurnLeases, options: LeasedLocksOptions) {
     this.#leases = leases;
+    this.#local = new KeyedMutex(options.waitingTurns);
     this.#leaseMs = Math.max(50, options.leaseMs);
     this.#pollMs = options.pollMs ?? Math.min(100, this.#leaseMs / 10);
   }
@@ -48,8 +56,12 @@ export class LeasedLocks implements ConversationLocks {
     return this.#local.size;
   }
 
-  async acquire(key: string): Promise<Release> {
-    const local = await this.#local.acquire(key);
+  get waiting(): number {
+    return this.#local.waiting;
+  }
+
+  async acquire(key: string, owner?: string): Promise<Release> {
+    const local = await this.#local.acquire(key, owner);
     try {
       for (;;) {
         const token = await this.#leases.tryAcquire(key, this.#holder, this.#leaseMs);

@@ -39,7 +39,11 @@ export function usageFor(usage: TurnUsage, price: ModelPrice = DEFAULT_PRICE): U
   return { ...usage, total_cost_usd: Math.round(cost * 1e8) / 1e8 };
 }
 
-export function messageStart(id: string, model: string, inputTokens: number): StreamEvent {
+/**
+ * The turn's first event. `usage`: the input usage of the turn's first model call, when the upstream reported
+ * it before the turn had anything else to send (clients such as LangChain read input usage only here).
+ */
+export function messageStart(id: string, model: string, usage?: TurnUsage): StreamEvent {
   return {
     type: "message_start",
     message: {
@@ -51,7 +55,16 @@ export function messageStart(id: string, model: string, inputTokens: number): St
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: { input_tokens: inputTokens, output_tokens: 0 },
+      usage: {
+        input_tokens: usage?.input_tokens ?? 0,
+        output_tokens: 0,
+        ...(usage
+          ? {
+              cache_read_input_tokens: usage.cache_read_input_tokens,
+              cache_creation_input_tokens: usage.cache_creation_input_tokens,
+            }
+          : {}),
+      },
     },
   };
 }
@@ -124,10 +137,13 @@ export function blockEvents(event: AgentEvent, index: number, streamToolCalls: b
     case "compaction":
       // A compaction is not a block of the answer: it shows in the transcript and last-compaction only.
       return [];
+    case "input_usage":
+      // Carried by message_start, not a block.
+      return [];
   }
 }
 
 /** Whether an agent event is output of the turn (a turn with none clears a resumed session). */
 export function isOutput(event: AgentEvent): boolean {
-  return event.kind !== "compaction";
+  return event.kind !== "compaction" && event.kind !== "input_usage";
 }

@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
-import type { AgentEvent, TurnOutcome } from "../engine/types.ts";
+import type { AgentEvent, TurnOutcome, TurnUsage } from "../engine/types.ts";
 import { newConversation } from "../store/new-conversation.ts";
 import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
@@ -21,7 +21,6 @@ import {
   blockEvents,
   errorEvent,
   isOutput,
-  KEEP_ALIVE,
   messageEnd,
   messageStart,
   type TurnStreamItem,
@@ -169,7 +168,7 @@ export class TurnService {
     if (metadata.conversation_id !== undefined)
       checkConversationId(conversationId, "metadata.conversation_id");
 
-    const release = await this.#locks.acquire(conversationId);
+    const release = await this.#locks.acquire(conversationId, caller.admissionKey ?? "");
     try {
       // A turn acknowledged by an instance that died during it: recorded before this one begins.
       if (this.#locks.tryAcquire) await this.#recordInterrupted(conversationId, release.fence);
@@ -289,9 +288,14 @@ export class TurnService {
     let outcome: TurnOutcome | undefined;
     let failure: string | undefined;
     let pushedCommit: string | null = null;
+    // message_start waits for the upstream's first message_start, so it carries the input usage (only
+    // keep-alive comments go before it); message_delta carries the turn's sums. Without it, it goes first.
+    let started = false;
+    const start = (usage?: TurnUsage) => {
+      started = true;
+      return messageStart(`msg_${randomUUID().replaceAll("-", "")}`, plan.model, usage);
+    };
     try {
-      // Usage is the upstream's, known only once it answered: message_delta carries the turn's sums.
-      yield messageStart(`msg_${randomUUID().replaceAll("-", "")}`, plan.model, 0);
       // Attachments are written before the turn starts: the agent is told which files arrived.
       const hasAttachments = Array.isArray(metadata.attachments) && metadata.attachments.length > 0;
       const attachments = hasAttachments ? (await sandbox.ready()).attachments : [];
@@ -312,18 +316,18 @@ export class TurnService {
         signal,
       });
       let index = 0;
+      // Quiet stretches (the upstream working, a tool running) are covered by the SSE writer's keep-alives.
       for (;;) {
-        const next = run.next();
-        let step = await withinMs(next, options.keepAliveMs);
-        // While the upstream works, a comment line now and then keeps idle-timing proxies from cutting us.
-        while (step === TICK) {
-          yield KEEP_ALIVE;
-          step = await withinMs(next, options.keepAliveMs);
-        }
+        const step = await run.next();
         if (step.done) {
           outcome = step.value;
           break;
         }
+        if (step.value.kind === "input_usage") {
+          if (!started) yield start(step.value.usage);
+          continue;
+        }
+        if (!started) yield start();
         agentEvents.push(step.value);
         const events = blockEvents(step.value, index, streamToolCalls);
         if (events.length > 0) index++;
@@ -350,6 +354,7 @@ export class TurnService {
       if (this.#running.get(record.id) === interrupt) this.#running.delete(record.id);
       plan.release();
     }
+    if (!started) yield start();
     if (failure !== undefined || outcome === undefined) {
       yield errorEvent(failure ?? "The turn ended without an outcome");
       return;
@@ -528,15 +533,4 @@ class TurnSignal {
     this.#client.removeEventListener("abort", this.#onAbort);
     this.#interrupt.removeEventListener("abort", this.#onAbort);
   }
-}
-
-const TICK = Symbol("tick");
-
-/** The promise's value, or TICK when it has not settled within `ms` (the promise is left running). */
-function withinMs<T>(promise: Promise<T>, ms: number): Promise<T | typeof TICK> {
-  let timer: NodeJS.Timeout | undefined;
-  const tick = new Promise<typeof TICK>((resolve) => {
-    timer = setTimeout(() => resolve(TICK), ms);
-  });
-  return Promise.race([promise, tick]).finally(() => clearTimeout(timer));
 }

@@ -6,12 +6,15 @@ import type { AgentConfig, Role, ServerConfig } from "../config/types.ts";
 import type { AgentEngine } from "../engine/types.ts";
 import type { SandboxManager } from "../sandbox/types.ts";
 import type { Store } from "../store/types.ts";
+import type { WaitingTurnLimits } from "./locks.ts";
 
 export interface Caller {
   workspaceId: string;
   memberId: string;
   memberName: string;
   role: Role;
+  /** Whom the caps on pending work count this caller against (an API key, a flow); unset: one shared owner. */
+  admissionKey?: string;
 }
 
 export interface ServiceOptions {
@@ -21,12 +24,12 @@ export interface ServiceOptions {
   routingPrefix: string;
   /** Session history size (tokens, as the upstream measured it) above which the engine compacts. */
   compactionBudgetTokens: number;
-  /** Interval of the SSE comment lines sent while the upstream works. */
-  keepAliveMs: number;
   /** Wall-clock bound of one turn; past it the turn ends with an `error` event. */
   turnTimeoutMs: number;
   /** The turn lock's lease where instances share the store (default DEFAULT_TURN_LEASE_MS). */
   turnLeaseMs?: number;
+  /** Caps on turns waiting for a conversation's lock (service/locks.ts); unset fields keep their defaults. */
+  waitingTurns?: Partial<WaitingTurnLimits>;
 }
 
 export interface ServiceDeps {

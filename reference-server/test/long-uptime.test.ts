@@ -94,7 +94,10 @@ describe("after a burst of turns", () => {
       runningTurns: 0,
       turnTimers: 0,
       conversationLocks: 0,
+      waitingTurns: 0,
       pendingRecordings: 0,
+      requestsInFlight: 0,
+      bodyBytesHeld: 0,
     });
     expect(timeout).not.toHaveBeenCalled();
     expect(any).not.toHaveBeenCalled();
@@ -116,7 +119,10 @@ describe("after a burst of turns", () => {
         runningTurns: 0,
         turnTimers: 0,
         conversationLocks: 0,
+        waitingTurns: 0,
         pendingRecordings: 0,
+        requestsInFlight: 0,
+        bodyBytesHeld: 0,
       });
     } finally {
       await short.close();

@@ -2,7 +2,7 @@
  * `agent-api serve` as users run it: the real command in a child process, with a YAML --config of its own
  * (not the demo), and the pino request log it prints: one JSON line per request, never a key or a prompt.
  */
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -40,6 +40,8 @@ let server: ServeCommand;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "serve-command-"));
+  // Tool users pass through to the data directory below (the tool time-out test runs a command).
+  await chmod(dir, 0o711);
   await writeFile(join(dir, "server.yaml"), CONFIG);
   server = await serve([
     "--config",
@@ -50,6 +52,9 @@ beforeAll(async () => {
     "0",
     "--session-delay-ms",
     "100",
+    "--tool-timeout-seconds",
+    "1",
+    "--unsafe-no-isolation",
   ]);
 }, 30_000);
 
@@ -86,6 +91,21 @@ describe("agent-api serve --config", () => {
       headers: { "x-api-key": ADMIN_KEY },
     });
     expect(demo.status).toBe(404);
+  });
+
+  it("--tool-timeout-seconds bounds a tool command: a 5 s sleep is ended after 1 s", async () => {
+    const started = performance.now();
+    const turn = await send(
+      ADMIN_KEY,
+      "Use your tools to run the shell command: sleep 5; echo finished-late",
+    );
+    const text = await turn.text();
+    expect(turn.status).toBe(200);
+    expect(text).toContain("message_stop");
+    expect(text).not.toContain("finished-late");
+    expect(text).toContain("command timed out after 1000 ms");
+    // The default limit (30 s) would have let the command finish after 5 s.
+    expect(performance.now() - started).toBeLessThan(4_500);
   });
 
   it("logs one JSON line per request, with the key's label and never a key or a prompt", async () => {

@@ -7,8 +7,9 @@
  */
 import { readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
+import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KEYS, type RawResponse, raw, runTurn, startTestServer, type TestServer } from "./helpers.ts";
+import { KEYS, type RawResponse, raw, runTurn, sleep, startTestServer, type TestServer } from "./helpers.ts";
 
 type Json = Record<string, unknown>;
 
@@ -57,6 +58,8 @@ function referenceExamples(): Example[] {
 }
 
 let t: TestServer;
+/** A server with tiny caps on pending work, for the 429 and 503 bodies. */
+let capped: TestServer;
 const conv = (id: string, rest = "") =>
   `/api/agents/demo-agent/conversations/${encodeURIComponent(id)}${rest}`;
 const hi = { messages: [{ role: "user", content: "hi" }] };
@@ -75,10 +78,71 @@ beforeAll(async () => {
   await runTurn(t.client(), "the child", { conversation_id: CHILD });
   bobsShared = (await runTurn(t.client(KEYS.member), "bob shares")).conversationId;
   await t.client(KEYS.member).setSharing(bobsShared, true);
+  capped = await startTestServer({
+    unsafeNoIsolation: true,
+    sandboxUser: "server",
+    limits: { requestsPerKey: 2, requestsPerServer: 3, waitingTurnsPerConversation: 1 },
+  });
 });
 afterAll(async () => {
   await t?.close();
+  await capped?.close();
 });
+
+/** Requests of `keys` left in flight on `capped` (each head sent, its body never), until `end` is called. */
+async function inFlight(keys: string[]): Promise<{ end(): Promise<void> }> {
+  const { port } = new URL(capped.url);
+  const sockets: Socket[] = keys.map((key) => {
+    const socket = connect(Number(port), "127.0.0.1");
+    socket.on("error", () => undefined);
+    socket.write(
+      `POST ${key === KEYS.flow ? "/apps/demo-flow" : "/api/agents/demo-agent/v1/messages"} HTTP/1.1\r\n` +
+        `Host: x\r\nX-Api-Key: ${key}\r\n` +
+        "Content-Type: application/json\r\nContent-Length: 10\r\n\r\n",
+    );
+    return socket;
+  });
+  for (let i = 0; i < 200 && capped.server.live().requestsInFlight < keys.length; i++) await sleep(10);
+  return {
+    end: async () => {
+      for (const socket of sockets) socket.destroy();
+      for (let i = 0; i < 200 && capped.server.live().requestsInFlight > 0; i++) await sleep(10);
+    },
+  };
+}
+
+/** The operation's request on the capped server while `keys` hold requests in flight. */
+async function whileInFlight(ex: Example, keys: string[]): Promise<RawResponse> {
+  // The flow's own key is the caller of the flow operation; the others take alice's.
+  const key = ex.operationId === "invokeFlow" ? KEYS.flow : KEYS.admin;
+  const held = await inFlight(keys.map((k) => (k === KEYS.admin ? key : k)));
+  try {
+    const op = OPERATIONS[ex.operationId];
+    return await raw(capped.url, op.method, op.path, { key, body: op.body });
+  } finally {
+    await held.end();
+  }
+}
+
+/** A turn waiting behind a running one on the capped server, then one more on that conversation. */
+async function pastConversationQueue(ex: Example): Promise<RawResponse> {
+  const op = OPERATIONS[ex.operationId];
+  const running = await fetch(`${capped.url}/api/agents/demo-agent/v1/messages`, {
+    method: "POST",
+    headers: { "x-api-key": KEYS.admin, "content-type": "application/json" },
+    body: JSON.stringify({
+      messages: [{ role: "user", content: "Use your tools to run the shell command: sleep 1" }],
+    }),
+  });
+  const id = running.headers.get("x-conversation-id") ?? "";
+  const onIt = { ...(op.body as Json), metadata: { conversation_id: id } };
+  // bob's turn waits for the lock (and is then refused: alice's conversation is private to her).
+  const waiting = raw(capped.url, op.method, op.path, { key: KEYS.member, body: onIt });
+  for (let i = 0; i < 200 && capped.server.live().waitingTurns < 1; i++) await sleep(10);
+  const refused = await raw(capped.url, op.method, op.path, { key: KEYS.admin, body: onIt });
+  await Promise.all([running.text(), waiting]);
+  return refused;
+}
 
 /** A body over the limit, announced by Content-Length: the answer needs only the head. */
 function oversized(path: string): Promise<RawResponse> {
@@ -146,6 +210,9 @@ const RECIPES: Record<string, (ex: Example) => Promise<RawResponse>> = {
   "404 conversationNotFound": () => raw(t.url, "GET", conv("conv-missing"), { key: KEYS.admin }),
   "404 agentNotFound": () => raw(t.url, "GET", "/api/agents/acme-support-bot/v1/models", { key: KEYS.admin }),
   "413 tooLarge": (ex) => oversized(OPERATIONS[ex.operationId].path),
+  "429 keyRequests": (ex) => whileInFlight(ex, [KEYS.admin, KEYS.admin]),
+  "429 conversationQueue": pastConversationQueue,
+  "503 serverBusy": (ex) => whileInFlight(ex, [KEYS.admin, KEYS.admin, KEYS.member]),
   "501 asyncDelivery": (ex) =>
     raw(t.url, "POST", OPERATIONS[ex.operationId].path, {
       key: KEYS.admin,

@@ -81,6 +81,7 @@ describe("Vercel AI SDK (ai + @ai-sdk/anthropic)", () => {
     expect(streamed).toBe("demo-large");
     expect((await result.reasoningText)?.length ?? 0).toBeGreaterThan(0);
     expect((await result.usage).outputTokens ?? 0).toBeGreaterThan(0);
+    expect((await result.usage).inputTokens ?? 0).toBeGreaterThan(0);
     expect(await result.finishReason).toBe("stop");
   });
 
@@ -149,12 +150,16 @@ describe("LangChain (@langchain/anthropic)", () => {
         : {}),
     });
 
-  it("streams text and thinking", async () => {
+  it("streams text and thinking, with real input and output usage", async () => {
     let text = "";
     let thinking = "";
+    const usage = { input: 0, output: 0 };
     for await (const chunk of await chat().stream(
       `${THINK} Which model are you running as? Reply with just the model id.`,
     )) {
+      // LangChain reads input usage from message_start only, output usage from message_delta.
+      usage.input += chunk.usage_metadata?.input_tokens ?? 0;
+      usage.output += chunk.usage_metadata?.output_tokens ?? 0;
       if (typeof chunk.content === "string") text += chunk.content;
       else
         for (const block of chunk.content as Array<{ type: string; text?: string; thinking?: string }>) {
@@ -164,6 +169,8 @@ describe("LangChain (@langchain/anthropic)", () => {
     }
     expect(text).toBe("demo-large");
     expect(thinking.length).toBeGreaterThan(0);
+    expect(usage.input).toBeGreaterThan(0);
+    expect(usage.output).toBeGreaterThan(0);
   });
 
   it("sends a system prompt the agent appends to its instructions", async () => {

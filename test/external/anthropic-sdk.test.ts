@@ -89,6 +89,8 @@ describe("@anthropic-ai/sdk against {base_url}/api/agents/{agent}", () => {
     const [start, thinkingStart, thinkingDelta, signatureDelta, , textStart, textDelta, , messageDelta] =
       events;
     expect(start.type === "message_start" && start.message.model).toBe("demo-large");
+    // The input usage is known when message_start is sent: clients that read it only there report it.
+    expect(start.type === "message_start" ? start.message.usage.input_tokens : 0).toBeGreaterThan(0);
     expect(thinkingStart).toMatchObject({ index: 0, content_block: { type: "thinking", thinking: "" } });
     expect(thinkingDelta).toMatchObject({ index: 0, delta: { type: "thinking_delta" } });
     expect(signatureDelta).toMatchObject({ index: 0, delta: { type: "signature_delta" } });

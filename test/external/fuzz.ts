@@ -382,6 +382,49 @@ const hugeString: Arb<string> = fc
   )
   .map(([size, unit, tail]) => unit.repeat(Math.ceil(size / Math.max(1, unit.length))).slice(0, size) + tail);
 
+/**
+ * Characters whose long runs made backtracking patterns quadratic: a run of one class, then a character that
+ * makes the match fail at the end (spaces then a letter; `!` then a letter; unclosed quotes repeated).
+ */
+const RUN_UNITS = [
+  " ",
+  ".",
+  ". ",
+  "\t",
+  "!",
+  ")",
+  "/",
+  "-",
+  "a",
+  "“",
+  "‘",
+  ":",
+  ",",
+  "\n",
+  "%",
+  "=",
+  "read the file named “",
+];
+const RUN_TAILS = ["", "x", "\u0001", "”", "/"];
+
+/** A long run of one unit with a tail that ends it, sized for where it goes (a body field or a head). */
+function runString(sizes: number[], units = RUN_UNITS, tails = RUN_TAILS): Arb<string> {
+  return fc
+    .tuple(fc.constantFrom(...sizes), fc.constantFrom(...units), fc.constantFrom(...tails))
+    .map(([size, unit, tail]) => `a${unit.repeat(Math.ceil(size / unit.length))}${tail}`);
+}
+
+/** Runs in a body field: the 100,000 characters that held the event loop for seconds, and ten times that. */
+const bodyRun = runString([100_000, 1_000_000]);
+/** Runs in the request head (path segments, query values), which is capped at 16 KiB. */
+const headRun = runString([2_000, 12_000]);
+/** Runs in header values: only what a header may carry (an HTTP client refuses the rest before sending). */
+const headerRun = runString(
+  [2_000, 12_000],
+  [" ", ".", "\t", "!", ")", "/", "-", "a", ":", ",", ";", "="],
+  ["", "x", "/"],
+);
+
 /** Strings for free-text fields: mostly short and cheap, sometimes nasty, rarely huge. */
 const fuzzString: Arb<string> = fc.oneof(
   { arbitrary: plainWord, weight: 5 },
@@ -390,6 +433,7 @@ const fuzzString: Arb<string> = fc.oneof(
   { arbitrary: fc.constant(""), weight: 1 },
   { arbitrary: fc.string({ minLength: 300, maxLength: 3000 }), weight: 1 },
   { arbitrary: hugeString, weight: 1 },
+  { arbitrary: bodyRun, weight: 1 },
 );
 
 const BOUNDARY_NUMBERS = [0, 1, 200, 201, -1, 2 ** 53, 2 ** 53 + 2, -(2 ** 53), 1e308, 0.5, -0, 49, 50, 51];
@@ -795,6 +839,15 @@ const CONTENT_TYPES: (string | null)[] = [
 const contentTypeArb: Arb<string | null> = fc.oneof(
   { arbitrary: fc.constant<string | null>("application/json"), weight: 12 },
   fc.constantFrom(...CONTENT_TYPES),
+  // Long runs where a media-type parser looks: the type, the subtype, the parameters.
+  headerRun.chain((run) =>
+    fc.constantFrom(
+      `application/json;${run}`,
+      `${run}/json`,
+      `application/${run}`,
+      `application/json; a=${run}`,
+    ),
+  ),
 );
 
 /**
@@ -854,6 +907,14 @@ function keyArb(op: Operation, options: FuzzOptions): Arb<KeyChoice> {
     { arbitrary: fc.constant({ owner: "nobody", headers: {} }), weight: 4 },
     { arbitrary: garbage, weight: 4 },
     { arbitrary: fc.constant({ owner: "nobody", headers: { [headerName]: "x".repeat(10_000) } }), weight: 1 },
+    { arbitrary: headerRun.map((key) => ({ owner: "nobody", headers: { [headerName]: key } })), weight: 1 },
+    {
+      arbitrary: headerRun.map((run) => ({
+        owner: "nobody",
+        headers: { authorization: `Bearer ${run}` },
+      })),
+      weight: 1,
+    },
   ];
   if (op.securityHeader?.scheme === "FlowApiKey") {
     if (k.flow)
@@ -930,6 +991,8 @@ function queryArb(op: Operation, ctx: GenContext): Arb<{ query: string }> {
         weight: 2,
       },
       { arbitrary: fc.oneof(plainWord, nastyString), weight: 2 },
+      // Kept under the head limit with the other parameters (a longer query is a 431 and tests nothing more).
+      { arbitrary: runString([1_000, 3_000]), weight: 1 },
       {
         arbitrary: fc.constantFrom(
           "2026-13-45T00:00:00Z",
@@ -1019,7 +1082,11 @@ function planArb(op: Operation, ctx: GenContext, options: FuzzOptions, setup: Se
           : { value: r.body.valid };
         body = encodeBody(value, r.body.encoding, r.body.cut, deep);
         contentType = r.body.contentType;
-        note = `${r.body.mutate?.kind ?? "valid"}|${r.body.encoding}|${r.body.contentType ?? "no content-type"}`;
+        // A content type holding a long run is named by its length (the tag and the note stay readable).
+        const type = r.body.contentType;
+        const typeNote =
+          type === null ? "no content-type" : type.length > 60 ? `long run (${type.length})` : type;
+        note = `${r.body.mutate?.kind ?? "valid"}|${r.body.encoding}|${typeNote}`;
       } else if (r.bodyOnBodyless !== null) {
         body = Buffer.from(r.bodyOnBodyless);
         contentType = "application/json";
@@ -1393,6 +1460,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       ),
       weight: 2,
     },
+    { arbitrary: headRun, weight: 1 },
   );
   const ctx: GenContext = {
     spec,
@@ -1401,6 +1469,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         { arbitrary: fc.constant(agents.main), weight: 10 },
         { arbitrary: fc.constantFrom(...agentNames), weight: 4 },
         { arbitrary: plainWord, weight: 1 },
+        { arbitrary: headRun, weight: 1 },
       ),
       "path:id": idArb,
       "path:app_id": fc.oneof(
@@ -1417,6 +1486,8 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
           "--",
           `${prefix}--../x`,
         ),
+        // Long runs around the routing prefix's separator.
+        bodyRun.chain((run) => fc.constantFrom(run, `${prefix}--${run}`, `${run}--${agents.main}`)),
       ),
       automation: fc.constantFrom("nightly-summary", "no-such-automation"),
       delivery: fc.constantFrom("sync", "sync", "sync", "async"),
@@ -1428,19 +1499,26 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         }),
       ),
       role: fc.constantFrom("user", "user", "assistant"),
-      name: fc.constantFrom(
-        "a.txt",
-        "../../etc/passwd",
-        "",
-        ".",
-        "..",
-        "a/b",
-        "a\u0000b",
-        "x".repeat(1000),
-        "😀.txt",
-        "CON",
-        ".uploads",
+      name: fc.oneof(
+        { arbitrary: bodyRun, weight: 1 },
+        {
+          arbitrary: fc.constantFrom(
+            "a.txt",
+            "../../etc/passwd",
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a\u0000b",
+            "x".repeat(1000),
+            "😀.txt",
+            "CON",
+            ".uploads",
+          ),
+          weight: 4,
+        },
       ),
+      mediaType: fc.oneof(fc.constantFrom("text/plain", "", "a/b"), bodyRun),
       dataBase64: fc.constantFrom(
         "aGVsbG8=",
         "",
@@ -1449,7 +1527,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         "=",
         "aGVsbG8",
       ),
-      input_vars: fc.record({ [options.flowInput ?? "topic"]: fuzzString }),
+      input_vars: fc.record({ [options.flowInput ?? "topic"]: fc.oneof(fuzzString, bodyRun) }),
     },
   };
 
@@ -1548,7 +1626,11 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
             stats.requests--;
             continue;
           }
-          if (headSize(plan.path, plan.headers) > 16_384 && /ECONNRESET|EPIPE|UND_ERR_SOCKET/.test(message)) {
+          const code = (error as { code?: string }).code ?? "";
+          if (
+            headSize(plan.path, plan.headers) > 16_384 &&
+            /ECONNRESET|EPIPE|UND_ERR_SOCKET|other side closed/.test(`${code} ${message}`)
+          ) {
             // The server refused an oversized request head (431) and closed the socket while the client
             // was still writing it: the refusal is correct, the client just could not read it.
             report.statusHistogram["closed:oversized-head"] =

@@ -44,10 +44,36 @@ const securityAnswer = (records: TapRecord[]) =>
       /#UNAUTHORIZED/.test(r.body ?? ""),
   );
 
+const BUFFERS =
+  "Prism's proxy holds an event stream, headers included, until the upstream ends it, then sends it whole";
+
+/** Prism answered the slow-tool turn (a 3 s sleep) with its headers only after that, and the body at once. */
+const heldStream = (records: TapRecord[]) =>
+  records.some(
+    (r) =>
+      r.contentType.startsWith("text/event-stream") &&
+      /sleep \d/.test(r.requestBody) &&
+      (r.headersMs ?? 0) >= 2_500 &&
+      (r.bodyMs ?? Number.POSITIVE_INFINITY) < 500,
+  );
+
 const COMMON_LIMITS: Record<string, PrismLimit> = {
   "ERR-501-ASYNC": {
     why: "Prism's proxy replaces an upstream 501 Not Implemented with a mocked 200 from the spec's examples",
     evidence: (_records, log) => /Upstream call to \S+\/v1\/messages has returned 501/.test(log),
+  },
+  ...Object.fromEntries(
+    ["SSE-STREAMED-INCREMENTAL", "SSE-HEADERS-BEFORE-END"].map((id) => [
+      id,
+      { why: BUFFERS, evidence: heldStream },
+    ]),
+  ),
+  "STATE-RACE-MEMORY-LOST": {
+    why: "Prism validates a request before it forwards it: on a loaded machine the follow-up reached the server after the 2 s recording delay, so the race the check provokes had closed (the agent rightly remembered)",
+    evidence: (records) =>
+      records.some(
+        (r) => /What code word did I ask you to remember/.test(r.requestBody) && (r.headersMs ?? 0) >= 2_000,
+      ),
   },
   "LIMIT-ATTACHMENT-SIZE": {
     why: "Prism refuses request bodies over 10 MB (413) before forwarding; the check sends ~16 MB of base64",

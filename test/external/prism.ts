@@ -112,6 +112,10 @@ export interface TapRecord {
   violations: PrismViolation[];
   /** The first 600 characters of the response body (not recorded for event streams). */
   body?: string;
+  /** From the request's arrival to Prism's response headers. */
+  headersMs?: number;
+  /** From Prism's response headers to the end of its body (event streams). */
+  bodyMs?: number;
 }
 
 export interface Tap {
@@ -133,6 +137,7 @@ export async function startTap(target: string): Promise<Tap> {
   const records: TapRecord[] = [];
   const server: Server = createServer((req, res) => {
     let requestBody = "";
+    const arrived = performance.now();
     req.on("data", (chunk: Buffer) => {
       if (requestBody.length < 300) requestBody += chunk.toString("utf8").slice(0, 300 - requestBody.length);
     });
@@ -162,8 +167,13 @@ export async function startTap(target: string): Promise<Tap> {
           status: up.statusCode ?? 0,
           contentType,
           violations,
+          headersMs: Math.round(performance.now() - arrived),
         };
         records.push(record);
+        const headersAt = performance.now();
+        up.on("end", () => {
+          record.bodyMs = Math.round(performance.now() - headersAt);
+        });
         if (!contentType.startsWith("text/event-stream")) {
           let body = "";
           up.on("data", (chunk: Buffer) => {

@@ -149,6 +149,27 @@ it("ships the bundled spec (exactly what the kit validates with), as YAML too, a
   expect(await readFile(html, "utf8")).toContain("<html");
 });
 
+it("ships the 3.1.1 and docs forms of the spec, each exactly generated/'s, as YAML too", async () => {
+  const names = ["openapi-3.1.json", "openapi-3.1.yaml", "openapi-docs.json", "openapi-docs.yaml"];
+  const script = `for (const f of ${JSON.stringify(names)}) console.log(import.meta.resolve("@agent-api/spec/" + f));`;
+  await writeFile(join(dir, "spec-forms.js"), script);
+  const { stdout } = await run(join(root, "node_modules", ".bin", "node"), ["spec-forms.js"], {
+    cwd: dir,
+    env,
+  });
+  const [json31, yaml31, jsonDocs, yamlDocs] = stdout
+    .trim()
+    .split("\n")
+    .map((url) => new URL(url));
+  expect(await readFile(json31, "utf8")).toBe(
+    await readFile(join(root, "generated", "openapi-3.1.json"), "utf8"),
+  );
+  expect(await readFile(jsonDocs, "utf8")).toBe(
+    await readFile(join(root, "generated", "openapi-docs.json"), "utf8"),
+  );
+  for (const yaml of [yaml31, yamlDocs]) expect(await readFile(yaml, "utf8")).toMatch(/^openapi: 3\.1\.1$/m);
+});
+
 /** The installed command itself: what `npx agent-api` runs, without npm's own start-up each time. */
 const agentApi = () => join(dir, "node_modules", ".bin", "agent-api");
 

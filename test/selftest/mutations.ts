@@ -1,6 +1,6 @@
 /**
- * The mutation catalogue of the suite's self-test, as data: each entry breaks exactly one rule of the seed
- * (`../../../shared/seed/agent-conversation-api.md`) when the fault proxy applies it in front of the
+ * The mutation catalogue of the suite's self-test, as data: each entry breaks exactly one rule of the API
+ * (as the spec, `spec/`, states it) when the fault proxy applies it in front of the
  * reference server, and names the checks of which at least one must then fail (`breaks`).
  *
  * Hooks (all optional; see proxy.ts for the order they run in):
@@ -26,11 +26,12 @@ import {
 } from "./proxy.ts";
 import { tableMutations } from "./table-mutations.ts";
 
-/** Which part of the seed a mutation breaks. */
+/** Which part of the API a mutation breaks. */
 export type Area =
   | "status"
   | "headers"
   | "sse"
+  | "delivery"
   | "shapes"
   | "state"
   | "send"
@@ -43,7 +44,7 @@ type Maybe<T> = T | undefined;
 export interface Mutation {
   name: string;
   area: Area;
-  /** The one rule broken, in the seed's words where possible. */
+  /** The one rule broken, in the API's words where possible. */
   description: string;
   /** Check ids of which at least one must fail when this mutation is applied. */
   breaks: string[];
@@ -57,6 +58,12 @@ export interface Mutation {
    * serves a request "as a key that works" learns that key from a turn some other check ran.
    */
   needs?: string[];
+  /**
+   * How the proxy delivers event streams: "buffered" sends the headers at once and the body when the turn has
+   * ended; "held" sends nothing until then (any body hook holds a stream the same way). Unset, and with no
+   * body hook, a stream goes through as it arrives.
+   */
+  stream?: "buffered" | "held";
   /** Set on rows generated from a table (table-mutations.ts) rather than written for a check. */
   table?: "field × route" | "rule × input";
   /** A table row `npm test` runs; the others run in `npm run mutation-score`. */
@@ -79,6 +86,8 @@ export const AREA_CHECKS: Record<Area, string[]> = {
   status: ["AUTH-*", "ERR-*", "CONVID-*"],
   headers: ["SEND-200-STREAM", "SSE-CONTENT-TYPE", "CONVID-*", "STATE-CREATED-PRIVATE", "MODELS-SHAPE"],
   sse: ["SSE-*", "SEND-TOOL-*"],
+  // What a proxy or gateway in front of the API does to a turn's delivery.
+  delivery: ["SSE-STREAMED-INCREMENTAL", "SSE-HEADERS-BEFORE-END", "SSE-CONTENT-TYPE"],
   shapes: ["MODELS-*", "LIST-*", "LIMIT-LIST-*", "GET-*", "TRANSCRIPT-*", "COMPACTION-*", "FORK-*"],
   state: ["STATE-*", "GUIDE-*", "SHARE-*"],
   send: ["SEND-*", "ROUTED-*", "LIMIT-MESSAGES-*", "FORK-MODEL-*"],
@@ -592,7 +601,7 @@ export const mutations: Mutation[] = [
   {
     name: "unknown-event-name",
     area: "sse",
-    description: "An event outside the seed's list (message_progress) appears in the stream",
+    description: "An event outside the API's list (message_progress) appears in the stream",
     breaks: ["SSE-UNKNOWN-EVENT"],
     onEvents(events) {
       const out = [...events];
@@ -1253,7 +1262,7 @@ export const mutations: Mutation[] = [
     name: "race-waits-for-session",
     area: "silent",
     description:
-      "A message sent before agent_session_id is recorded waits for it and resumes with memory (the seed: no memory)",
+      "A message sent before agent_session_id is recorded waits for it and resumes with memory (the API: no memory)",
     breaks: ["STATE-RACE-MEMORY-LOST"],
     async onRequest(call, tools) {
       const id = call.conversationId;
@@ -1484,6 +1493,22 @@ export const mutations: Mutation[] = [
     },
   },
   ...tableMutations,
+  {
+    name: "stream-buffered",
+    area: "delivery",
+    description:
+      "The result is streamed back: a proxy that sends the headers at once but holds the body until the turn ends",
+    breaks: ["SSE-STREAMED-INCREMENTAL"],
+    stream: "buffered",
+  },
+  {
+    name: "stream-held-until-end",
+    area: "delivery",
+    description:
+      'A failure "arrives as an error event on a response already sent as 200": a proxy that sends nothing, headers included, until the turn ends',
+    breaks: ["SSE-HEADERS-BEFORE-END"],
+    stream: "held",
+  },
 ];
 
 const byName = new Map(mutations.map((m) => [m.name, m]));

@@ -1,8 +1,9 @@
 /**
  * A fault-injecting HTTP proxy for the suite's self-test: it sits in front of a deployment (the reference
  * server) and breaks exactly one rule of the API, chosen by mutation name. With `mutation: null` it
- * forwards every request and response byte for byte (bodies are buffered whole, hop-by-hop headers are
- * dropped), so the suite must pass through it.
+ * forwards every request and response byte for byte (hop-by-hop headers dropped), so the suite must pass
+ * through it. Request bodies and JSON answers are read whole; an event stream is passed on chunk by chunk as
+ * it arrives (the suite judges arrival times), unless a mutation reads or rewrites it, which buffers it.
  *
  * A request goes: read whole → `onRequest` (may rewrite it, or answer itself) → forwarded upstream →
  * the ledger learns from the upstream answer → `onEvents` (200 event streams: parsed, mutated,
@@ -10,7 +11,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Agent, request } from "undici";
+import { Agent, type Dispatcher, request } from "undici";
 import { encodeSseFrame, splitSseFrames } from "../../client/sse.ts";
 import { type Mutation, mutationByName } from "./mutations.ts";
 
@@ -173,6 +174,11 @@ export function isEventStream(res: ProxyResponse): boolean {
   return res.status === 200 && (res.headers["content-type"] ?? "").startsWith("text/event-stream");
 }
 
+/** A 200 event stream not read yet: passed on as it arrives, or held by a buffering mutation. */
+interface OpenStream extends ProxyResponse {
+  stream: Dispatcher.ResponseData["body"];
+}
+
 /** The response body parsed as JSON, or undefined. */
 export function jsonOf(res: ProxyResponse): Json {
   try {
@@ -330,10 +336,32 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
     onClose: (task) => closeTasks.push(task),
   };
 
-  const handle = async (call: ProxyCall): Promise<ProxyResponse> => {
+  /** An event stream goes through as it arrives when no hook of the mutation needs it whole. */
+  const streamsThrough =
+    !mutation || (!mutation.onEvents && !mutation.onSseText && !mutation.onResponse && !mutation.stream);
+
+  /** Forwards `call`; a 200 event stream comes back unread, as `stream`, for the caller to pass on or hold. */
+  const forwardOpen = async (call: ProxyCall): Promise<ProxyResponse | OpenStream> => {
+    const res = await request(`${target}${call.path}`, {
+      method: call.method as "GET",
+      headers: call.headers,
+      body: call.body.length > 0 || call.method === "POST" ? call.body : undefined,
+      dispatcher: upstream,
+    });
+    const head = { status: res.statusCode, headers: forwardableHeaders(res.headers), body: Buffer.alloc(0) };
+    if (isEventStream(head) && (streamsThrough || mutation?.stream === "buffered")) {
+      return { ...head, stream: res.body };
+    }
+    return { ...head, body: Buffer.from(await res.body.arrayBuffer()) };
+  };
+
+  const handle = async (call: ProxyCall): Promise<ProxyResponse | OpenStream> => {
     const early = mutation?.onRequest ? await mutation.onRequest(call, tools) : undefined;
-    let res = early ?? (await forward(call));
-    if (!early) tools.ledger.observe(call, res);
+    const answer = early ?? (await forwardOpen(call));
+    // The ledger reads a stream's headers only (which conversation a send created).
+    if (!early) tools.ledger.observe(call, answer);
+    if ("stream" in answer) return answer;
+    let res = answer;
     if (mutation?.onEvents && isEventStream(res)) {
       const events = parseSse(res.body.toString("utf8"));
       const changed = mutation.onEvents(events, call, tools) ?? events;
@@ -361,6 +389,25 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
         const headers = { ...answer.headers };
         delete headers["content-length"];
         delete headers["transfer-encoding"];
+        if ("stream" in answer) {
+          res.writeHead(answer.status, headers);
+          if (mutation?.stream === "buffered") {
+            // A proxy that buffers: the headers at once, the body when the turn has ended.
+            res.flushHeaders();
+            res.end(Buffer.from(await answer.stream.arrayBuffer()));
+            return;
+          }
+          for await (const chunk of answer.stream) {
+            // A client that went away ends the pass-through (and, through it, the upstream request).
+            if (res.destroyed) {
+              answer.stream.destroy();
+              return;
+            }
+            res.write(chunk);
+          }
+          res.end();
+          return;
+        }
         res.writeHead(answer.status, { ...headers, "content-length": String(answer.body.length) });
         res.end(answer.body);
       } catch (error) {

@@ -45,3 +45,23 @@ export async function renderedText(html: string, fragment: string): Promise<stri
     server.close();
   }
 }
+
+/**
+ * Debian's Chromium driven by playwright-core (never Playwright's own browser download), with the flags this
+ * machine needs: no sandbox as root, no GPU, and no background networking, whose connections the closed
+ * network here refuses many at a time.
+ */
+export async function launchChromium(): Promise<import("playwright-core").Browser> {
+  if (!chromium) throw new Error("no chromium installed");
+  const { chromium: playwright } = await import("playwright-core");
+  return playwright.launch({
+    executablePath: chromium,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+    ],
+  });
+}

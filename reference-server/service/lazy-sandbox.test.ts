@@ -1,0 +1,28 @@
+/**
+ * The service's end of a repo agent's commit: a refusal of the sandbox (a nested .git, past the quota) reaches the
+ * turn as the catalogue's AGENT_API_REPO_REFUSED with the sandbox's reason. A real manager, repository and tools.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { repoAgent, seededBareRepo, TestBed, turnRequest } from "../sandbox/testing.ts";
+import { ApiError } from "./errors.ts";
+import { LazySandbox } from "./lazy-sandbox.ts";
+
+const bed = new TestBed();
+afterEach(() => bed.cleanup());
+
+describe("a turn's lazy sandbox", () => {
+  it("ends a writable turn whose changes the server refuses with AGENT_API_REPO_REFUSED and the reason", async () => {
+    const bare = await seededBareRepo(bed, "site", "# Site\n");
+    const manager = await bed.manager(await bed.dir("root"));
+    const sandbox = new LazySandbox(() =>
+      manager.acquire(turnRequest("refused", repoAgent(bare, "site"), { readOnly: false })),
+    );
+    await sandbox.tools.run("write_file", { path: "sub/.git", content: "gitdir: /elsewhere\n" });
+    const refusal = await sandbox.finish().catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(ApiError);
+    expect(refusal).toMatchObject({
+      code: "AGENT_API_REPO_REFUSED",
+      message: expect.stringContaining("not committed: sub/.git (file) is a .git entry in a sub-folder"),
+    });
+  });
+});
