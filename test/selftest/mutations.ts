@@ -1492,6 +1492,42 @@ export const mutations: Mutation[] = [
       });
     },
   },
+  {
+    name: "created-at-read-time",
+    area: "consistency",
+    description:
+      "The single fetch fills created_at with the time of the read, so it moves between two reads with nothing in between",
+    breaks: [
+      "CONSIST-ROUTES-AGREE",
+      "CONSIST-SHARED-MEMBER-VIEW",
+      "CONSIST-FORK-READBACK",
+      "CONSIST-ID-CHARACTERS",
+    ],
+    onResponse(call, res) {
+      return editJson(call, res, ["conversation"], (body) => {
+        if (body.conversation) body.conversation.created_at = new Date().toISOString();
+      });
+    },
+  },
+  {
+    name: "resumed-turn-clears-session",
+    area: "state",
+    description:
+      "A resumed turn that answered leaves agent_session_id null on the single fetch, as if it had produced no output",
+    breaks: ["FORK-AT-TURN-CUTS", "FORK-DEFAULT-ALL-TURNS"],
+    onRequest(call, tools) {
+      const id = call.conversationId;
+      if (id === undefined || newestUserText(call) === undefined) return;
+      tools.state.set(`turns:${id}`, Number(tools.state.get(`turns:${id}`) ?? 0) + 1);
+    },
+    onResponse(call, res, tools) {
+      if (call.route.kind !== "conversation" || Number(tools.state.get(`turns:${call.route.id}`) ?? 0) < 2)
+        return;
+      return editJson(call, res, ["conversation"], (body) => {
+        if (body.conversation) body.conversation.agent_session_id = null;
+      });
+    },
+  },
   ...tableMutations,
   {
     name: "stream-buffered",
