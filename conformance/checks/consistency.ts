@@ -358,13 +358,30 @@ export const consistencyChecks: CheckDef[] = [
       // A whole second strictly after the older conversation's last activity and before the newer one
       // starts, so the forms without milliseconds name the same instant.
       const boundary = Math.floor(olderEnd / 1000) * 1000 + 1000;
-      await sleep(Math.max(0, boundary - Date.now()) + 100);
-      const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
-      ensureTurnOk(newer, "newer conversation's turn");
-      const newerId = String(newer.conversationId ?? "");
-      const newerStart = millis(await fetched(ctx, newerId), "created_at");
-      if (newerStart <= boundary || millis(await fetched(ctx, older.id), "updated_at") >= boundary)
-        skip("the deployment's clock put the two conversations on one side of a whole second");
+      // The wait is timed by this machine's clock, the timestamps by the deployment's: when the first newer
+      // conversation still lands before the boundary (the deployment's clock runs behind), the gap it
+      // showed is waited out and one more is created, so a clock skew decides nothing.
+      let skew = 0;
+      let newerId = "";
+      let newerStart = 0;
+      for (let attempt = 1; ; attempt++) {
+        await sleep(Math.max(0, boundary + skew - Date.now()) + 100);
+        const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
+        ensureTurnOk(newer, "newer conversation's turn");
+        newerId = String(newer.conversationId ?? "");
+        newerStart = millis(await fetched(ctx, newerId), "created_at");
+        if (newerStart > boundary || attempt >= 2) break;
+        skew = Math.max(0, Date.now() - newerStart);
+      }
+      if (newerStart <= boundary)
+        skip(
+          `the deployment's created_at of a conversation started after ${new Date(boundary).toISOString()} by this machine's clock (twice, the second time past the skew the first showed) is ${new Date(newerStart).toISOString()}: its clock never showed a whole second between the two conversations`,
+        );
+      const olderNow = millis(await fetched(ctx, older.id), "updated_at");
+      if (olderNow >= boundary)
+        skip(
+          `the earlier conversation's updated_at moved to ${new Date(olderNow).toISOString()} with no turn on it after ${new Date(olderEnd).toISOString()}: the deployment counts something other than a turn as activity, so no since falls between the two`,
+        );
       const utc = new Date(boundary).toISOString();
       const plusTwo = new Date(boundary + 2 * 3_600_000).toISOString().replace("Z", "+02:00");
       const forms = [utc, utc.replace(".000Z", "Z"), utc.replace("Z", "+00:00"), plusTwo];
