@@ -1501,6 +1501,7 @@ export const mutations: Mutation[] = [
       "CONSIST-ROUTES-AGREE",
       "CONSIST-SHARED-MEMBER-VIEW",
       "CONSIST-FORK-READBACK",
+      "CONSIST-ROUTED-SEND",
       "CONSIST-ID-CHARACTERS",
     ],
     onResponse(call, res) {
