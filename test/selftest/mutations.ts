@@ -1447,6 +1447,33 @@ export const mutations: Mutation[] = [
     },
   },
   {
+    name: "failure-swallowed-as-end-turn",
+    area: "sse",
+    description:
+      "A turn that fails after its stream opened ends as if it had answered: its error event becomes message_delta (end_turn) and message_stop",
+    breaks: ["SSE-ERROR-EVENT"],
+    knownGap:
+      "a turn asked to fail that ends cleanly at message_stop looks, from outside, like a model that declined to fail (a real model does): the API gives no way to make a turn fail, nor a route that records a failure, so SSE-ERROR-EVENT skips",
+    onEvents(events) {
+      if (!events.some((e) => e.event === "error")) return;
+      const usage = {
+        input_tokens: 0,
+        output_tokens: 0,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+        total_cost_usd: 0,
+      };
+      return [
+        ...events.filter((e) => e.event !== "error"),
+        {
+          event: "message_delta",
+          data: { type: "message_delta", delta: { stop_reason: "end_turn" }, usage },
+        },
+        { event: "message_stop", data: { type: "message_stop" } },
+      ];
+    },
+  },
+  {
     name: "compaction-route-constant",
     area: "shapes",
     description:
