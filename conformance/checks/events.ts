@@ -264,7 +264,7 @@ export const eventChecks: CheckDef[] = [
       }
       if (!all.some((s) => s.turn.reading?.end === "error")) {
         skip(
-          "the turn asked to fail ended at message_stop, as did every representative turn: this deployment did not fail after a stream opened, and the API gives no way to make it",
+          "no turn failed after its stream opened: the turn asked to fail ended at message_stop, as did every representative turn, and the API gives no way to make one fail",
         );
       }
     },
