@@ -77,7 +77,10 @@ const needsMessageDelta: Precondition = (streams) => {
 function needsBlockType(type: string): Precondition {
   return (streams) => {
     if (!streams.some((s) => s.turn.reading?.blocks.some((b) => b.type === type))) {
-      skip(`no ${type} block was produced by the representative turns, so the rule could not be exercised`);
+      // A block of this type in any other stream of the run is judged by the grammar in the check that read it.
+      skip(
+        `the deployment produced no ${type} block in the representative turns (the API does not require one), so the rule could not be exercised`,
+      );
     }
   };
 }
@@ -260,7 +263,9 @@ export const eventChecks: CheckDef[] = [
         );
       }
       if (!all.some((s) => s.turn.reading?.end === "error")) {
-        skip("no turn failed after its stream opened; such a failure cannot be provoked from outside");
+        skip(
+          "no turn failed after its stream opened: the turn asked to fail ended at message_stop, as did every representative turn, and the API gives no way to make one fail",
+        );
       }
     },
   }),

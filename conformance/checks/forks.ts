@@ -6,6 +6,7 @@ import { type CheckContext, isRecord } from "../context.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
+  carriesOutput,
   check,
   ensureStatus,
   ensureTurnOk,
@@ -44,8 +45,13 @@ function threeTurns(ctx: CheckContext): Promise<ThreeTurns> {
     const id = c.newConversationId();
     const words: [string, string, string] = [c.nonce(), c.nonce(), c.nonce()];
     for (const [i, word] of words.entries()) {
-      ensureTurnOk(await c.turn({ conversationId: id, prompt: prompts.remember(word) }), `turn ${i + 1}`);
-      if ((await c.waitForSession(id)) === null) skip(`the session of turn ${i + 1} was never recorded`);
+      const turn = await c.turn({ conversationId: id, prompt: prompts.remember(word) });
+      ensureTurnOk(turn, `turn ${i + 1}`);
+      if (!carriesOutput(turn.reading.blocks))
+        skip(`turn ${i + 1} produced no output when asked to remember a word, so its session may be cleared`);
+      // The API records the session after every turn with output and clears it only after an empty one.
+      if ((await c.waitForSession(id)) === null)
+        fail(`agent_session_id was null for --session-wait-ms after turn ${i + 1}, a turn that answered`);
     }
     return { id, words };
   });

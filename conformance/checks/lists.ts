@@ -96,14 +96,18 @@ export const listChecks: CheckDef[] = [
       const newerStart = Date.parse(String((await ctx.conversation(newerId)).created_at));
       if (Number.isNaN(olderEnd) || Number.isNaN(newerStart)) fail("a timestamp is not ISO 8601");
       if (newerStart - olderEnd < 2)
-        skip("the later conversation was created within 2 ms of the earlier one's last activity");
+        skip(
+          `the deployment's created_at of the later conversation (${new Date(newerStart).toISOString()}) is within 2 ms of the earlier one's updated_at (${new Date(olderEnd).toISOString()}), although it was created at least 20 ms later: no since falls between them`,
+        );
       const since = new Date(Math.floor((olderEnd + newerStart) / 2)).toISOString();
       const list = ids(await listed(ctx, { since, limit: "200" }));
       if (!list.has(newerId)) fail(`since=${since} does not list a conversation created after it`);
       if (list.has(older.id)) {
         const now = Date.parse(String((await ctx.conversation(older.id)).updated_at));
         if (now >= Date.parse(since))
-          skip("the earlier conversation had activity after `since` (updated_at moved): inconclusive");
+          skip(
+            `the earlier conversation's updated_at moved past since (to ${new Date(now).toISOString()}) with no turn on it: the deployment counts something other than a turn as activity, so listing it is no fault`,
+          );
         fail(`since=${since} lists a conversation whose last activity was before it`);
       }
     },
@@ -210,6 +214,7 @@ export const listChecks: CheckDef[] = [
       if (channelOwned.length === 0)
         skip(
           "no conversation owned by a channel (listed, is_owner false, shared false) is visible to --key; give --channel-id of a chat channel with one",
+          "input",
         );
       // The member's own conversations may crowd an unfiltered list, so its list is read only filtered.
       const memberList = ctx.inputs.channelId ? ids(await listed(ctx, query, { key })) : undefined;

@@ -230,7 +230,9 @@ export const repoChecks: CheckDef[] = [
     async run(ctx) {
       const round = await repoRound(ctx);
       if (round.pushHeadAfter === round.pushHeadBefore)
-        skip("nothing was pushed, so the rule could not be judged");
+        skip(
+          "the writing turn pushed nothing, so no pushed tree shows whether attachments are committed (that nothing was pushed fails REPO-READ-ONLY-FALSE-PUSHES)",
+        );
       const leaked = round.tree.filter((f) => f.startsWith(".uploads/") || f.endsWith("acc-attached.txt"));
       if (leaked.length > 0) fail(`the pushed tree holds ${leaked.join(", ")}`);
     },

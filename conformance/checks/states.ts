@@ -334,7 +334,10 @@ export const stateChecks: CheckDef[] = [
     needs: [],
     async run(ctx) {
       const round = await memoryRound(ctx);
-      if (round.sessionId === null) skip("the parent's session was never recorded");
+      if (round.sessionId === null)
+        fail(
+          "the parent's agent_session_id was never recorded within --session-wait-ms after a turn that answered",
+        );
       const result = await forkOk(ctx, round.id, {});
       const turn = await ctx.turn({ conversationId: result.conversation_id, prompt: prompts.recall });
       ensureTurnOk(turn, "child's first turn");

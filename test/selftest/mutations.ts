@@ -1447,6 +1447,33 @@ export const mutations: Mutation[] = [
     },
   },
   {
+    name: "failure-swallowed-as-end-turn",
+    area: "sse",
+    description:
+      "A turn that fails after its stream opened ends as if it had answered: its error event becomes message_delta (end_turn) and message_stop",
+    breaks: ["SSE-ERROR-EVENT"],
+    knownGap:
+      "a turn asked to fail that ends cleanly at message_stop looks, from outside, like a model that declined to fail (a real model does): the API gives no way to make a turn fail, nor a route that records a failure, so SSE-ERROR-EVENT skips",
+    onEvents(events) {
+      if (!events.some((e) => e.event === "error")) return;
+      const usage = {
+        input_tokens: 0,
+        output_tokens: 0,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+        total_cost_usd: 0,
+      };
+      return [
+        ...events.filter((e) => e.event !== "error"),
+        {
+          event: "message_delta",
+          data: { type: "message_delta", delta: { stop_reason: "end_turn" }, usage },
+        },
+        { event: "message_stop", data: { type: "message_stop" } },
+      ];
+    },
+  },
+  {
     name: "compaction-route-constant",
     area: "shapes",
     description:
@@ -1489,6 +1516,43 @@ export const mutations: Mutation[] = [
       return editJson(call, res, ["conversation"], (body) => {
         if (body.conversation && body.conversation.agent_session_id === null)
           body.conversation.agent_session_id = "kept-after-empty-turn";
+      });
+    },
+  },
+  {
+    name: "created-at-read-time",
+    area: "consistency",
+    description:
+      "The single fetch fills created_at with the time of the read, so it moves between two reads with nothing in between",
+    breaks: [
+      "CONSIST-ROUTES-AGREE",
+      "CONSIST-SHARED-MEMBER-VIEW",
+      "CONSIST-FORK-READBACK",
+      "CONSIST-ROUTED-SEND",
+      "CONSIST-ID-CHARACTERS",
+    ],
+    onResponse(call, res) {
+      return editJson(call, res, ["conversation"], (body) => {
+        if (body.conversation) body.conversation.created_at = new Date().toISOString();
+      });
+    },
+  },
+  {
+    name: "resumed-turn-clears-session",
+    area: "state",
+    description:
+      "A resumed turn that answered leaves agent_session_id null on the single fetch, as if it had produced no output",
+    breaks: ["FORK-AT-TURN-CUTS", "FORK-DEFAULT-ALL-TURNS"],
+    onRequest(call, tools) {
+      const id = call.conversationId;
+      if (id === undefined || newestUserText(call) === undefined) return;
+      tools.state.set(`turns:${id}`, Number(tools.state.get(`turns:${id}`) ?? 0) + 1);
+    },
+    onResponse(call, res, tools) {
+      if (call.route.kind !== "conversation" || Number(tools.state.get(`turns:${call.route.id}`) ?? 0) < 2)
+        return;
+      return editJson(call, res, ["conversation"], (body) => {
+        if (body.conversation) body.conversation.agent_session_id = null;
       });
     },
   },

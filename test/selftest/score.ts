@@ -35,6 +35,13 @@ if (wanted && selected.length !== wanted.length) {
   process.exit(2);
 }
 
+/** "N skipped (ID: reason, ...)": a skip of the unbroken run is a fact the demo did not show, named. */
+function skippedText(results: Array<{ id: string; outcome: string; reason?: string }>): string {
+  const skipped = results.filter((r) => r.outcome === "skip");
+  if (skipped.length === 0) return "0 skipped";
+  return `${skipped.length} skipped (${skipped.map((r) => `${r.id}: ${r.reason ?? "no reason"}`).join("; ")})`;
+}
+
 const started = performance.now();
 const lanes: DemoServer[] = await Promise.all(
   Array.from({ length: Math.max(1, parallel) }, () => startDemoServer(400)),
@@ -68,7 +75,7 @@ try {
   lines.push(
     `Unbroken proxy: ${baseline.results.filter((r) => r.outcome === "pass").length} passed, ` +
       `${baselineFailures.length} MUST failed${baselineFailures.length ? ` (${baselineFailures.map((r) => r.id).join(", ")})` : ""}, ` +
-      `${baseline.results.filter((r) => r.outcome === "skip").length} skipped.`,
+      `${skippedText(baseline.results)}.`,
     "",
     "| mutation | area | caught | by (declared checks that failed) | other failing checks |",
     "| --- | --- | --- | --- | --- |",
@@ -93,6 +100,16 @@ try {
       .map((a) => {
         const of = outcomes.filter((o) => o.mutation.area === a);
         return `${a} ${of.filter((o) => o.caught).length}/${of.length}`;
+      })
+      .join(", ")}`,
+    "",
+  );
+  const classes = [...new Set(outcomes.map((o) => o.mutation.table ?? "written for a check"))];
+  lines.push(
+    `By class: ${classes
+      .map((c) => {
+        const of = outcomes.filter((o) => (o.mutation.table ?? "written for a check") === c);
+        return `${c} ${of.filter((o) => o.caught).length}/${of.length}`;
       })
       .join(", ")}`,
     "",
