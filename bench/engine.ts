@@ -36,7 +36,7 @@ async function serve(
   deltas: number,
   checkpointMs: number | undefined,
 ) {
-  const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
+  const { serveScriptedModel } = await import("../reference-server/scripted-model/scripted-transport.ts");
   const { writeFileSync } = await import("node:fs");
   const { monitorEventLoopDelay } = await import("node:perf_hooks");
   // How long the server's event loop was held by one piece of synchronous work: what a block waits behind.

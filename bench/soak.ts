@@ -151,7 +151,7 @@ class ServerChild {
 
 /** The scripted model served over HTTP in its own process (`--upstream`): its work is not the server's. */
 async function serveModel(): Promise<void> {
-  const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
+  const { serveScriptedModel } = await import("../reference-server/scripted-model/scripted-transport.ts");
   const model = await serveScriptedModel({});
   process.on("disconnect", () => void model.close().then(() => process.exit(0)));
   process.send?.({ ready: model.url });

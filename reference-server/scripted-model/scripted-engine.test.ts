@@ -4,10 +4,10 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createEngine, createScriptedEngine, KNOWN_ENGINES } from "../engine/index.ts";
+import type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome } from "../engine/types.ts";
 import type { ToolName, ToolOutcome, ToolRunner } from "../sandbox/types.ts";
 import { loadHistory, type SessionTextEntry } from "../service/session-history.ts";
-import { createEngine, createScriptedEngine, KNOWN_ENGINES } from "./index.ts";
-import type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome } from "./types.ts";
 
 type SessionEntry = SessionTextEntry;
 
