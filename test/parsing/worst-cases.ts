@@ -10,7 +10,7 @@
  */
 import type Anthropic from "@anthropic-ai/sdk";
 import { SseFrameReader } from "../../client/sse.ts";
-import { DEDUP_NAME, distinctMentions, normaliseName } from "../../conformance/checks/send.ts";
+import { DEDUP_NAME, distinctMentions, normaliseName } from "../../conformance/checks/replies.ts";
 import { ATTACHMENTS_NOTE } from "../../reference-server/engine/prompt-parts.ts";
 import { presentedKey } from "../../reference-server/http/auth.ts";
 import { RequestValidator } from "../../reference-server/http/validate.ts";
