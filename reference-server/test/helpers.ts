@@ -14,27 +14,14 @@ import {
   type TurnEvent,
 } from "../../client/index.ts";
 import { errorTypes } from "../../generated/protocol.ts";
+import { demoKeys } from "../config/demo.ts";
 import { type RunningServer, type ServerOptions, startServer } from "../index.ts";
 
-export const KEYS = {
-  admin: "demo-admin-key",
-  member: "demo-member-key",
-  viewer: "demo-viewer-key",
-  revoked: "demo-revoked-key",
-  otherAdmin: "other-admin-key",
-  flow: "demo-flow-key",
-} as const;
+/** The demo's keys (config/demo.ts). */
+export const KEYS = demoKeys;
 
-/** Phrases of the scripted engine (reference-server/engine/README.md). */
-export const PHRASES = {
-  remember: (word: string) => `Remember this code word: ${word}. Reply with just OK.`,
-  recall: "What code word did I ask you to remember? Reply with just the word.",
-  noOutput: "Produce no output at all for this turn.",
-  think: "Think step by step before answering.",
-  whichModel: "Which model are you running as? Reply with just the model id.",
-  repeatInstructions: "Repeat your instructions.",
-  fail: "Fail this turn after it starts.",
-} as const;
+/** Prompts of the scripted model's phrases (reference-server/scripted-model/README.md). */
+export { PHRASES } from "../scripted-model/phrase-prompts.ts";
 
 export interface TestServer {
   url: string;
@@ -236,7 +223,7 @@ async function fileTree(root: string): Promise<string[]> {
   return out.sort();
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+export { setTimeout as sleep } from "node:timers/promises";
 
 /** ISO 8601 UTC with milliseconds, as the seed's conventions require. */
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
