@@ -21,7 +21,7 @@ import { CheckFailure, CheckSkip, DeploymentPrevented, excerpt, skip } from "./o
 import type { SpecValidator } from "./spec-validator.ts";
 import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
 import { type StreamTiming, type TurnTimeline, turnTimeline } from "./sse/timing.ts";
-import type { Exchange, FailureDetail, SuiteInputs } from "./types.ts";
+import type { Exchange, FailureDetail, SuiteInputs } from "./records.ts";
 
 export type { OperationId };
 

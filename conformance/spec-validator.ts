@@ -10,7 +10,7 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.
 import addFormatsModule from "ajv-formats";
 import { streamEventSchemas } from "../generated/protocol.ts";
 import { isRecord } from "./json.ts";
-import type { FailureDetail } from "./types.ts";
+import type { FailureDetail } from "./records.ts";
 
 // ajv-formats is CommonJS; under Node's ESM loader its default export is the function itself or wraps it.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
