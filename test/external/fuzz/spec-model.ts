@@ -2,13 +2,11 @@
 
 import { readFileSync } from "node:fs";
 import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
-import addFormatsModule from "ajv-formats";
+// ajv-formats is CommonJS: Node's default import is its module.exports, the plugin itself, which the package
+// also names `.default` (the name its types give it), so `.default` is right at run time and for tsc.
+import ajvFormats from "ajv-formats";
 import { isRecord } from "../../../conformance/json.ts";
 import { type Json, SPEC_URL } from "./types.ts";
-
-// ajv-formats is CommonJS; under Node's ESM loader its default export is the function itself or wraps it.
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
-  addFormatsModule) as unknown as (ajv: Ajv2020) => void;
 
 export interface Param {
   name: string;
@@ -43,7 +41,7 @@ export class SpecModel {
   constructor(doc: Json) {
     this.doc = doc;
     this.ajv = new Ajv2020({ strict: false, allErrors: false });
-    addFormats(this.ajv);
+    ajvFormats.default(this.ajv);
     this.ajv.addSchema(doc, "openapi");
     const schemes = ((doc.components as Json).securitySchemes ?? {}) as Record<string, Json>;
     const globalSecurity = (doc.security ?? []) as Json[];
