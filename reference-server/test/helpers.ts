@@ -7,6 +7,7 @@ import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { startDemoServer } from "../../cli/demo.ts";
 import {
   type AgentClient,
   createAgentClient,
@@ -15,7 +16,7 @@ import {
 } from "../../client/index.ts";
 import { errorTypes } from "../../generated/protocol.ts";
 import { demoKeys } from "../config/demo.ts";
-import { type RunningServer, type ServerOptions, startServer } from "../index.ts";
+import type { RunningServer, ServerOptions } from "../index.ts";
 
 /** The demo's keys (config/demo.ts). */
 export const KEYS = demoKeys;
@@ -42,21 +43,7 @@ export type TestServerOptions = Partial<Omit<ServerOptions, "dataDir">> & { data
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), "agent-api-it-")));
-  const server = await startServer({
-    port: 0,
-    host: "127.0.0.1",
-    demo: true,
-    sessionDelayMs: 300,
-    logLevel: "silent",
-    ...options,
-    dataDir,
-  });
-  let stopped = false;
-  const stop = async () => {
-    if (stopped) return;
-    stopped = true;
-    await server.close();
-  };
+  const { server, stop } = await startDemoServer(300, { ...options, dataDir });
   return {
     url: server.url,
     dataDir,
