@@ -17,7 +17,7 @@ const { values } = parseArgs({ options: { "slow-model-ms": { type: "string" } } 
 const slowMs = values["slow-model-ms"] === undefined ? undefined : Number(values["slow-model-ms"]);
 let model: { close(): Promise<void> } | undefined;
 if (slowMs !== undefined) {
-  const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
+  const { serveScriptedModel } = await import("../reference-server/scripted-model/scripted-transport.ts");
   const served = await serveScriptedModel({ latencyMs: slowMs });
   process.env.ANTHROPIC_BASE_URL = served.url;
   process.env.ANTHROPIC_API_KEY = "bench";

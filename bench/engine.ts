@@ -16,6 +16,7 @@
  *   --profile DIR  writes a V8 CPU profile of the server process into DIR (.cpuprofile)
  *   --checkpoint-ms N  the server's checkpointIntervalMs (0: SQLite checkpoints inside commits, as before)
  */
+
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -24,6 +25,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { EventSourceParserStream } from "eventsource-parser/stream";
+import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
 
 const SELF = fileURLToPath(import.meta.url);
 const TARGET_P99_MS_AT_64 = 5;
@@ -36,7 +38,7 @@ async function serve(
   deltas: number,
   checkpointMs: number | undefined,
 ) {
-  const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
+  const { serveScriptedModel } = await import("../reference-server/scripted-model/scripted-transport.ts");
   const { writeFileSync } = await import("node:fs");
   const { monitorEventLoopDelay } = await import("node:perf_hooks");
   // How long the server's event loop was held by one piece of synchronous work: what a block waits behind.
@@ -53,15 +55,10 @@ async function serve(
   });
   process.env.ANTHROPIC_BASE_URL = model.url;
   process.env.ANTHROPIC_API_KEY = "bench";
-  const { startServer } = await import("../reference-server/index.ts");
-  const server = await startServer({
+  const { startDemoServer } = await import("../cli/demo.ts");
+  const server = await startDemoServer(300, {
     dataDir,
-    port: 0,
-    host: "127.0.0.1",
-    demo: true,
     engine: "anthropic",
-    sessionDelayMs: 300,
-    logLevel: "silent",
     ...(checkpointMs === undefined ? {} : { checkpointIntervalMs: checkpointMs }),
   });
   process.stdout.write(`READY ${server.url} ${model.url}\n`);
@@ -93,7 +90,7 @@ async function turn(url: string, nonce: string, direct = false): Promise<ClientT
   const content = `Think step by step before answering. Say ${nonce}.`;
   const res = await fetch(direct ? `${url}/v1/messages` : `${url}/api/agents/demo-agent/v1/messages`, {
     method: "POST",
-    headers: { "x-api-key": "demo-admin-key", "content-type": "application/json" },
+    headers: { "x-api-key": DEMO_ADMIN_KEY, "content-type": "application/json" },
     body: JSON.stringify({
       messages: [{ role: "user", content }],
       ...(direct ? { model: "demo-large", max_tokens: 1024, stream: true } : {}),

@@ -1,5 +1,5 @@
 /**
- * `npm run fuzz`: the long spec-driven fuzz run (test/external/fuzz.ts) against the reference server's
+ * `npm run fuzz`: the long spec-driven fuzz run (test/external/fuzz/) against the reference server's
  * demo in a child process. Prints requests/s, the status histogram, 5xx and crash counts, every distinct
  * finding with one example, and the seed to replay it.
  *
@@ -10,7 +10,7 @@
  */
 import { parseArgs } from "node:util";
 import { errorLines, startChildServer } from "../test/external/child-server.ts";
-import { demoFuzzOptions, formatReport, knownSpecGap, runFuzz } from "../test/external/fuzz.ts";
+import { demoFuzzOptions, formatReport, knownSpecGap, runFuzz } from "../test/external/fuzz/index.ts";
 
 const { values } = parseArgs({
   options: {

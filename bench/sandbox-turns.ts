@@ -23,7 +23,8 @@ const TARGET_WARM_OVERHEAD_MS = 25;
 const BASELINE = "baseline (direct spawn)";
 
 const median = (samples: number[]) => percentile(samples, 50);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+import { setTimeout as sleep } from "node:timers/promises";
 
 /** One process, spawned as the sandbox's commands are (pipes on fds 3..., its own process group). */
 async function spawnEcho(

@@ -28,6 +28,7 @@
  *                  upstream; by default it runs in-process and its work (parsing the request, answering)
  *                  counts as the server's
  */
+
 import { type ChildProcess, fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
@@ -38,9 +39,10 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { getHeapSpaceStatistics } from "node:v8";
 import { Agent, request } from "undici";
+import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
 
 const SELF = fileURLToPath(import.meta.url);
-const API_KEY = "demo-admin-key";
+const API_KEY = DEMO_ADMIN_KEY;
 const AGENT = "demo-agent";
 const PROMPT = "Say hello to the soak test in one short sentence.";
 const CHECKPOINTS = [1, 100, 300, 700];
@@ -72,18 +74,13 @@ async function serve(
   upstream: boolean,
   checkpointMs: number | undefined,
 ): Promise<void> {
-  const { startServer } = await import("../reference-server/index.ts");
-  const server = await startServer({
+  const { startDemoServer } = await import("../cli/demo.ts");
+  const { server } = await startDemoServer(0, {
     dataDir,
-    port: 0,
-    host: "127.0.0.1",
-    demo: true,
     // ANTHROPIC_BASE_URL is the scripted model in its own process (set by the parent).
     engine: upstream ? "anthropic" : "scripted",
-    sessionDelayMs: 0,
     ...(budget === undefined ? {} : { compactionBudgetTokens: budget }),
     ...(checkpointMs === undefined ? {} : { checkpointIntervalMs: checkpointMs }),
-    logLevel: "silent",
   });
   const gc = (globalThis as { gc?: () => void }).gc;
   process.on("message", (message: StatsRequest) => {
@@ -151,7 +148,7 @@ class ServerChild {
 
 /** The scripted model served over HTTP in its own process (`--upstream`): its work is not the server's. */
 async function serveModel(): Promise<void> {
-  const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
+  const { serveScriptedModel } = await import("../reference-server/scripted-model/scripted-transport.ts");
   const model = await serveScriptedModel({});
   process.on("disconnect", () => void model.close().then(() => process.exit(0)));
   process.send?.({ ready: model.url });

@@ -14,6 +14,7 @@
  *   (with DATABASE_URL=postgres://… the reference server runs on that PostgreSQL database)
  *   --profile DIR  writes a V8 CPU profile of the reference server process into DIR (.cpuprofile)
  */
+
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
@@ -24,10 +25,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Agent, request } from "undici";
+import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
 import { percentile } from "./stats.ts";
 
 const SELF = fileURLToPath(import.meta.url);
-const API_KEY = "demo-admin-key";
+const API_KEY = DEMO_ADMIN_KEY;
 const AGENT = "demo-agent";
 const PROMPT = "Say hello to the benchmark in one short sentence.";
 const TARGET_RATIO_AT_64 = 0.5;
@@ -36,17 +38,9 @@ const TARGET_RATIO_AT_64 = 0.5;
 // Server roles (child processes)
 
 async function serveReference(dataDir: string): Promise<void> {
-  const { startServer } = await import("../reference-server/index.ts");
-  const server = await startServer({
-    dataDir,
-    port: 0,
-    host: "127.0.0.1",
-    demo: true,
-    sessionDelayMs: 300,
-    logLevel: "silent",
-    // DATABASE_URL=postgres://… measures the PostgreSQL store instead of SQLite.
-    store: process.env.DATABASE_URL || undefined,
-  });
+  const { startDemoServer } = await import("../cli/demo.ts");
+  // DATABASE_URL=postgres://… measures the PostgreSQL store instead of SQLite.
+  const server = await startDemoServer(300, { dataDir, store: process.env.DATABASE_URL || undefined });
   process.stdout.write(`READY ${server.url}\n`);
   const stop = async () => {
     await server.close();

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { encodeSseEvent } from "../client/sse.ts";
-import { distinctMentions, ensureAttachmentRead, normaliseName, toolCalls } from "./checks/send.ts";
+import { distinctMentions, ensureAttachmentRead, normaliseName, toolCalls } from "./checks/replies.ts";
 import type { CheckContext, Turn } from "./context.ts";
 import { CheckFailure } from "./outcomes.ts";
 import { checkTurnStream, replyText } from "./sse/grammar.ts";

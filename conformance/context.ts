@@ -18,10 +18,10 @@ import {
 } from "./http.ts";
 import { isRecord } from "./json.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented, excerpt, skip } from "./outcomes.ts";
+import type { Exchange, FailureDetail, SuiteInputs } from "./records.ts";
 import type { SpecValidator } from "./spec-validator.ts";
 import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
 import { type StreamTiming, type TurnTimeline, turnTimeline } from "./sse/timing.ts";
-import type { Exchange, FailureDetail, SuiteInputs } from "./types.ts";
 
 export type { OperationId };
 

@@ -8,7 +8,9 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
-import addFormatsModule from "ajv-formats";
+// ajv-formats is CommonJS: Node's default import is its module.exports, the plugin itself, which the package
+// also names `.default` (the name its types give it), so `.default` is right at run time and for tsc.
+import ajvFormats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DemoServer } from "../cli/demo.ts";
 import { catalogue } from "./catalogue.ts";
@@ -115,7 +117,7 @@ describe("behind a proxy that serves the API under /agentapi, forwards only /api
   it("writes a JSON report that validates against the published schema", async () => {
     const schema = JSON.parse(await readFile(new URL("./report.schema.json", import.meta.url), "utf8"));
     const ajv = new Ajv2020({ allErrors: true });
-    (addFormatsModule as unknown as (a: Ajv2020) => void)(ajv);
+    ajvFormats.default(ajv);
     const validate = ajv.compile(schema);
     const parsed = JSON.parse(jsonReport(report));
     expect(validate(parsed), JSON.stringify(validate.errors)).toBe(true);

@@ -6,8 +6,8 @@ import { rootCertificates } from "node:tls";
 import { Agent, type Dispatcher, EnvHttpProxyAgent, request } from "undici";
 import { describeDiagnosis, diagnoseTransportError } from "./deployment-errors.ts";
 import { CheckFailure, DeploymentPrevented, excerpt } from "./outcomes.ts";
+import type { Exchange } from "./records.ts";
 import { readTimedStream, type StreamTiming } from "./sse/timing.ts";
-import type { Exchange } from "./types.ts";
 
 export interface HttpRequest {
   method: "GET" | "POST" | "DELETE";

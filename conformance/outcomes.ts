@@ -1,6 +1,6 @@
 /** How a check says it failed or could not judge: thrown, so a check reads as a straight line of steps. */
 import type { Diagnosis } from "./deployment-errors.ts";
-import type { FailureDetail, SkipKind } from "./types.ts";
+import type { FailureDetail, SkipKind } from "./records.ts";
 
 export class CheckFailure extends Error {
   readonly details: FailureDetail[];

@@ -22,7 +22,7 @@ let restoreEnv = () => {};
 
 beforeAll(async () => {
   if (!serverPresent) return;
-  const { serveScriptedModel } = await import("../reference-server/engine/scripted-transport.ts");
+  const { serveScriptedModel } = await import("../reference-server/scripted-model/scripted-transport.ts");
   // 100 ms per model call and a keep-alive every 40 ms: the suite also reads streams with comment lines.
   model = await serveScriptedModel({ deltasPerBlock: 3, latencyMs: 100 });
   // The engine reads them when the server starts; they are put back afterwards (test files share a worker).

@@ -7,14 +7,12 @@
  */
 import { readFile } from "node:fs/promises";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
-import addFormatsModule from "ajv-formats";
+// ajv-formats is CommonJS: Node's default import is its module.exports, the plugin itself, which the package
+// also names `.default` (the name its types give it), so `.default` is right at run time and for tsc.
+import ajvFormats from "ajv-formats";
 import { streamEventSchemas } from "../generated/protocol.ts";
 import { isRecord } from "./json.ts";
-import type { FailureDetail } from "./types.ts";
-
-// ajv-formats is CommonJS; under Node's ESM loader its default export is the function itself or wraps it.
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
-  addFormatsModule) as unknown as (ajv: Ajv2020) => void;
+import type { FailureDetail } from "./records.ts";
 
 export const DEFAULT_SPEC_URL = new URL("../generated/openapi.json", import.meta.url);
 
@@ -37,7 +35,7 @@ export class SpecValidator {
   constructor(doc: Json) {
     this.#doc = doc;
     this.#ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
-    addFormats(this.#ajv);
+    ajvFormats.default(this.#ajv);
     this.#ajv.addSchema(doc, "openapi");
     const paths = isRecord(doc.paths) ? doc.paths : {};
     for (const [path, item] of Object.entries(paths)) {

@@ -3,57 +3,13 @@
  * reports. The catalogue (catalogue.ts) is plain data of these shapes.
  */
 import type { CheckContext } from "./context.ts";
+import type { Exchange, FailureDetail, InputName, SkipKind, SuiteInputs } from "./records.ts";
 import type { TurnTimeline } from "./sse/timing.ts";
+
+export type { Exchange, FailureDetail, InputName, SkipKind, SuiteInputs };
 
 /** MUST: the API states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
 export type Level = "MUST" | "SHOULD" | "INFO";
-
-/** Optional inputs a check may need; a check whose needs are not all given is skipped with the reason. */
-export type InputName =
-  | "memberKey"
-  | "viewerKey"
-  | "revokedKey"
-  | "foreignAgent"
-  | "automation"
-  | "storageAgent"
-  | "repoAgent"
-  | "repoUrl"
-  | "flowUrl"
-  | "flowId"
-  | "flowKey"
-  | "flowInput"
-  | "routingPrefix"
-  | "channelId"
-  | "notebookPath"
-  | "idleSeconds";
-
-export interface SuiteInputs {
-  baseUrl: string;
-  agent: string;
-  key: string;
-  memberKey?: string;
-  viewerKey?: string;
-  revokedKey?: string;
-  foreignAgent?: string;
-  automation?: string;
-  storageAgent?: string;
-  repoAgent?: string;
-  repoUrl?: string;
-  flowUrl?: string;
-  flowId?: string;
-  flowKey?: string;
-  /** `name=value` pairs for the deployed flow's input variables. */
-  flowInput?: string[];
-  routingPrefix?: string;
-  /** A chat channel id (e.g. a Slack channel) with at least one conversation of the agent visible to `key`. */
-  channelId?: string;
-  /** A notebook path with at least one conversation of the agent visible to `key`. */
-  notebookPath?: string;
-  /** Opt-in: a turn stays quiet this long (a proxy idle time-out it must survive). */
-  idleSeconds?: number;
-  /** Bound for waiting on `agent_session_id` (the API's client guidance). */
-  sessionWaitMs: number;
-}
 
 export interface CheckDef {
   /** Stable id; users filter on it and CI reports name it. */
@@ -69,36 +25,10 @@ export interface CheckDef {
   run(ctx: CheckContext): Promise<void>;
 }
 
-/** One HTTP request and its response as the report shows them (keys masked, bodies cut short). */
-export interface Exchange {
-  method: string;
-  url: string;
-  requestHeaders: Record<string, string>;
-  requestBody?: string;
-  status: number;
-  responseHeaders: Record<string, string>;
-  responseBody: string;
-  ms: number;
-  /** An event stream's arrival times: headers, first byte, each block, the end. */
-  timeline?: TurnTimeline;
-}
-
-export interface FailureDetail {
-  message: string;
-  /** JSON pointer into the offending body or event (schema violations). */
-  pointer?: string;
-  schemaPath?: string;
-  /** The offending SSE frame or JSON excerpt. */
-  evidence?: string;
-}
-
 /**
  * `xfail`: a failure the run's expected-failures file lists (a known deviation); it does not fail the run.
  */
 export type Outcome = "pass" | "fail" | "skip" | "xfail";
-
-/** Why a check did not run: an input it needs was not given, or the deployment cannot show the fact. */
-export type SkipKind = "input" | "unobservable";
 
 export interface CheckResult {
   id: string;

@@ -10,7 +10,7 @@ import { seedDemoConversations } from "./config/demo-data.ts";
 import { createKeyIndex } from "./config/keys.ts";
 import { loadConfigFile } from "./config/load.ts";
 import type { LimitsConfig, ServerConfig } from "./config/types.ts";
-import { createEngine } from "./engine/index.ts";
+import { createEngine, LOOP_DEFAULTS } from "./engine/index.ts";
 import { Admission, DEFAULT_ADMISSION_LIMITS } from "./http/admission.ts";
 import { buildApp, SLOW_CLIENT_DEFAULTS } from "./http/app.ts";
 import { KEEP_ALIVE_MS } from "./http/sse.ts";
@@ -105,8 +105,9 @@ export const DEFAULTS = {
   engine: "scripted",
   sandboxIdleMs: 5 * 60_000,
   compactionBudgetTokens: 6_000,
-  maxIterations: 50,
-  maxTokens: 8192,
+  // The loop's own defaults (engine/loop.ts), named here for the CLI's help.
+  maxIterations: LOOP_DEFAULTS.maxIterations,
+  maxTokens: LOOP_DEFAULTS.maxTokens,
   keepAliveMs: KEEP_ALIVE_MS,
   shutdownGraceMs: 10_000,
   turnTimeoutMs: 10 * 60_000,

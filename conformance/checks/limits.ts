@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { fail } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import { attachment, check, ensureClientError, ensureTurnOk, prompts } from "./common.ts";
-import { distinctMentions, toolResultText } from "./send.ts";
+import { distinctMentions, toolResultText } from "./replies.ts";
 
 const SECTION = "Limits";
 const MIB = 1024 * 1024;

@@ -14,7 +14,7 @@ import {
   settledConversation,
   sharedConversation,
 } from "./common.ts";
-import { hasToolBlocks, toolCalls } from "./send.ts";
+import { hasToolBlocks, toolCalls } from "./replies.ts";
 
 const SECTION = "States and transitions";
 

@@ -4,8 +4,11 @@
  * option, `anthropic` reaches ANTHROPIC_BASE_URL (the Anthropic API by default) with ANTHROPIC_API_KEY.
  */
 import Anthropic from "@anthropic-ai/sdk";
+import {
+  createScriptedUpstream,
+  type ScriptedUpstreamOptions,
+} from "../scripted-model/scripted-transport.ts";
 import { createLoopEngine, type LoopSettings } from "./loop.ts";
-import { createScriptedUpstream, type ScriptedUpstreamOptions } from "./scripted-transport.ts";
 import type { AgentEngine } from "./types.ts";
 
 export interface EngineOptions extends Partial<LoopSettings> {
@@ -60,5 +63,6 @@ export function createEngine(
   return make(options);
 }
 
-export { serveScriptedModel } from "./scripted-transport.ts";
+export { serveScriptedModel } from "../scripted-model/scripted-transport.ts";
+export { LOOP_DEFAULTS } from "./loop.ts";
 export type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome, TurnUsage } from "./types.ts";

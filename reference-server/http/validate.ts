@@ -5,12 +5,10 @@
  */
 import { readFileSync } from "node:fs";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
-import addFormatsModule from "ajv-formats";
+// ajv-formats is CommonJS: Node's default import is its module.exports, the plugin itself, which the package
+// also names `.default` (the name its types give it), so `.default` is right at run time and for tsc.
+import ajvFormats from "ajv-formats";
 import { badRequest } from "../service/errors.ts";
-
-// ajv-formats is CommonJS; under Node's ESM loader its default export is the function itself or wraps it.
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
-  addFormatsModule) as unknown as (ajv: Ajv2020) => void;
 
 const SPEC_URL = new URL("../../generated/openapi.json", import.meta.url);
 
@@ -53,7 +51,7 @@ export class RequestValidator {
 
   constructor(doc: Json = JSON.parse(readFileSync(SPEC_URL, "utf8")) as Json) {
     const ajv = new Ajv2020({ strict: false, allErrors: false, useDefaults: false, verbose: true });
-    addFormats(ajv);
+    ajvFormats.default(ajv);
     ajv.addSchema(doc, "openapi");
     this.#inputMessage = ajv.compile({ $ref: "openapi#/components/schemas/InputMessage" });
     const parameters = ((doc.components as Json | undefined)?.parameters ?? {}) as Record<string, Json>;

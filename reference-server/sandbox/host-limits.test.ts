@@ -10,12 +10,12 @@ import { mkdir, readdir, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { SANDBOX_ENV } from "../../scripts/sandbox-probe.ts";
+import { base64 } from "../test/sandbox-server.ts";
 import { resolveExecutable } from "./isolation.ts";
 import { launchSpec } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
 import { refusedCallNumbers } from "./seccomp.ts";
-import { base64 } from "./server-testing.ts";
 import { cgroupsUnavailable, storageAgent, TestBed, turnRequest } from "./testing.ts";
 
 /** Memory and CPU limits need a writable cgroup hierarchy (and a root server to place commands in it). */

@@ -14,12 +14,12 @@ import {
   bareGit,
   base64,
   onlyToolResult,
-  phrase,
+  PHRASES,
   removeDir,
   type SandboxServer,
   startSandboxServer,
   toolResults,
-} from "./server-testing.ts";
+} from "../test/sandbox-server.ts";
 import { storageAgent, TestBed, turnRequest } from "./testing.ts";
 
 const bed = new TestBed();
@@ -47,7 +47,7 @@ describe("the server's own git never runs what a turn wrote", { tags: ["sandbox"
     // The attacker's nested repository, its config pointing the server's git at a command.
     const plant = await s.turn(
       "acme-widgets",
-      phrase.run(
+      PHRASES.run(
         `git init -q sub && cd sub && git -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && git config remote.origin.url /nonexistent && git config remote.origin.uploadpack 'touch ${marker}; false' && git rev-parse HEAD`,
       ),
       { conversation_id: id, read_only: false },
@@ -78,8 +78,8 @@ describe("the server's own git never runs what a turn wrote", { tags: ["sandbox"
     }
     // The next turns fetch and merge. The closed configuration forbids recursing into `sub`; note that this
     // machine's git (2.39) did not recurse here even without it, so this half guards, it does not prove.
-    await s.turn("acme-widgets", phrase.run("ls sub"), { conversation_id: id });
-    await s.turn("acme-widgets", phrase.write("x.txt", "x"), { conversation_id: id, read_only: false });
+    await s.turn("acme-widgets", PHRASES.run("ls sub"), { conversation_id: id });
+    await s.turn("acme-widgets", PHRASES.write("x.txt", "x"), { conversation_id: id, read_only: false });
     expect(existsSync(marker)).toBe(false);
   });
 });
@@ -96,11 +96,11 @@ describe("nothing of a turn outlives it", { tags: ["sandbox"] }, () => {
 
   it("a client disconnect kills the running command: six disconnected sleeps never run side by side", async () => {
     const id = "lock-bypass";
-    await s.turn("demo-agent", phrase.run("echo ready"), { conversation_id: id });
+    await s.turn("demo-agent", PHRASES.run("echo ready"), { conversation_id: id });
     for (let i = 0; i < 6; i++)
       await disconnectedTurn(s.url, "demo-agent", id, `sleep ${SLEEP_20}; echo late-${i} > late-${i}.txt`);
     const started = performance.now();
-    const next = await s.turn("demo-agent", phrase.run("ls"), { conversation_id: id });
+    const next = await s.turn("demo-agent", PHRASES.run("ls"), { conversation_id: id });
     // The lock was not held for 6 x 20 s: each disconnect ended its command.
     expect(performance.now() - started).toBeLessThan(15_000);
     expect(onlyToolResult(next).content).not.toContain("late-");
@@ -117,7 +117,7 @@ describe("a shutdown", { tags: ["sandbox"] }, () => {
         method: "POST",
         headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
         body: JSON.stringify({
-          messages: [{ role: "user", content: phrase.run(`sleep ${SLEEP_60}`) }],
+          messages: [{ role: "user", content: PHRASES.run(`sleep ${SLEEP_60}`) }],
           metadata: { conversation_id: "shutdown-grace", stream_tool_calls: true },
         }),
       }).then((response) => response.text());
@@ -145,7 +145,7 @@ describe("a turn cut short", { tags: ["sandbox"] }, () => {
       await disconnectedTurn(s.url, "acme-widgets", id, `echo half > half-done.txt; sleep ${SLEEP_20}`, {
         read_only: false,
       });
-      const next = await s.turn("acme-widgets", phrase.run("cat half-done.txt"), { conversation_id: id });
+      const next = await s.turn("acme-widgets", PHRASES.run("cat half-done.txt"), { conversation_id: id });
       expect(onlyToolResult(next).content).toBe("half\n");
       expect(bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim()).toBe(before);
     } finally {
@@ -169,7 +169,7 @@ async function disconnectedTurn(
     method: "POST",
     headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
     body: JSON.stringify({
-      messages: [{ role: "user", content: phrase.run(command) }],
+      messages: [{ role: "user", content: PHRASES.run(command) }],
       metadata: { conversation_id: id, stream_tool_calls: true, ...metadata },
     }),
     signal: controller.signal,

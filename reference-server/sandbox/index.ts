@@ -7,27 +7,16 @@
  * "Warm" is in-memory knowledge about a prepared working directory; reclaiming it loses no files.
  */
 import { randomUUID } from "node:crypto";
-import { chmod, chown, mkdir, mkdtemp, readFile, realpath, rename, rm, stat } from "node:fs/promises";
+import { chown, mkdir, mkdtemp, rename } from "node:fs/promises";
 import path from "node:path";
 import { writeAttachments } from "./attachments.ts";
-import { detectCgroups } from "./cgroups.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
-import { DEFAULT_BWRAP_COMMAND, probeBwrap, resolveExecutable } from "./isolation.ts";
-import { detectLauncherTools, launchSpec } from "./launcher.ts";
-import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
-import { runProcess } from "./process-runner.ts";
-import {
-  cloneInto,
-  commitAndPush,
-  excludeUploads,
-  pruneLooseObjects,
-  type RepoPaths,
-  refresh,
-  remoteDefaultBranch,
-  snapshotWorkTree,
-} from "./repo.ts";
-import { conversationDirName, safeSegment } from "./safe-paths.ts";
-import { type HostUser, resolveSandboxIdentity, type SandboxIdentity } from "./sandbox-user.ts";
+import { detectHost, hostNotices } from "./host-setup.ts";
+import { prepareLayout } from "./layout.ts";
+import { type RepoPaths, snapshotWorkTree } from "./repo.ts";
+import { exists, prepareRepo, pushTurn, workTreeHead } from "./repo-turn.ts";
+import { conversationDirName } from "./safe-paths.ts";
+import type { HostUser } from "./sandbox-user.ts";
 import { anySignal } from "./signals.ts";
 import {
   listStoreFiles,
@@ -37,8 +26,9 @@ import {
   resetOutputs,
   restoreAgentFiles,
 } from "./storage.ts";
-import { createToolRunner, type IsolationMode } from "./tool-runner.ts";
+import { createToolRunner } from "./tool-runner.ts";
 import { chownTree, copyTree, removeTree } from "./tree-ops.ts";
+import { TurnActivity } from "./turn-activity.ts";
 import type {
   FinishReport,
   SandboxAgent,
@@ -54,40 +44,6 @@ export { RepoRefusedError } from "./repo.ts";
 export { SandboxPathError } from "./safe-paths.ts";
 export { parseSandboxUser, type SandboxUserSetting } from "./sandbox-user.ts";
 export { REFUSED_NO_ISOLATION } from "./tool-runner.ts";
-
-/** Pushed to when the remote is empty and names no default branch. */
-const FALLBACK_BRANCH = "main";
-
-/**
- * The commands and tool calls of one conversation's turn. Everything the server does to a working directory
- * (restore, attachments, commit, publish, fork, delete, the next turn) first ends the previous turn's calls
- * and waits until they are gone: no process of a turn is ever alive while the server touches its files.
- */
-class TurnActivity {
-  readonly #abort = new AbortController();
-  readonly #calls = new Set<Promise<unknown>>();
-  #tail: Promise<unknown> = Promise.resolve();
-
-  get signal(): AbortSignal {
-    return this.#abort.signal;
-  }
-
-  /** Runs `call` after the turn's earlier calls (one at a time), unless the turn was ended. */
-  run<T>(call: () => Promise<T>): Promise<T> {
-    const result = this.#tail.then(call, call);
-    const settled = result.catch(() => undefined);
-    this.#tail = settled;
-    this.#calls.add(settled);
-    void settled.then(() => this.#calls.delete(settled));
-    return result;
-  }
-
-  /** Ends every call of the turn (commands are killed with their whole cgroup) and waits for them. */
-  async end(): Promise<void> {
-    this.#abort.abort();
-    await Promise.all([...this.#calls]);
-  }
-}
 
 interface WarmEntry {
   /** The agent the directory was prepared for; another agent means a cold start. */
@@ -109,125 +65,27 @@ function agentKey(agent: SandboxAgent): string {
   ]);
 }
 
-/** The work tree's checked-out commit (HEAD's target) read from the git directory, or null. */
-async function workTreeHead(gitDir: string): Promise<string | null> {
-  const head = await readFile(path.join(gitDir, "HEAD"), "utf8").catch(() => null);
-  if (head === null) return null;
-  const ref = /^ref: (.+)$/m.exec(head)?.[1];
-  if (!ref) return head.trim();
-  const loose = await readFile(path.join(gitDir, ref), "utf8").catch(() => null);
-  return loose?.trim() ?? `${ref}@packed`;
-}
-
-async function exists(p: string): Promise<boolean> {
-  return stat(p).then(
-    () => true,
-    () => false,
-  );
-}
-
 export interface CreateSandboxManagerOptions extends SandboxManagerOptions {
   /** bubblewrap executable; default `bwrap` on PATH (tests name a missing one to get no isolation). */
   bwrapCommand?: string;
 }
 
-/** Directories the sandbox users must traverse (never list) to reach their working directory. */
-const TRAVERSABLE = 0o711;
-
 export async function createSandboxManager(options: CreateSandboxManagerOptions): Promise<SandboxManager> {
-  const bwrapCommand = resolveExecutable(options.bwrapCommand ?? DEFAULT_BWRAP_COMMAND);
-  await mkdir(options.rootDir, { recursive: true, mode: 0o700 });
-  const root = await realpath(options.rootDir);
-  const dirs = {
-    conversations: path.join(root, "conversations"),
-    repos: path.join(root, "repos"),
-    store: path.join(root, "workspace-store"),
-    tmp: path.join(root, "tmp"),
-  };
-  // Throwaway directories of a previous run are garbage now; one that cannot go must not stop the server.
-  const leftovers = await removeTree(dirs.tmp).then(
-    () => null,
-    (error: Error) => `could not empty ${dirs.tmp} at start: ${error.message}`,
-  );
-  for (const dir of Object.values(dirs)) await mkdir(dir, { recursive: true, mode: 0o700 });
-  // Sandbox users reach their own directory by its full path (bubblewrap binds it as them); they may pass
-  // through these, never list them. The clones and the store stay private to the server.
-  for (const dir of [root, dirs.conversations, dirs.tmp]) await chmod(dir, TRAVERSABLE);
-
-  const probeDir = await mkdtemp(path.join(dirs.tmp, "probe-"));
-  // A bare name means it is not on the server's PATH: that is "not installed". (Spawned with an empty
-  // environment, the bare name would still be found in /usr/bin or /bin, whatever PATH says.)
-  const bwrapWorks = bwrapCommand.includes("/") && (await probeBwrap(bwrapCommand, probeDir));
-  await rm(probeDir, { recursive: true, force: true });
-  let isolation: IsolationMode = bwrapWorks ? "bwrap" : options.unsafeNoIsolation ? "none" : "unavailable";
-  // A bare name means setpriv is not on the server's PATH: the server cannot switch users.
-  const setprivFound = resolveExecutable("setpriv");
-  const setprivCommand = setprivFound.includes("/") ? setprivFound : null;
-  // coreutils' timeout (the wall clock each command's launcher holds, whatever becomes of the server) and
-  // setpriv's parent-death signal.
-  const { timeoutCommand, parentDeathSignal } =
-    isolation === "bwrap"
-      ? await detectLauncherTools(setprivCommand)
-      : { timeoutCommand: null, parentDeathSignal: false };
-  const isRoot = process.getuid?.() === 0;
-  const identity: SandboxIdentity = resolveSandboxIdentity(
-    options.sandboxUser ?? "auto",
-    isolation === "bwrap" && isRoot && setprivCommand !== null,
-  );
-  const cgroups =
-    isolation === "bwrap"
-      ? await detectCgroups({
-          pids: options.limits?.totalPids ?? DEFAULT_SANDBOX_LIMITS.totalPids,
-          memoryBytes: options.limits?.totalMemoryBytes ?? DEFAULT_SANDBOX_LIMITS.totalMemoryBytes,
-        })
-      : {
-          version: "none" as const,
-          reason: "no isolation",
-          create: async () => null,
-          close: async () => undefined,
-        };
-  const limits = { ...DEFAULT_SANDBOX_LIMITS, ...options.limits };
+  const layout = await prepareLayout(options.rootDir);
+  const { dirs, conversationDir, gitDirOf, storeDir } = layout;
+  const host = await detectHost(options, layout.root, dirs.tmp);
+  const {
+    bwrapCommand,
+    isolation,
+    setprivCommand,
+    timeoutCommand,
+    parentDeathSignal,
+    identity,
+    cgroups,
+    limits,
+  } = host;
   // What the server's git may check out or push: what one conversation's working directory may hold.
   const checkoutQuota = { bytes: limits.diskBytes, files: limits.files };
-  // Secure by default: when commands should run as an unprivileged user and cannot, they do not run.
-  const userProblem = identity.mode === "server" ? null : await probeUserSwitch();
-  if (userProblem !== null) isolation = "unavailable";
-
-  /** Runs `true` as a sandbox user over a directory of its own, as every command will be run. */
-  async function probeUserSwitch(): Promise<string | null> {
-    const dir = await mkdtemp(path.join(dirs.tmp, "probe-user-"));
-    try {
-      const user = identity.userFor("probe") as HostUser;
-      await chown(dir, user.uid, user.gid);
-      const spec = launchSpec({
-        bwrapCommand,
-        setprivCommand,
-        workdir: dir,
-        command: "true",
-        env: { PATH: "/usr/bin:/bin" },
-        user,
-        limits,
-        procsFiles: [],
-        fileSizeBytes: limits.diskBytes,
-        memoryRlimit: false,
-        wallClock: null,
-        parentDeathSignal,
-      });
-      const result = await runProcess({
-        file: spec.file,
-        args: spec.args,
-        pipes: spec.pipes,
-        cwd: dir,
-        env: {},
-        timeoutMs: 10_000,
-        outputCapBytes: 4096,
-      });
-      if (result.exitCode === 0) return null;
-      return `tools refused: they cannot run as an unprivileged user here (${result.output.trim() || result.spawnError || `exit ${result.exitCode}`}); every directory above ${root} must be searchable by others (chmod o+x), or start with --sandbox-user server to run them as the server's user`;
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  }
 
   const warm = new Map<string, WarmEntry>();
   /** The current turn of each working directory (by key), to end before anything else touches it. */
@@ -249,12 +107,6 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     }
     return quota;
   }
-
-  const conversationDir = (id: string) => path.join(dirs.conversations, conversationDirName(id));
-  const gitDirOf = (id: string) => path.join(dirs.repos, `${conversationDirName(id)}.git`);
-  // Each conversation publishes into its own folder: no conversation can overwrite another's outputs.
-  const storeDir = (workspaceId: string, agent: string, conversationId: string) =>
-    path.join(dirs.store, safeSegment(workspaceId), safeSegment(agent), conversationDirName(conversationId));
 
   function keepWarm(key: string, entry: WarmEntry): void {
     if (entry.timer) clearTimeout(entry.timer);
@@ -335,26 +187,6 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     };
   }
 
-  async function prepareRepo(request: SandboxRequest, workdir: string, entry: WarmEntry, cold: boolean) {
-    const url = request.agent.repoUrl;
-    if (!url) throw new Error(`repo agent ${request.agent.name} has no repoUrl`);
-    const repo: RepoPaths = { gitDir: gitDirOf(request.conversationId), workTree: workdir };
-    if (!cold) {
-      await refresh(repo, entry.branch, false, checkoutQuota);
-      return repo;
-    }
-    if (await exists(path.join(repo.gitDir, "HEAD"))) {
-      await excludeUploads(repo);
-      entry.branch = await remoteDefaultBranch(repo);
-      await refresh(repo, entry.branch, true, checkoutQuota);
-    } else {
-      await rm(repo.gitDir, { recursive: true, force: true });
-      await cloneInto(url, repo, dirs.tmp, checkoutQuota);
-      entry.branch = await remoteDefaultBranch(repo);
-    }
-    return repo;
-  }
-
   async function acquire(request: SandboxRequest): Promise<TurnSandbox> {
     if (request.isolated) return acquireIsolated(request);
     const key = conversationDirName(request.conversationId);
@@ -374,7 +206,10 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     /** Whether the server changed the working directory since the quota last measured it. */
     let changed = cold;
     if (request.agent.kind === "repo") {
-      repo = await prepareRepo(request, workdir, entry, cold);
+      const url = request.agent.repoUrl;
+      if (!url) throw new Error(`repo agent ${request.agent.name} has no repoUrl`);
+      const paths: RepoPaths = { gitDir: gitDirOf(request.conversationId), workTree: workdir };
+      repo = await prepareRepo(url, paths, entry, cold, dirs.tmp, checkoutQuota);
       // A fetch, merge or an earlier turn's rebase wrote files as the server: the head tells.
       const head = await workTreeHead(repo.gitDir);
       gitWrote = head !== entry.ownedHead;
@@ -413,19 +248,15 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
           if (outcome === "failed") return { pushedCommit: null, publishedOutputs: [] };
           if (repo) {
             if (request.readOnly) return { pushedCommit: null, publishedOutputs: [] };
-            try {
-              const pushedCommit = await commitAndPush(
-                repo,
-                entry.branch ?? FALLBACK_BRANCH,
-                request.conversationId,
-                checkoutQuota,
-                baseline,
-              );
-              return { pushedCommit, publishedOutputs: [] };
-            } finally {
-              // A writable turn staged what it wrote (twice: the baseline and the commit), committed or not.
-              await pruneLooseObjects(repo, limits.diskBytes).catch(() => undefined);
-            }
+            const pushedCommit = await pushTurn(
+              repo,
+              entry.branch,
+              request.conversationId,
+              checkoutQuota,
+              baseline,
+              limits.diskBytes,
+            );
+            return { pushedCommit, publishedOutputs: [] };
           }
           const publishedOutputs = await publishOutputs(
             workdir,
@@ -476,26 +307,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     fork,
     remove,
     sandboxUser: identity.mode,
-    notices: [
-      ...(leftovers ? [leftovers] : []),
-      ...(userProblem ? [userProblem] : []),
-      ...(isolation === "bwrap" && identity.warning ? [identity.warning] : []),
-      ...(isolation === "bwrap" && timeoutCommand === null
-        ? [
-            "no GNU timeout (coreutils) on the server's PATH: a command's time limit is held by the server alone, not while it is stalled",
-          ]
-        : []),
-      ...(isolation === "bwrap" && !parentDeathSignal
-        ? [
-            "no setpriv with --pdeathsig (util-linux 2.33 or later) on the server's PATH: a command outlives a spawner killed together with the server, until its time limit",
-          ]
-        : []),
-      ...(isolation === "bwrap" && cgroups.version === "none"
-        ? [
-            `no cgroups for tool limits (${cgroups.reason}): processes and memory per command are bounded by rlimits only, CPU per command not at all`,
-          ]
-        : []),
-    ],
+    notices: hostNotices(host, layout.leftovers),
     cgroups: cgroups.version,
     listWorkspaceOutputs: (workspaceId, agent, conversationId) =>
       listStoreFiles(storeDir(workspaceId, agent, conversationId)),

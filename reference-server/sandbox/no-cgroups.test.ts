@@ -13,12 +13,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SANDBOX_ENV } from "../../scripts/sandbox-probe.ts";
 import {
   onlyToolResult,
-  phrase,
+  PHRASES,
   removeDir,
   type ServeCommand,
   sendTurn,
   startServeCommand,
-} from "./server-testing.ts";
+} from "../test/sandbox-server.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
 /** A new mount namespace needs root; `unshare` is util-linux, beside bubblewrap on every such host. */
@@ -82,7 +82,7 @@ describe.skipIf(unavailable !== null)("a server that finds no writable cgroup", 
     const reply = await sendTurn(
       url,
       "demo-agent",
-      phrase.run(`perl -e '$x = "a" x (128 * 1024 * 1024); print "allocated\\n"'`),
+      PHRASES.run(`perl -e '$x = "a" x (128 * 1024 * 1024); print "allocated\\n"'`),
       { stream_tool_calls: true },
     );
     const result = onlyToolResult(reply);
@@ -96,7 +96,7 @@ describe.skipIf(unavailable !== null)("a server that finds no writable cgroup", 
     const forks = await sendTurn(
       url,
       "demo-agent",
-      phrase.run(
+      PHRASES.run(
         `perl -e 'my $n = 0; while (defined(my $p = fork())) { if ($p == 0) { sleep 2; exit } last if ++$n >= 500 } print "$n\\n"'`,
       ),
       { stream_tool_calls: true, conversation_id: "nocg-forks" },
@@ -104,7 +104,7 @@ describe.skipIf(unavailable !== null)("a server that finds no writable cgroup", 
     const started = Number(onlyToolResult(forks).content.trim());
     expect(started).toBeGreaterThan(0);
     expect(started).toBeLessThan(64);
-    const after = await sendTurn(url, "demo-agent", phrase.run("echo alive"), {
+    const after = await sendTurn(url, "demo-agent", PHRASES.run("echo alive"), {
       stream_tool_calls: true,
       conversation_id: "nocg-forks",
     });

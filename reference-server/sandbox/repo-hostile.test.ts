@@ -13,12 +13,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   bareGit,
   onlyToolResult,
-  phrase,
+  PHRASES,
   removeDir,
   type SandboxServer,
   startSandboxServer,
   toolResults,
-} from "./server-testing.ts";
+} from "../test/sandbox-server.ts";
 
 const MiB = 1024 * 1024;
 const hostGit = (cwd: string, ...args: string[]) =>
@@ -117,7 +117,7 @@ describe("nothing in a work tree steers the server's git", { tags: ["sandbox"] }
       const before = bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim();
       const plant = await s.turn(
         "acme-widgets",
-        phrase.run(`${plants[kind](repo)} && echo planted > sub/file.txt`),
+        PHRASES.run(`${plants[kind](repo)} && echo planted > sub/file.txt`),
         {
           conversation_id: `steer-${kind}`,
           read_only: false,
@@ -131,13 +131,13 @@ describe("nothing in a work tree steers the server's git", { tags: ["sandbox"] }
       expect(bareGit(s.bareRepo, "rev-parse", "refs/heads/main").trim()).toBe(before);
       // The next writable turn (its baseline stages the tree as it starts) neither: and once the entry is gone,
       // the turn's files are committed.
-      const again = await s.turn("acme-widgets", phrase.run("true"), {
+      const again = await s.turn("acme-widgets", PHRASES.run("true"), {
         conversation_id: `steer-${kind}`,
         read_only: false,
       });
       expect(again.error).toContain("is a .git entry");
       expect(existsSync(opened)).toBe(false);
-      const removed = await s.turn("acme-widgets", phrase.run("rm -rf sub/.git"), {
+      const removed = await s.turn("acme-widgets", PHRASES.run("rm -rf sub/.git"), {
         conversation_id: `steer-${kind}`,
         read_only: false,
       });
@@ -151,7 +151,7 @@ describe("nothing in a work tree steers the server's git", { tags: ["sandbox"] }
     const { repo, opened } = trappedRepository("host-top");
     const reply = await s.turn(
       "acme-widgets",
-      phrase.run(`printf 'gitdir: ${repo}\\n' > .git && echo top > top.txt`),
+      PHRASES.run(`printf 'gitdir: ${repo}\\n' > .git && echo top > top.txt`),
       { conversation_id: "steer-top", read_only: false },
     );
     expect(reply.error).toBeUndefined();
@@ -180,12 +180,12 @@ describe("the disk quota holds for what the server's git pushes and checks out",
     const writers = ["quota-writer-a", "quota-writer-b"];
     // Both clones exist before either writes: the second push meets the first and is rebased onto it.
     for (const id of writers)
-      onlyToolResult(await s.turn("acme-widgets", phrase.run("true"), { conversation_id: id }));
+      onlyToolResult(await s.turn("acme-widgets", PHRASES.run("true"), { conversation_id: id }));
     const replies = await Promise.all(
       writers.map((id) =>
         s.turn(
           "acme-widgets",
-          phrase.run(`head -c 2500000 /dev/urandom > ${id}.bin && sleep 3 && echo written`),
+          PHRASES.run(`head -c 2500000 /dev/urandom > ${id}.bin && sleep 3 && echo written`),
           {
             conversation_id: id,
             read_only: false,
@@ -199,14 +199,14 @@ describe("the disk quota holds for what the server's git pushes and checks out",
     expect(refused[0].error).toMatch(/^not pushed: a checkout of the branch would write \d+ bytes/);
     expect(await clonedBytes(s.bareRepo)).toBeLessThanOrEqual(quota);
     // Another member's read-only conversation starts with a clone the server writes: within the quota.
-    const next = await s.turn("acme-widgets", phrase.run(WORK_TREE_BYTES), {
+    const next = await s.turn("acme-widgets", PHRASES.run(WORK_TREE_BYTES), {
       conversation_id: "quota-reader",
     });
     expect(Number(onlyToolResult(next).content.trim())).toBeLessThanOrEqual(quota);
     // The refused writer's work tree was not given the other's file by a rebase.
     const loser = writers[replies.indexOf(refused[0])];
     const winner = writers.find((id) => id !== loser);
-    const listing = await s.turn("acme-widgets", phrase.run("ls"), { conversation_id: loser });
+    const listing = await s.turn("acme-widgets", PHRASES.run("ls"), { conversation_id: loser });
     expect(onlyToolResult(listing).content).not.toContain(`${winner}.bin`);
   }, 60_000);
 
@@ -216,7 +216,7 @@ describe("the disk quota holds for what the server's git pushes and checks out",
     // 2,000,000 bytes as staged, 4,000,000 as every clone writes them.
     const reply = await s.turn(
       "acme-widgets",
-      phrase.run(
+      PHRASES.run(
         "printf '*.txt text eol=crlf\\n' > .gitattributes && head -c 2000000 /dev/zero | tr '\\000' '\\n' > lines.txt && echo ok",
       ),
       { conversation_id: "quota-crlf", read_only: false },

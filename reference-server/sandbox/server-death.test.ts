@@ -15,13 +15,13 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import {
-  phrase,
+  PHRASES,
   removeDir,
   type ServeCommand,
   sendTurn,
   sleep,
   startServeCommand,
-} from "./server-testing.ts";
+} from "../test/sandbox-server.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
 
@@ -149,7 +149,7 @@ async function startCommand(flags: string[], body: string, token: string): Promi
     const turn = sendTurn(
       served.url,
       "demo-agent",
-      phrase.run(`echo up > started; ${body}; echo late > marker`),
+      PHRASES.run(`echo up > started; ${body}; echo late > marker`),
       { stream_tool_calls: true, conversation_id: id },
     ).catch((error: Error) => error);
     // Generous: a loaded 2-core machine may take seconds to start the first sandbox.

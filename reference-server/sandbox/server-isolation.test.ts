@@ -10,15 +10,13 @@ import { mkdir, mkdtemp, readdir, readFile, stat, symlink } from "node:fs/promis
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { resolveExecutable } from "./isolation.ts";
-import { SANDBOX_UID_BASE } from "./sandbox-user.ts";
 import {
   type Attachment,
   base64,
   getTranscript,
   onlyToolResult,
   onlyToolResultOf,
-  phrase,
+  PHRASES,
   removeDir,
   type SandboxServer,
   sendTurn,
@@ -27,7 +25,9 @@ import {
   startServeCommand,
   toolResults,
   toolsCalled,
-} from "./server-testing.ts";
+} from "../test/sandbox-server.ts";
+import { resolveExecutable } from "./isolation.ts";
+import { SANDBOX_UID_BASE } from "./sandbox-user.ts";
 
 /** Set in the test process before the server starts, so the server's environment holds it. */
 const CANARY_NAME = "E2E_SERVER_ONLY_CANARY";
@@ -59,14 +59,14 @@ const conversationDir = (s: SandboxServer, id: string) =>
   path.join(s.dataDir, "sandboxes", "conversations", createHash("sha256").update(id).digest("hex"));
 
 async function run(s: SandboxServer, agent: string, id: string, command: string) {
-  return onlyToolResult(await s.turn(agent, phrase.run(command), { conversation_id: id }));
+  return onlyToolResult(await s.turn(agent, PHRASES.run(command), { conversation_id: id }));
 }
 
 describe("a tool cannot reach outside its sandbox", { tags: ["sandbox"] }, () => {
   it("cannot read the server's database, the data directory, another conversation's files, /etc/shadow or /root", async () => {
     expect(main.server.isolation).toBe("bwrap");
     const secret = `only-a-${randomUUID()}`;
-    await main.turn("demo-agent", phrase.write("secret.txt", secret), { conversation_id: "iso-a" });
+    await main.turn("demo-agent", PHRASES.write("secret.txt", secret), { conversation_id: "iso-a" });
     const aFile = path.join(conversationDir(main, "iso-a"), "secret.txt");
     const sqlite = path.join(main.dataDir, "agent-api.sqlite");
     // All of these exist on the host, so each refusal below is the sandbox's doing.
@@ -119,14 +119,14 @@ describe("a tool cannot reach outside its sandbox", { tags: ["sandbox"] }, () =>
       "/etc/shadow",
       `../${path.basename(conversationDir(main, "iso-a"))}/secret.txt`,
     ]) {
-      const reply = await main.turn("demo-agent", phrase.read(`"${target}"`), { conversation_id: "iso-b" });
+      const reply = await main.turn("demo-agent", PHRASES.read(`"${target}"`), { conversation_id: "iso-b" });
       expect(onlyToolResult(reply).is_error, target).toBe(true);
       expect(reply.text).not.toContain(secret);
     }
     // A link planted by a command is not followed out of the working directory by the file tools.
     await run(main, "demo-agent", "iso-b", `ln -s ${aFile} link.txt && ln -s ${main.dataDir} data`);
     for (const target of ["link.txt", "data/agent-api.sqlite"]) {
-      const reply = await main.turn("demo-agent", phrase.read(target), { conversation_id: "iso-b" });
+      const reply = await main.turn("demo-agent", PHRASES.read(target), { conversation_id: "iso-b" });
       expect(onlyToolResult(reply), target).toMatchObject({
         is_error: true,
         content: expect.stringContaining("symlink"),
@@ -265,19 +265,19 @@ describe("a tool cannot reach outside its sandbox", { tags: ["sandbox"] }, () =>
 
 describe("one conversation cannot read another conversation's files", () => {
   it("same file name, two conversations, two different files; the other's path is refused", async () => {
-    await main.turn("demo-agent", phrase.write("notes.txt", "from-a"), { conversation_id: "cross-a" });
-    const b = await main.turn("demo-agent", [phrase.read("notes.txt"), phrase.list()].join("\n"), {
+    await main.turn("demo-agent", PHRASES.write("notes.txt", "from-a"), { conversation_id: "cross-a" });
+    const b = await main.turn("demo-agent", [PHRASES.read("notes.txt"), PHRASES.list()].join("\n"), {
       conversation_id: "cross-b",
     });
     const [read, listing] = toolResults(b);
     expect(read).toMatchObject({ is_error: true, content: "no such file or directory: notes.txt" });
     expect(listing.content).toBe("outputs/");
-    await main.turn("demo-agent", phrase.write("notes.txt", "from-b"), { conversation_id: "cross-b" });
-    const a = await main.turn("demo-agent", phrase.read("notes.txt"), { conversation_id: "cross-a" });
+    await main.turn("demo-agent", PHRASES.write("notes.txt", "from-b"), { conversation_id: "cross-b" });
+    const a = await main.turn("demo-agent", PHRASES.read("notes.txt"), { conversation_id: "cross-a" });
     expect(onlyToolResult(a).content).toBe("from-a");
     const breakout = await main.turn(
       "demo-agent",
-      phrase.read(`"../${path.basename(conversationDir(main, "cross-a"))}/notes.txt"`),
+      PHRASES.read(`"../${path.basename(conversationDir(main, "cross-a"))}/notes.txt"`),
       { conversation_id: "cross-b" },
     );
     expect(onlyToolResult(breakout)).toMatchObject({
@@ -335,7 +335,7 @@ describe("attachments (metadata.attachments)", () => {
     const id = "attach-names";
     const reply = await main.turn(
       "demo-agent",
-      [phrase.attachments(), phrase.run("ls -A .uploads | wc -l")].join("\n"),
+      [PHRASES.attachments(), PHRASES.run("ls -A .uploads | wc -l")].join("\n"),
       {
         conversation_id: id,
         attachments,
@@ -362,12 +362,12 @@ describe("attachments (metadata.attachments)", () => {
       ]);
 
     // De-duplicated against earlier turns' files too; the announcement lists only this turn's files.
-    const again = await main.turn("demo-agent", phrase.attachments(), {
+    const again = await main.turn("demo-agent", PHRASES.attachments(), {
       conversation_id: id,
       attachments: [file("dup.txt", "c11")],
     });
     expect(again.text).toBe("Attached files: .uploads/dup (2).txt");
-    const none = await main.turn("demo-agent", phrase.attachments(), { conversation_id: id });
+    const none = await main.turn("demo-agent", PHRASES.attachments(), { conversation_id: id });
     expect(none.text).toBe("No files were attached.");
   });
 
@@ -375,7 +375,7 @@ describe("attachments (metadata.attachments)", () => {
     const eleven = Array.from({ length: 11 }, (_, i) =>
       file(`f${String(i + 1).padStart(2, "0")}.txt`, `n${i + 1}`),
     );
-    const reply = await main.turn("demo-agent", phrase.attachments(), {
+    const reply = await main.turn("demo-agent", PHRASES.attachments(), {
       conversation_id: "attach-11",
       attachments: eleven,
     });
@@ -392,7 +392,7 @@ describe("attachments (metadata.attachments)", () => {
     const MiB = 1024 * 1024;
     const exact = await main.turn(
       "demo-agent",
-      [phrase.attachments(), phrase.run("wc -c < .uploads/big.bin")].join("\n"),
+      [PHRASES.attachments(), PHRASES.run("wc -c < .uploads/big.bin")].join("\n"),
       {
         conversation_id: "attach-size-1",
         attachments: [
@@ -407,7 +407,7 @@ describe("attachments (metadata.attachments)", () => {
     expect(onlyToolResultOf(exact, "list_files").content).toBe("big.bin");
     expect(onlyToolResultOf(exact, "run_command").content).toBe(`${10 * MiB}\n`);
 
-    const mixed = await main.turn("demo-agent", phrase.attachments(), {
+    const mixed = await main.turn("demo-agent", PHRASES.attachments(), {
       conversation_id: "attach-size-2",
       attachments: [
         file("six.bin", Buffer.alloc(6 * MiB, 2)),
@@ -419,7 +419,7 @@ describe("attachments (metadata.attachments)", () => {
   });
 
   it("drops a data: prefix and other malformed entries silently", async () => {
-    const reply = await main.turn("demo-agent", phrase.attachments(), {
+    const reply = await main.turn("demo-agent", PHRASES.attachments(), {
       conversation_id: "attach-bad",
       attachments: [
         {
@@ -481,7 +481,7 @@ describe("where bubblewrap is not available", () => {
     try {
       expect(refusing.stdout()).toContain("Tool isolation: unavailable");
       expect(refusing.stdout()).toContain("bubblewrap (bwrap) is not usable here: tools are refused");
-      const reply = await sendTurn(refusing.url, "demo-agent", phrase.run("echo hi"), {
+      const reply = await sendTurn(refusing.url, "demo-agent", PHRASES.run("echo hi"), {
         conversation_id: "no-bwrap",
         stream_tool_calls: true,
       });
@@ -502,7 +502,7 @@ describe("where bubblewrap is not available", () => {
       const reply = await sendTurn(
         unsafe.url,
         "demo-agent",
-        phrase.run(
+        PHRASES.run(
           `env; head -c 15 ${path.join(dataDir, "agent-api.sqlite")}; echo; bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port} && echo connected'; ${DETACH}`,
         ),
         { conversation_id: "unsafe", stream_tool_calls: true },
@@ -514,7 +514,7 @@ describe("where bubblewrap is not available", () => {
       expect(out.content).toContain("SQLite format 3");
       expect(out.content).toContain("connected");
       await sleep(1_600);
-      const later = await sendTurn(unsafe.url, "demo-agent", phrase.read("late.txt"), {
+      const later = await sendTurn(unsafe.url, "demo-agent", PHRASES.read("late.txt"), {
         conversation_id: "unsafe",
         stream_tool_calls: true,
       });

@@ -14,14 +14,14 @@ import {
   base64,
   onlyToolResult,
   onlyToolResultOf,
-  phrase,
+  PHRASES,
   removeDir,
   type SandboxServer,
   sleep,
   startSandboxServer,
   toolResults,
   toolsCalled,
-} from "./server-testing.ts";
+} from "../test/sandbox-server.ts";
 
 const started: SandboxServer[] = [];
 async function server(options: Parameters<typeof startSandboxServer>[0] = {}): Promise<SandboxServer> {
@@ -55,7 +55,9 @@ const mainHead = (s: SandboxServer) => bareGit(s.bareRepo, "rev-parse", "refs/he
 describe("a conversation's files persist between turns", () => {
   it("warm: turn 1 writes a file, turn 2 reads it; tools are streamed on request and always in the transcript", async () => {
     const id = "persist-warm";
-    const first = await main.turn("demo-agent", phrase.write("memo.txt", "kiwi-41"), { conversation_id: id });
+    const first = await main.turn("demo-agent", PHRASES.write("memo.txt", "kiwi-41"), {
+      conversation_id: id,
+    });
     expect(first.eventNames.at(-1)).toBe("message_stop");
     const [use, result, text] = first.blocks;
     expect(use).toMatchObject({
@@ -70,7 +72,7 @@ describe("a conversation's files persist between turns", () => {
     expect(text).toEqual({ type: "text", text: "Created memo.txt." });
 
     // Without stream_tool_calls the stream has only the answer, but the transcript still records the tools.
-    const second = await main.turn("demo-agent", phrase.read("memo.txt"), {
+    const second = await main.turn("demo-agent", PHRASES.read("memo.txt"), {
       conversation_id: id,
       stream_tool_calls: false,
     });
@@ -96,20 +98,20 @@ describe("a conversation's files persist between turns", () => {
     ] as const;
     for (const [agent, id, value] of written) {
       const out = onlyToolResult(
-        await fast.turn(agent, phrase.write("kept/data.txt", value), { conversation_id: id }),
+        await fast.turn(agent, PHRASES.write("kept/data.txt", value), { conversation_id: id }),
       );
       expect(out.is_error).toBe(false);
     }
     await sleep(200); // well past sandboxIdleMs: every warm sandbox has been reclaimed
     for (const [agent, id, value] of written) {
-      const reply = await fast.turn(agent, phrase.read("kept/data.txt"), { conversation_id: id });
+      const reply = await fast.turn(agent, PHRASES.read("kept/data.txt"), { conversation_id: id });
       expect(onlyToolResult(reply)).toMatchObject({ content: value, is_error: false });
     }
     await fast.close();
 
     const restarted = await server({ dataDir: fast.dataDir, sandboxIdleMs: 10 });
     for (const [agent, id, value] of written) {
-      const reply = await restarted.turn(agent, phrase.read("kept/data.txt"), { conversation_id: id });
+      const reply = await restarted.turn(agent, PHRASES.read("kept/data.txt"), { conversation_id: id });
       expect(onlyToolResult(reply)).toMatchObject({ content: value, is_error: false });
     }
     // The read-only repo turns committed nothing: the file is the conversation's, not the repository's.
@@ -126,11 +128,11 @@ describe("a conversation's files persist between turns", () => {
     const slow = await server({ sandboxIdleMs: 60_000 });
     for (const s of [fast, slow]) {
       const id = "default-branch";
-      await s.turn("acme-widgets", phrase.write("one.txt", "1"), { conversation_id: id, read_only: false });
+      await s.turn("acme-widgets", PHRASES.write("one.txt", "1"), { conversation_id: id, read_only: false });
       bareGit(s.bareRepo, "update-ref", "refs/heads/trunk", "refs/heads/main");
       bareGit(s.bareRepo, "symbolic-ref", "HEAD", "refs/heads/trunk");
       await sleep(200);
-      await s.turn("acme-widgets", phrase.write("two.txt", "2"), { conversation_id: id, read_only: false });
+      await s.turn("acme-widgets", PHRASES.write("two.txt", "2"), { conversation_id: id, read_only: false });
     }
     const files = (s: SandboxServer, branch: string) =>
       bareGit(s.bareRepo, "ls-tree", "-r", "--name-only", branch).trim().split("\n");
@@ -150,10 +152,10 @@ describe("storage-backed agent (notes-agent)", () => {
     const first = await main.turn(
       "notes-agent",
       [
-        phrase.read("README.md"),
-        phrase.write("README.md", "overwritten-by-turn-1"),
-        phrase.write("outputs/report.txt", "report-1"),
-        phrase.write("scratch.txt", "mine"),
+        PHRASES.read("README.md"),
+        PHRASES.write("README.md", "overwritten-by-turn-1"),
+        PHRASES.write("outputs/report.txt", "report-1"),
+        PHRASES.write("scratch.txt", "mine"),
       ].join("\n"),
       { conversation_id: "notes-1" },
     );
@@ -166,10 +168,10 @@ describe("storage-backed agent (notes-agent)", () => {
     const second = await main.turn(
       "notes-agent",
       [
-        phrase.read("README.md"),
-        phrase.list(),
-        phrase.read("scratch.txt"),
-        phrase.write("outputs/report.txt", "report-2"),
+        PHRASES.read("README.md"),
+        PHRASES.list(),
+        PHRASES.read("scratch.txt"),
+        PHRASES.write("outputs/report.txt", "report-2"),
       ].join("\n"),
       { conversation_id: "notes-1" },
     );
@@ -182,13 +184,13 @@ describe("storage-backed agent (notes-agent)", () => {
 
     // Another conversation publishes beside it, never over it, even at the same path; a turn publishing
     // nothing removes nothing.
-    await main.turn("notes-agent", phrase.write("outputs/report.txt", "other"), {
+    await main.turn("notes-agent", PHRASES.write("outputs/report.txt", "other"), {
       conversation_id: "notes-2",
     });
-    await main.turn("notes-agent", phrase.write("outputs/sub/other.txt", "other"), {
+    await main.turn("notes-agent", PHRASES.write("outputs/sub/other.txt", "other"), {
       conversation_id: "notes-2",
     });
-    await main.turn("notes-agent", phrase.read("README.md"), { conversation_id: "notes-2" });
+    await main.turn("notes-agent", PHRASES.read("README.md"), { conversation_id: "notes-2" });
     expect(await readFile(storePath(main, "notes-agent", "notes-1", "report.txt"), "utf8")).toBe("report-2");
     expect((await readdir(storePath(main, "notes-agent", "notes-2"), { recursive: true })).sort()).toEqual([
       "report.txt",
@@ -205,16 +207,16 @@ describe("isolated: true", () => {
     tags: ["sandbox"],
   }, async () => {
     const id = "isolated-1";
-    await main.turn("notes-agent", phrase.write("keep.txt", "kept"), { conversation_id: id });
+    await main.turn("notes-agent", PHRASES.write("keep.txt", "kept"), { conversation_id: id });
 
     const isolated = await main.turn(
       "notes-agent",
       [
-        phrase.list(),
-        phrase.read("keep.txt"),
-        phrase.write("scratch.txt", "throwaway"),
-        phrase.write("outputs/iso.txt", "never-published"),
-        phrase.run("pwd"),
+        PHRASES.list(),
+        PHRASES.read("keep.txt"),
+        PHRASES.write("scratch.txt", "throwaway"),
+        PHRASES.write("outputs/iso.txt", "never-published"),
+        PHRASES.run("pwd"),
       ].join("\n"),
       { conversation_id: id, isolated: true },
     );
@@ -232,7 +234,7 @@ describe("isolated: true", () => {
 
     const after = await main.turn(
       "notes-agent",
-      [phrase.read("keep.txt"), phrase.read("scratch.txt")].join("\n"),
+      [PHRASES.read("keep.txt"), PHRASES.read("scratch.txt")].join("\n"),
       {
         conversation_id: id,
       },
@@ -246,7 +248,7 @@ describe("isolated: true", () => {
     const before = mainHead(main);
     const reply = await main.turn(
       "acme-widgets",
-      [phrase.list(), phrase.attachments(), phrase.write("iso.txt", "x")].join("\n"),
+      [PHRASES.list(), PHRASES.attachments(), PHRASES.write("iso.txt", "x")].join("\n"),
       {
         conversation_id: "isolated-repo",
         isolated: true,
@@ -273,14 +275,14 @@ describe("repository-backed agent (acme-widgets)", () => {
     ] as const) {
       const write = await main.turn(
         "acme-widgets",
-        [phrase.read("widgets.txt"), phrase.write("widgets.txt", "changed")].join("\n"),
+        [PHRASES.read("widgets.txt"), PHRASES.write("widgets.txt", "changed")].join("\n"),
         { conversation_id: id, ...metadata },
       );
       const [read, written] = toolResults(write);
       expect(read.content).toBe("sprocket\ngear\nflange\n"); // the clone is readable
       expect(written.is_error).toBe(false);
       expect(mainHead(main)).toBe(before);
-      const again = await main.turn("acme-widgets", phrase.read("widgets.txt"), {
+      const again = await main.turn("acme-widgets", PHRASES.read("widgets.txt"), {
         conversation_id: id,
         ...metadata,
       });
@@ -300,7 +302,7 @@ describe("repository-backed agent (acme-widgets)", () => {
       mediaType: "text/plain",
       dataBase64: base64("not for git"),
     };
-    const changing = await s.turn("acme-widgets", phrase.write("docs/new.md", '"hello repo"'), {
+    const changing = await s.turn("acme-widgets", PHRASES.write("docs/new.md", '"hello repo"'), {
       conversation_id: id,
       read_only: false,
       attachments: [upload],
@@ -328,7 +330,7 @@ describe("repository-backed agent (acme-widgets)", () => {
     // Reading, or only receiving an attachment, changes nothing: no commit, no push.
     const reading = await s.turn(
       "acme-widgets",
-      [phrase.read("docs/new.md"), phrase.attachments()].join("\n"),
+      [PHRASES.read("docs/new.md"), PHRASES.attachments()].join("\n"),
       { conversation_id: id, read_only: false, attachments: [upload] },
     );
     expect(toolsCalled(reading)).toEqual(["read_file", "list_files"]);
@@ -338,7 +340,7 @@ describe("repository-backed agent (acme-widgets)", () => {
     expect(mainHead(s)).toBe(pushed);
 
     // A second change is a second commit on the same branch, still without the attachments.
-    await s.turn("acme-widgets", phrase.write("widgets.txt", "cog"), {
+    await s.turn("acme-widgets", PHRASES.write("widgets.txt", "cog"), {
       conversation_id: id,
       read_only: false,
     });
@@ -354,9 +356,9 @@ describe("repository-backed agent: read-only changes left in the clone", () => {
   it("are not pushed by a read_only false turn that changes nothing itself", async () => {
     const s = await server();
     const id = "ro-then-rw";
-    await s.turn("acme-widgets", phrase.write("left.txt", "from-read-only"), { conversation_id: id });
+    await s.turn("acme-widgets", PHRASES.write("left.txt", "from-read-only"), { conversation_id: id });
     const before = mainHead(s);
-    const reading = await s.turn("acme-widgets", phrase.read("README.md"), {
+    const reading = await s.turn("acme-widgets", PHRASES.read("README.md"), {
       conversation_id: id,
       read_only: false,
     });
@@ -367,8 +369,8 @@ describe("repository-backed agent: read-only changes left in the clone", () => {
   it("go with the next read_only false turn that changes something ('stages all changes')", async () => {
     const s = await server();
     const id = "ro-then-rw-change";
-    await s.turn("acme-widgets", phrase.write("left.txt", "from-read-only"), { conversation_id: id });
-    await s.turn("acme-widgets", phrase.write("mine.txt", "from-writable"), {
+    await s.turn("acme-widgets", PHRASES.write("left.txt", "from-read-only"), { conversation_id: id });
+    await s.turn("acme-widgets", PHRASES.write("mine.txt", "from-writable"), {
       conversation_id: id,
       read_only: false,
     });
@@ -382,17 +384,17 @@ describe("files a tool shaped to trap the server", () => {
     const id = "fifo-1";
     expect(
       onlyToolResult(
-        await main.turn("demo-agent", phrase.run("mkfifo pipe && echo made"), { conversation_id: id }),
+        await main.turn("demo-agent", PHRASES.run("mkfifo pipe && echo made"), { conversation_id: id }),
       ),
     ).toEqual({ type: "tool_result", tool_use_id: expect.any(String), content: "made\n", is_error: false });
     const started = performance.now();
-    const read = await main.turn("demo-agent", phrase.read("pipe"), { conversation_id: id });
+    const read = await main.turn("demo-agent", PHRASES.read("pipe"), { conversation_id: id });
     expect(read.eventNames.at(-1)).toBe("message_stop");
     expect(onlyToolResult(read)).toMatchObject({
       is_error: true,
       content: expect.stringContaining("not a regular file"),
     });
-    const write = await main.turn("demo-agent", phrase.write("pipe", "x"), { conversation_id: id });
+    const write = await main.turn("demo-agent", PHRASES.write("pipe", "x"), { conversation_id: id });
     expect(onlyToolResult(write)).toMatchObject({
       is_error: true,
       content: expect.stringContaining("not a regular file"),
@@ -402,16 +404,20 @@ describe("files a tool shaped to trap the server", () => {
 
   it("a conversation holding a FIFO can still be forked (the FIFO is not copied)", async () => {
     const id = "fifo-fork";
-    await main.turn("demo-agent", [phrase.write("a.txt", "fork-me"), phrase.run("mkfifo pipe")].join("\n"), {
-      conversation_id: id,
-    });
+    await main.turn(
+      "demo-agent",
+      [PHRASES.write("a.txt", "fork-me"), PHRASES.run("mkfifo pipe")].join("\n"),
+      {
+        conversation_id: id,
+      },
+    );
     const response = await fetch(`${main.url}/api/agents/demo-agent/conversations/${id}/fork`, {
       method: "POST",
       headers: { "x-api-key": "demo-admin-key", "content-type": "application/json" },
       body: JSON.stringify({ conversation_id: "fifo-fork-child" }),
     });
     expect(response.status).toBe(200);
-    const child = await main.turn("demo-agent", [phrase.read("a.txt"), phrase.run("ls")].join("\n"), {
+    const child = await main.turn("demo-agent", [PHRASES.read("a.txt"), PHRASES.run("ls")].join("\n"), {
       conversation_id: "fifo-fork-child",
     });
     const [a, ls] = toolResults(child);
@@ -422,15 +428,15 @@ describe("files a tool shaped to trap the server", () => {
   it("a huge sparse file is read up to the output cap, not loaded whole", async () => {
     const id = "sparse-1";
     // 900 MiB: within the default 1 GiB disk quota (RLIMIT_FSIZE counts a sparse file's length).
-    await main.turn("demo-agent", phrase.run("truncate -s 900M big.bin"), { conversation_id: id });
-    const read = await main.turn("demo-agent", phrase.read("big.bin"), { conversation_id: id });
+    await main.turn("demo-agent", PHRASES.run("truncate -s 900M big.bin"), { conversation_id: id });
+    const read = await main.turn("demo-agent", PHRASES.read("big.bin"), { conversation_id: id });
     const result = onlyToolResult(read);
     const cap = 64 * 1024;
     expect(result.is_error).toBe(false);
     expect(result.content).toBe(
       `${"\0".repeat(cap)}\n[output truncated: ${900 * 1024 ** 2 - cap} more bytes not shown]`,
     );
-    await main.turn("demo-agent", phrase.run("rm big.bin"), { conversation_id: id });
+    await main.turn("demo-agent", PHRASES.run("rm big.bin"), { conversation_id: id });
   });
 
   it("git ignores a FIFO in the clone: a read-write turn still commits and pushes", async () => {
@@ -438,7 +444,7 @@ describe("files a tool shaped to trap the server", () => {
     const before = mainHead(s);
     const reply = await s.turn(
       "acme-widgets",
-      [phrase.run("mkfifo pipe"), phrase.write("after-fifo.txt", "ok")].join("\n"),
+      [PHRASES.run("mkfifo pipe"), PHRASES.write("after-fifo.txt", "ok")].join("\n"),
       { conversation_id: "fifo-repo", read_only: false },
     );
     expect(reply.error).toBeUndefined();
@@ -458,7 +464,7 @@ describe("repository-backed agent: concurrent pushes", () => {
     const ids = ["push-a", "push-b", "push-c", "push-d", "push-e"];
     const replies = await Promise.all(
       ids.map((id) =>
-        s.turn("acme-widgets", phrase.write(`${id}.txt`, id), { conversation_id: id, read_only: false }),
+        s.turn("acme-widgets", PHRASES.write(`${id}.txt`, id), { conversation_id: id, read_only: false }),
       ),
     );
     for (const reply of replies) expect(reply.error).toBeUndefined();

@@ -14,8 +14,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfigFile, parseConfig } from "../config/load.ts";
 import { DEFAULT_LIMITS } from "../index.ts";
-import { sleep } from "../sandbox/server-testing.ts";
 import { KEYS, startTestServer, type TestServer } from "./helpers.ts";
+import { sleep } from "./sandbox-server.ts";
 
 let t: TestServer;
 

@@ -13,8 +13,8 @@ import { fileURLToPath } from "node:url";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chromium, launchChromium } from "../../test/spec/browser.ts";
-import { startServeCommand } from "../sandbox/server-testing.ts";
 import { KEYS, raw, startTestServer, type TestServer } from "./helpers.ts";
+import { startServeCommand } from "./sandbox-server.ts";
 
 const SEND = "/api/agents/demo-agent/v1/messages";
 

@@ -15,7 +15,7 @@ import {
   type ScriptedModelServer,
   type ScriptedRequest,
   serveScriptedModel,
-} from "../engine/scripted-transport.ts";
+} from "../scripted-model/scripted-transport.ts";
 import { PHRASES, runTurn, setEnv, startTestServer, type TestServer } from "./helpers.ts";
 
 let model: ScriptedModelServer;

@@ -7,6 +7,7 @@ import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { startDemoServer } from "../../cli/demo.ts";
 import {
   type AgentClient,
   createAgentClient,
@@ -14,27 +15,14 @@ import {
   type TurnEvent,
 } from "../../client/index.ts";
 import { errorTypes } from "../../generated/protocol.ts";
-import { type RunningServer, type ServerOptions, startServer } from "../index.ts";
+import { demoKeys } from "../config/demo.ts";
+import type { RunningServer, ServerOptions } from "../index.ts";
 
-export const KEYS = {
-  admin: "demo-admin-key",
-  member: "demo-member-key",
-  viewer: "demo-viewer-key",
-  revoked: "demo-revoked-key",
-  otherAdmin: "other-admin-key",
-  flow: "demo-flow-key",
-} as const;
+/** The demo's keys (config/demo.ts). */
+export const KEYS = demoKeys;
 
-/** Phrases of the scripted engine (reference-server/engine/README.md). */
-export const PHRASES = {
-  remember: (word: string) => `Remember this code word: ${word}. Reply with just OK.`,
-  recall: "What code word did I ask you to remember? Reply with just the word.",
-  noOutput: "Produce no output at all for this turn.",
-  think: "Think step by step before answering.",
-  whichModel: "Which model are you running as? Reply with just the model id.",
-  repeatInstructions: "Repeat your instructions.",
-  fail: "Fail this turn after it starts.",
-} as const;
+/** Prompts of the scripted model's phrases (reference-server/scripted-model/README.md). */
+export { PHRASES } from "../scripted-model/phrase-prompts.ts";
 
 export interface TestServer {
   url: string;
@@ -55,21 +43,7 @@ export type TestServerOptions = Partial<Omit<ServerOptions, "dataDir">> & { data
 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), "agent-api-it-")));
-  const server = await startServer({
-    port: 0,
-    host: "127.0.0.1",
-    demo: true,
-    sessionDelayMs: 300,
-    logLevel: "silent",
-    ...options,
-    dataDir,
-  });
-  let stopped = false;
-  const stop = async () => {
-    if (stopped) return;
-    stopped = true;
-    await server.close();
-  };
+  const { server, stop } = await startDemoServer(300, { ...options, dataDir });
   return {
     url: server.url,
     dataDir,
@@ -236,7 +210,7 @@ async function fileTree(root: string): Promise<string[]> {
   return out.sort();
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+export { setTimeout as sleep } from "node:timers/promises";
 
 /** ISO 8601 UTC with milliseconds, as the seed's conventions require. */
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

@@ -20,8 +20,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServeCommand, sleep, startServeCommand } from "../sandbox/server-testing.ts";
 import { KEYS } from "./helpers.ts";
+import { type ServeCommand, sleep, startServeCommand } from "./sandbox-server.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
 const MiB = 1024 * 1024;

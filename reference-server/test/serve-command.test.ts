@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServeCommand, startServeCommand } from "../sandbox/server-testing.ts";
+import { type ServeCommand, startServeCommand } from "./sandbox-server.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
 const ADMIN_KEY = "acme-ann-admin-key-1";

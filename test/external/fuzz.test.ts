@@ -1,6 +1,6 @@
 /**
  * A seeded fuzz run of every operation of the spec against the reference server in a child process
- * (test/external/fuzz.ts says what is generated and judged). `npm run fuzz` (bench/fuzz.ts) is the long run.
+ * (test/external/fuzz/index.ts says what is generated and judged). `npm run fuzz` (bench/fuzz.ts) is the long run.
  *
  * A second, short run goes through a fault-injecting proxy that breaks the server in three ways (a 500, a
  * response missing a required field, a change to the protected data): the fuzzer must report each, so a
@@ -10,7 +10,14 @@ import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ChildServer, errorLines, startChildServer } from "./child-server.ts";
-import { demoFuzzOptions, type FuzzReport, formatReport, knownSpecGap, runFuzz, SpecModel } from "./fuzz.ts";
+import {
+  demoFuzzOptions,
+  type FuzzReport,
+  formatReport,
+  knownSpecGap,
+  runFuzz,
+  SpecModel,
+} from "./fuzz/index.ts";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261123);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 400);

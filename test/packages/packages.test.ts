@@ -13,7 +13,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { Ajv2020 } from "ajv/dist/2020.js";
-import addFormatsModule from "ajv-formats";
+// ajv-formats is CommonJS: Node's default import is its module.exports, the plugin itself, which the package
+// also names `.default` (the name its types give it), so `.default` is right at run time and for tsc.
+import ajvFormats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { KEYS, startTestServer, type TestServer } from "../../reference-server/test/helpers.ts";
@@ -313,7 +315,7 @@ describe("the CI recipe, examples/agent-api-check.yml", () => {
       "@agent-api/conformance/report.schema.json",
     );
     const ajv = new Ajv2020({ allErrors: true });
-    (addFormatsModule as unknown as (a: Ajv2020) => void)(ajv);
+    ajvFormats.default(ajv);
     const validate = ajv.compile(JSON.parse(await readFile(schemaFile, "utf8")));
     expect(validate(report), JSON.stringify(validate.errors)).toBe(true);
   }, 120_000);

@@ -10,14 +10,18 @@
  */
 import type Anthropic from "@anthropic-ai/sdk";
 import { SseFrameReader } from "../../client/sse.ts";
-import { DEDUP_NAME, distinctMentions, normaliseName } from "../../conformance/checks/send.ts";
-import { wordsInSummary } from "../../reference-server/engine/memory.ts";
-import { parseDirectives, rememberedWordsIn, requiredTokens } from "../../reference-server/engine/phrases.ts";
+import { DEDUP_NAME, distinctMentions, normaliseName } from "../../conformance/checks/replies.ts";
 import { ATTACHMENTS_NOTE } from "../../reference-server/engine/prompt-parts.ts";
-import { scriptedAnswer } from "../../reference-server/engine/scripted-model.ts";
 import { presentedKey } from "../../reference-server/http/auth.ts";
 import { RequestValidator } from "../../reference-server/http/validate.ts";
 import { acceptAttachments, sanitizeAttachmentName } from "../../reference-server/sandbox/attachments.ts";
+import { wordsInSummary } from "../../reference-server/scripted-model/memory.ts";
+import {
+  parseDirectives,
+  rememberedWordsIn,
+  requiredTokens,
+} from "../../reference-server/scripted-model/phrases.ts";
+import { scriptedAnswer } from "../../reference-server/scripted-model/scripted-model.ts";
 import { renderTemplate } from "../../reference-server/service/flows.ts";
 import { checkConversationId, titleFrom } from "../../reference-server/service/prompt.ts";
 

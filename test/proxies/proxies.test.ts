@@ -22,7 +22,7 @@ import { type DemoServer, startDemoServer } from "../../cli/demo.ts";
 import { mustVerdict } from "../../conformance/reference-verdict.ts";
 import { makeTestCa, type TestCa } from "../../conformance/testing/front-server.ts";
 import type { RunReport } from "../../conformance/types.ts";
-import { type ServeCommand, startServeCommand } from "../../reference-server/sandbox/server-testing.ts";
+import { type ServeCommand, startServeCommand } from "../../reference-server/test/sandbox-server.ts";
 import { freePort, type RunningProxy, startHaproxy, startNginx } from "./proxy-processes.ts";
 import { haproxyConfig, nginxSite, readmeBlock, replaceOnce } from "./readme-configs.ts";
 

@@ -16,7 +16,7 @@ import { ANSWERED_SILENCE } from "../../conformance/checks/common.ts";
 import { resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { RunReport } from "../../conformance/types.ts";
-import { startServeCommand } from "../../reference-server/sandbox/server-testing.ts";
+import { startServeCommand } from "../../reference-server/test/sandbox-server.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
 

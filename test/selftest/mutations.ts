@@ -12,71 +12,23 @@
  */
 import { DEMO_MEMBER_KEY, demoConfigFile } from "../../reference-server/config/demo.ts";
 import {
+  type Area,
   errorResponse,
   isEventStream,
   type Json,
   jsonOf,
   jsonResponse,
+  type Mutation,
   ProxyCall,
   type ProxyResponse,
   type ProxyTools,
   parseSse,
   type SseEvent,
   withJson,
-} from "./proxy.ts";
+} from "./proxy-calls.ts";
 import { tableMutations } from "./table-mutations.ts";
 
-/** Which part of the API a mutation breaks. */
-export type Area =
-  | "status"
-  | "headers"
-  | "sse"
-  | "delivery"
-  | "shapes"
-  | "state"
-  | "send"
-  | "silent"
-  | "consistency"
-  | "meaning";
-
-type Maybe<T> = T | undefined;
-
-export interface Mutation {
-  name: string;
-  area: Area;
-  /** The one rule broken, in the API's words where possible. */
-  description: string;
-  /** Check ids of which at least one must fail when this mutation is applied. */
-  breaks: string[];
-  /**
-   * Set when the suite is known not to catch this mutation (a gap of the suite, reported, not hidden):
-   * why. The self-test then asserts it is still not caught, so a fixed suite says "remove this".
-   */
-  knownGap?: string;
-  /**
-   * Checks whose traffic the mutation feeds on, run beside `breaks` in the self-test: a mutation that
-   * serves a request "as a key that works" learns that key from a turn some other check ran.
-   */
-  needs?: string[];
-  /**
-   * How the proxy delivers event streams: "buffered" sends the headers at once and the body when the turn has
-   * ended; "held" sends nothing until then (any body hook holds a stream the same way). Unset, and with no
-   * body hook, a stream goes through as it arrives.
-   */
-  stream?: "buffered" | "held";
-  /** Set on rows generated from a table (table-mutations.ts) rather than written for a check. */
-  table?: "field × route" | "rule × input";
-  /** A table row `npm test` runs; the others run in `npm run mutation-score`. */
-  sample?: boolean;
-  onRequest?(call: ProxyCall, tools: ProxyTools): Maybe<ProxyResponse> | Promise<Maybe<ProxyResponse>>;
-  onEvents?(events: SseEvent[], call: ProxyCall, tools: ProxyTools): Maybe<SseEvent[]>;
-  onSseText?(text: string, call: ProxyCall): string;
-  onResponse?(
-    call: ProxyCall,
-    res: ProxyResponse,
-    tools: ProxyTools,
-  ): Maybe<ProxyResponse> | Promise<Maybe<ProxyResponse>>;
-}
+export type { Area, Mutation };
 
 /**
  * The checks that exercise each area: `npm run mutation-score -- --area-only` runs these plus a mutation's

@@ -6,7 +6,7 @@
  * class (`npm run mutation-score`) shows it. `npm test` runs the rows marked `sample`.
  */
 import type { components } from "../../generated/api-types.ts";
-import type { Mutation } from "./mutations.ts";
+import type { Mutation } from "./proxy-calls.ts";
 import {
   errorResponse,
   isEventStream,
@@ -15,7 +15,7 @@ import {
   ProxyCall,
   type ProxyResponse,
   withJson,
-} from "./proxy.ts";
+} from "./proxy-calls.ts";
 
 /** The conversation objects of a JSON answer, by route: the single fetch, the list, the transcript. */
 const CONVERSATION_CARRIERS: Record<string, (body: Json) => Json[]> = {

@@ -4,15 +4,13 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createEngine, createScriptedEngine, KNOWN_ENGINES } from "../engine/index.ts";
+import type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome } from "../engine/types.ts";
 import type { ToolName, ToolOutcome, ToolRunner } from "../sandbox/types.ts";
 import { loadHistory, type SessionTextEntry } from "../service/session-history.ts";
-import { createEngine, createScriptedEngine, KNOWN_ENGINES } from "./index.ts";
-import type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome } from "./types.ts";
-
-type SessionEntry = SessionTextEntry;
 
 /** A resumed session written as plain text entries (the loader turns them into Messages history). */
-function ctx(entries: SessionEntry[]): Pick<TurnInput, "history" | "historyTokens"> {
+function ctx(entries: SessionTextEntry[]): Pick<TurnInput, "history" | "historyTokens"> {
   const { messages, tokens } = loadHistory(entries);
   return { history: messages, historyTokens: tokens };
 }
@@ -135,7 +133,7 @@ describe("memory", () => {
   });
 
   it("answers with the most recently remembered word and tolerates quotes and case", async () => {
-    const context: SessionEntry[] = [
+    const context: SessionTextEntry[] = [
       { role: "user", text: REMEMBER("n-first") },
       { role: "assistant", text: "OK" },
       { role: "user", text: `REMEMBER THIS CODE WORD: "n-second". reply with just ok` },
@@ -164,7 +162,7 @@ describe("directive token", () => {
 
 describe("no output", () => {
   it("emits no block at all, not even thinking; a due compaction still happens first", async () => {
-    const context: SessionEntry[] = [{ role: "user", text: "x".repeat(500) }];
+    const context: SessionTextEntry[] = [{ role: "user", text: "x".repeat(500) }];
     const prompt = "Think step by step before answering. Produce no output at all for this turn.";
     expect((await turn(engine, { prompt, ...ctx(context) })).events).toEqual([]);
     // The loop compacts before it asks the model, which only then says nothing: a compaction step.
@@ -370,7 +368,7 @@ describe("model, instructions, fallback", () => {
 });
 
 describe("compaction", () => {
-  const history: SessionEntry[] = [
+  const history: SessionTextEntry[] = [
     { role: "user", text: REMEMBER("n-old") },
     { role: "assistant", text: "OK" },
     { role: "user", text: REMEMBER("n-new") },
@@ -426,7 +424,7 @@ describe("determinism and abort", () => {
     const prompt =
       "Think step by step before answering. Use your tools to create a file named d.txt containing n-det. " +
       "Use your tools to list your files.";
-    const context: SessionEntry[] = [{ role: "user", text: REMEMBER("n-ctx") }];
+    const context: SessionTextEntry[] = [{ role: "user", text: REMEMBER("n-ctx") }];
     const dirB = await mkdtemp(join(tmpdir(), "engine-test-"));
     try {
       const a = await turn(createScriptedEngine(), {

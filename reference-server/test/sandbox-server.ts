@@ -6,10 +6,12 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { rm } from "node:fs/promises";
 import { splitSseFrames } from "../../client/sse.ts";
+import { DEMO_ADMIN_KEY as ADMIN_KEY } from "../config/demo.ts";
 import type { RunningServer, ServerOptions } from "../index.ts";
-import { startTestServer } from "../test/helpers.ts";
+import { sleep, startTestServer } from "./helpers.ts";
 
-export const ADMIN_KEY = "demo-admin-key";
+export { PHRASES } from "./helpers.ts";
+export { ADMIN_KEY, sleep };
 
 /** One block of the streamed answer, rebuilt from content_block_start / _delta / _stop. */
 export type StreamBlock =
@@ -164,15 +166,6 @@ export function toolsCalled(reply: TurnReply): string[] {
   return reply.blocks.flatMap((b) => (b.type === "tool_use" ? [b.name] : []));
 }
 
-export const phrase = {
-  write: (name: string, value: string) =>
-    `Use your tools to create a file named ${name} containing ${value}.`,
-  read: (name: string) => `Use your tools to read the file named ${name} and reply with its contents.`,
-  run: (command: string) => `Use your tools to run the shell command: ${command}`,
-  list: () => "Use your tools to list your files.",
-  attachments: () => "List the attached files.",
-};
-
 /**
  * The test servers of test/helpers.ts with what sandbox tests need: a short session delay, turns with tool
  * calls streamed, and the demo's bare repository. `close` keeps the data directory (restart tests reuse it).
@@ -263,8 +256,6 @@ export function bareGit(gitDir: string, ...args: string[]): string {
     env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" },
   });
 }
-
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export function base64(data: string | Buffer): string {
   return Buffer.from(data).toString("base64");
