@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config";
 
-// `npm run test:proxies`: the README's reverse-proxy guide run in real nginx and HAProxy (test/proxies/). Its own
+// `npm run test:proxies`: the README's reverse-proxy guide run in real nginx, HAProxy and Caddy (test/proxies/). Its own
 // step in CI after `npm test`, because it takes about a minute and needs nginx and haproxy installed.
 export default defineConfig({
   test: {

@@ -1,11 +1,13 @@
 /**
  * The deployment guide, proven: README.md's "Behind a reverse proxy" configs, pasted from the page, run in
- * Debian's nginx and HAProxy with TLS from a CA made here, and `agent-api check` (the command, as an operator
- * runs it, trusting the CA through NODE_EXTRA_CA_CERTS) against `agent-api serve`'s demo through them.
+ * Debian's nginx, HAProxy and Caddy with TLS from a CA made here, and `agent-api check` (the command, as an
+ * operator runs it, trusting the CA through NODE_EXTRA_CA_CERTS) against `agent-api serve`'s demo through them.
  *
- * - through the guide's nginx and HAProxy configs every MUST check passes (the streaming checks included);
+ * - through the guide's nginx, HAProxy and Caddy configs every MUST check passes (the streaming checks
+ *   included, the 10 MiB attachment and the flow route too);
  * - through nginx told to buffer (`proxy_buffering on; proxy_ignore_headers X-Accel-Buffering;`) the run
- *   exits 1 naming SSE-STREAMED-INCREMENTAL and SSE-HEADERS-BEFORE-END;
+ *   exits 1 naming SSE-STREAMED-INCREMENTAL and SSE-HEADERS-BEFORE-END, and so it does through Caddy told to
+ *   buffer (`buffer_responses`): the guide's Caddy block streams without `flush_interval`;
  * - with nginx's idle (read) time-out at 3 s, a turn quiet for 8 s survives when the server's keep-alive
  *   interval is 1 s and is cut, failing SSE-IDLE-SURVIVES, when it is 30 s: the guide's rule
  *   "proxy idle time-out > keep-alive interval".
@@ -23,8 +25,8 @@ import { mustVerdict } from "../../conformance/reference-verdict.ts";
 import { makeTestCa, type TestCa } from "../../conformance/testing/front-server.ts";
 import type { RunReport } from "../../conformance/types.ts";
 import { type ServeCommand, startServeCommand } from "../../reference-server/test/sandbox-server.ts";
-import { freePort, type RunningProxy, startHaproxy, startNginx } from "./proxy-processes.ts";
-import { haproxyConfig, nginxSite, readmeBlock, replaceOnce } from "./readme-configs.ts";
+import { freePort, type RunningProxy, startCaddy, startHaproxy, startNginx } from "./proxy-processes.ts";
+import { caddyfile, haproxyConfig, nginxSite, readmeBlock, replaceOnce } from "./readme-configs.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const BIN = join(ROOT, "bin/agent-api");
@@ -241,4 +243,52 @@ describe("the README's reverse-proxy guide, run for real", () => {
       expect(run.report.results.find((r) => r.id === id)?.outcome, id).toBe("pass");
     }
   }, 240_000);
+
+  it("Caddy with the guide's config: every MUST check passes over TLS", async () => {
+    const port = await freePort();
+    const config = caddyfile(await readmeBlock("caddy"), {
+      upstream: upstreamOf(server.url),
+      port,
+      certFile: certs.certFile,
+      keyFile: certs.keyFile,
+    });
+    const proxy = await startCaddy(join(dir, "caddy"), config, port);
+    proxies.push(proxy);
+    const run = await check(proxy.url, serverEnv, ["--idle-seconds", "2"]);
+    expect(mustVerdict(run.report), run.stdout.slice(-3000)).toEqual({
+      failures: [],
+      unexpectedSkips: [],
+      warnings: [],
+    });
+    expect(run.code, run.stdout.slice(-2000)).toBe(0);
+    for (const id of [...STREAMING_IDS, "SSE-IDLE-SURVIVES", "LIMIT-ATTACHMENT-SIZE", "FLOW-INVOKE"]) {
+      expect(run.report.results.find((r) => r.id === id)?.outcome, id).toBe("pass");
+    }
+  }, 240_000);
+
+  it("Caddy told to buffer responses: the run exits 1 naming the streaming checks", async () => {
+    const port = await freePort();
+    const buffering = replaceOnce(
+      await readmeBlock("caddy"),
+      "reverse_proxy @agent_api 127.0.0.1:3001\n",
+      "reverse_proxy @agent_api 127.0.0.1:3001 {\n        buffer_responses\n    }\n",
+    );
+    const config = caddyfile(buffering, {
+      upstream: upstreamOf(server.url),
+      port,
+      certFile: certs.certFile,
+      keyFile: certs.keyFile,
+    });
+    const proxy = await startCaddy(join(dir, "caddy-buffering"), config, port);
+    proxies.push(proxy);
+    const run = await check(proxy.url, serverEnv, [
+      "--only",
+      [...STREAMING_IDS, "SSE-CONTENT-TYPE"].join(","),
+    ]);
+    expect(run.code, run.stdout).toBe(1);
+    for (const id of STREAMING_IDS) {
+      expect(run.stdout, id).toMatch(new RegExp(`FAIL MUST +${id} `));
+    }
+    expect(run.stdout).toMatch(/PASS MUST +SSE-CONTENT-TYPE/);
+  }, 120_000);
 });

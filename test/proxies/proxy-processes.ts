@@ -46,8 +46,13 @@ async function listening(port: number, child: ChildProcess, output: () => string
   }
 }
 
-async function startChild(file: string, args: string[], port: number): Promise<RunningProxy> {
-  const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe"] });
+async function startChild(
+  file: string,
+  args: string[],
+  port: number,
+  env?: NodeJS.ProcessEnv,
+): Promise<RunningProxy> {
+  const child = spawn(file, args, { stdio: ["ignore", "pipe", "pipe"], env });
   let text = "";
   child.stdout?.on("data", (chunk: Buffer) => {
     text += chunk.toString("utf8");
@@ -110,4 +115,21 @@ export async function startHaproxy(dir: string, config: string, port: number): P
   await writeFile(file, config);
   await run("haproxy", ["-c", "-q", "-f", file]);
   return startChild("haproxy", ["-db", "-f", file], port);
+}
+
+/**
+ * Caddy in the foreground with `caddyfile`; its storage and autosaved config go to `dir`, not the user's home.
+ */
+export async function startCaddy(dir: string, caddyfile: string, port: number): Promise<RunningProxy> {
+  await mkdir(dir, { recursive: true });
+  const file = join(dir, "Caddyfile");
+  await writeFile(file, caddyfile);
+  const env = {
+    ...process.env,
+    HOME: dir,
+    XDG_DATA_HOME: join(dir, "data"),
+    XDG_CONFIG_HOME: join(dir, "config"),
+  };
+  await run("caddy", ["validate", "--config", file, "--adapter", "caddyfile"], { env });
+  return startChild("caddy", ["run", "--config", file, "--adapter", "caddyfile"], port, env);
 }

@@ -60,3 +60,28 @@ export function haproxyConfig(
   conf = replaceOnce(conf, "server api1 127.0.0.1:3001", `server api1 ${at.upstream}`);
   return conf;
 }
+
+/**
+ * The README's Caddy block, pointed at loopback, under the global options a test run needs (the block itself
+ * has none): no admin endpoint, no HTTP->HTTPS redirect server on port 80, no listener beyond 127.0.0.1.
+ */
+export function caddyfile(block: string, at: Loopback): string {
+  let conf = replaceOnce(block, "api.example.com {", `https://127.0.0.1:${at.port} {`);
+  conf = replaceOnce(conf, "/etc/ssl/agent-api/fullchain.pem", at.certFile);
+  conf = replaceOnce(conf, "/etc/ssl/agent-api/privkey.pem", at.keyFile);
+  conf = replaceOnce(
+    conf,
+    "reverse_proxy @agent_api 127.0.0.1:3001",
+    `reverse_proxy @agent_api ${at.upstream}`,
+  );
+  return `{
+    admin off
+    auto_https disable_redirects
+    default_bind 127.0.0.1
+    servers {
+        protocols h1 h2
+    }
+}
+
+${conf}`;
+}
