@@ -1,7 +1,8 @@
 import { defineConfig } from "vitest/config";
 
 // `npm run test:proxies`: the README's reverse-proxy guide run in real nginx, HAProxy and Caddy (test/proxies/). Its own
-// step in CI after `npm test`, because it takes about a minute and needs nginx and haproxy installed.
+// step in CI after `npm test`, because it takes about a minute and needs nginx, haproxy and caddy installed; also the
+// whole suite over HTTP/2 through nginx with TLS (suite-through-nginx.test.ts).
 export default defineConfig({
   test: {
     include: ["test/proxies/**/*.test.ts"],
