@@ -1,7 +1,7 @@
 /**
  * Times a full conformance run against the reference server's demo started in-process
  * (session delay 500 ms, as `agent-api check` without --base-url uses). Prints total seconds and, per
- * seed section, the number of checks and the summed check time (checks run 8 at a time, so sums overlap).
+ * API section, the number of checks and the summed check time (checks run 8 at a time, so sums overlap).
  * With --slow-model-ms N the demo runs on `--engine anthropic` whose upstream is the scripted model over
  * HTTP answering each call after N ms (the suite against a slow model).
  * Run: node_modules/.bin/node bench/conformance-run.ts [--slow-model-ms 1000]

@@ -1,6 +1,6 @@
 /**
  * Typed client of the Agent Conversation API: openapi-fetch over the generated types for the JSON routes,
- * a typed SSE turn stream for send-message, and the seed's wait-for-session guidance.
+ * a typed SSE turn stream for send-message, and the API's wait-for-session guidance.
  */
 import createClient from "openapi-fetch";
 import type { components, operations, paths } from "../generated/api-types.ts";
@@ -46,7 +46,7 @@ export interface TurnStream extends AsyncIterable<TurnEvent> {
 }
 
 export interface WaitForSessionOptions {
-  /** Poll interval; the seed's example is 0.25 s. */
+  /** Poll interval; the API's example is 0.25 s. */
   intervalMs?: number;
   /** Upper bound of the wait; the turn may legitimately have no session, so this must be bounded. */
   timeoutMs?: number;
@@ -257,7 +257,7 @@ export function createAgentClient(options: AgentClientOptions) {
     },
 
     /**
-     * Polls the conversation until `agent_session_id` is non-null (the seed's client guidance before
+     * Polls the conversation until `agent_session_id` is non-null (the API's client guidance before
      * resuming a conversation just run). Never throws on timeout: resolves `{timedOut: true}` so the caller
      * proceeds, since a turn with no output legitimately has no session.
      */

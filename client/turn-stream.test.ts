@@ -77,7 +77,7 @@ describe("readTurnEvents", () => {
     expect(scalar.error).toBeInstanceOf(StreamProtocolError);
   });
 
-  it("accepts an error event without a type field, as the seed shows it", async () => {
+  it("accepts an error event without a type field, as the API shows it", async () => {
     const result = await drain(
       readTurnEvents(body(start, frame("error", { error: { type: "api_error", message: "boom" } }))),
     );

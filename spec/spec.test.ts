@@ -1,5 +1,5 @@
 /**
- * The contract covers what the seed defines: each operation, each status of the seed's error table on the
+ * The contract covers what the API defines: each operation, each status of the API's error table on the
  * right operation, each SSE event as a named schema, the header, the bounds and the security schemes.
  * It reads generated/openapi.json (the bundle of spec/), and checks that the bundle is up to date and
  * that Redocly lints the spec with zero problems, so a deletion in spec/ fails here one way or the other.
@@ -95,12 +95,12 @@ describe("operations", () => {
     invokeFlow: ["post", "/apps/{app_id}", ["200", "400", "401", "404", "502", "429", "503"]],
   };
 
-  it("has exactly the 11 operations of the seed", () => {
+  it("has exactly the 11 operations of the API", () => {
     expect(Object.keys(operations).sort()).toEqual(Object.keys(expected).sort());
   });
 
   it.each(Object.entries(expected))(
-    "%s: method, path and every status of the seed",
+    "%s: method, path and every status of the API",
     (id, [method, path, statuses]) => {
       expect(operations[id]).toMatchObject({ method, path });
       expect(Object.keys(operations[id].op.responses).sort()).toEqual([...statuses].sort());
@@ -182,7 +182,7 @@ describe("parameters and bodies", () => {
       "SLACK",
       "EMAIL",
     ]);
-    // The seed says only "ISO 8601": RFC 3339's date-time would refuse `2026-11-01`.
+    // The API says only "ISO 8601": RFC 3339's date-time would refuse `2026-11-01`.
     expect(parameter("listConversations", "since").schema).toEqual({ type: "string" });
     for (const name of ["channel_id", "notebook_path", "automation"])
       expect(parameter("listConversations", name)).toBeDefined();
@@ -233,7 +233,7 @@ describe("parameters and bodies", () => {
     expect(fork({ nope: 1 })).toBe(false);
   });
 
-  it("the Conversation has the seed's fields, nullable where the seed says so", () => {
+  it("the Conversation has the API's fields, nullable where the API says so", () => {
     const conversation = schemas.Conversation;
     expect(conversation.required.sort()).toEqual(
       [
@@ -264,7 +264,7 @@ describe("parameters and bodies", () => {
 });
 
 describe("stream events", () => {
-  // The seed's seven events; generated/protocol.ts must name the same, each with its schema.
+  // The API's seven events; generated/protocol.ts must name the same, each with its schema.
   const seedEvents = [
     "message_start",
     "content_block_start",
@@ -276,7 +276,7 @@ describe("stream events", () => {
   ];
   const eventSchemas: Record<string, string> = streamEventSchemas;
 
-  it("the protocol module names exactly the seed's events", () => {
+  it("the protocol module names exactly the API's events", () => {
     expect(Object.keys(eventSchemas).sort()).toEqual([...seedEvents].sort());
   });
 
@@ -287,7 +287,7 @@ describe("stream events", () => {
       expect(schemas[name].properties.type.const).toBe(type);
   });
 
-  it("content blocks and deltas cover the seed's types", () => {
+  it("content blocks and deltas cover the API's types", () => {
     const blocks = schemas.ContentBlockStartEvent.properties.content_block;
     expect(Object.keys(blocks.discriminator.mapping).sort()).toEqual([
       "text",
@@ -348,7 +348,7 @@ describe("stream events", () => {
     );
   });
 
-  it("the seed's error event (no type) is a StreamEvent; message_stop cannot be mistaken for it", () => {
+  it("the API's error event (no type) is a StreamEvent; message_stop cannot be mistaken for it", () => {
     const validate = validator("StreamEvent");
     expect(validate({ error: { type: "api_error", message: "x" } })).toBe(true);
     expect(validate({ type: "message_stop" })).toBe(true);

@@ -1,6 +1,6 @@
 /**
  * Conversations the demo starts with that the API itself cannot create: one owned by a chat channel
- * (visible to every member of the workspace, the seed's third visibility rule) and one of a notebook, so
+ * (visible to every member of the workspace, the API's third visibility rule) and one of a notebook, so
  * the list filters `channel`, `channel_id` and `notebook_path` have something to find. Seeded once.
  */
 import { newConversation } from "../store/new-conversation.ts";

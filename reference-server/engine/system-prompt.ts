@@ -1,7 +1,7 @@
 /**
  * The system prompt of a turn: the agent's instructions, then where the model is (working directory,
  * attachments, outputs, repository and whether the turn may change it, tools), then the caller's `system`
- * text, appended (the seed: it never replaces the instructions). The first two are the same on every turn
+ * text, appended (the API: it never replaces the instructions). The first two are the same on every turn
  * of a conversation, so they end with a prompt-cache breakpoint.
  */
 import type Anthropic from "@anthropic-ai/sdk";

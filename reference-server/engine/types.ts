@@ -12,7 +12,7 @@ export type MessageParam = Anthropic.Messages.MessageParam;
 export type AgentEvent =
   | { kind: "text"; text: string }
   | { kind: "thinking"; thinking: string; signature: string }
-  /** Kept in the history and the transcript's raw events; never streamed (not a block type of the seed). */
+  /** Kept in the history and the transcript's raw events; never streamed (not a block type of the API). */
   | { kind: "redacted_thinking"; data: string }
   | { kind: "tool_use"; id: string; name: ToolName; input: Record<string, unknown> }
   | { kind: "tool_result"; toolUseId: string; content: string; isError: boolean }

@@ -28,7 +28,7 @@ import { RequestValidator } from "./validate.ts";
 
 type Schemas = components["schemas"];
 
-/** Largest request body accepted (the seed leaves it "not shown"); attachments alone may reach 10 MiB decoded. */
+/** Largest request body accepted (the API leaves it "not shown"); attachments alone may reach 10 MiB decoded. */
 export const BODY_LIMIT_BYTES = 32 * 1024 * 1024;
 
 export interface AppOptions {
@@ -238,7 +238,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
     return request.caller;
   };
   // The key is checked in onRequest, before the body is read: a caller without a valid key learns
-  // nothing about its request (the seed's 401, or the revoked body) whatever the body holds.
+  // nothing about its request (the API's 401, or the revoked body) whatever the body holds.
   const authenticated = {
     onRequest: async (request: FastifyRequest) => {
       callerOf(request);
@@ -399,7 +399,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
       onRequest: async (request) => {
         const { app_id } = request.params as { app_id: string };
         const key = headerValue(request.headers["x-api-key"]);
-        // The flow endpoint takes the same header, so a revoked API key gets the seed's revoked body here too.
+        // The flow endpoint takes the same header, so a revoked API key gets the API's revoked body here too.
         if (key !== undefined && keys.lookup(key)?.revoked) throw revokedKey();
         service.flows.authorize(app_id, key);
       },

@@ -1,4 +1,4 @@
-/** `X-Api-Key` → the calling member of one workspace, or 401 (with the seed's exact body for a revoked key). */
+/** `X-Api-Key` → the calling member of one workspace, or 401 (with the API's exact body for a revoked key). */
 import type { KeyIndex } from "../config/keys.ts";
 import type { ServerConfig } from "../config/types.ts";
 import { revokedKey, unauthorized } from "../service/errors.ts";
@@ -15,7 +15,7 @@ export function headerValue(value: string | string[] | undefined): string | unde
 }
 
 /**
- * The presented key: `X-Api-Key` as the seed says, else an `Authorization: Bearer` token. The official
+ * The presented key: `X-Api-Key` as the API says, else an `Authorization: Bearer` token. The official
  * messages client (@anthropic-ai/sdk 1.x) sends its `apiKey` as a bearer token, and it must work unchanged.
  */
 export function presentedKey(headers: Record<string, string | string[] | undefined>): string | undefined {

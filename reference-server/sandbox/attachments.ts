@@ -1,7 +1,7 @@
 /**
  * `metadata.attachments`: parsed defensively, capped, written to `<workdir>/.uploads/`.
  *
- * Rules (all drops are silent, as the seed says):
+ * Rules (all drops are silent, as the API says):
  * - an entry is kept only if it is an object with non-empty string `name`, `mediaType`, `dataBase64`,
  *   and `dataBase64` is strict canonical base64 (A–Z a–z 0–9 + / with correct `=` padding, no
  *   whitespace, no `data:` prefix);

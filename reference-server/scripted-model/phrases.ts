@@ -157,7 +157,7 @@ const RULES: PhraseRule[] = [
   { pattern: /list the attached files/gi, toDirective: () => ({ kind: "list_attachments" }) },
   { pattern: /which model are you running as/gi, toDirective: () => ({ kind: "which_model" }) },
   { pattern: /repeat your instructions/gi, toDirective: () => ({ kind: "repeat_instructions" }) },
-  // Only the scripted engine fails on request; it makes the seed's `error` event observable from outside.
+  // Only the scripted engine fails on request; it makes the API's `error` event observable from outside.
   { pattern: /fail this turn after it starts/gi, toDirective: () => ({ kind: "fail" }) },
   // The phrases below exist to exercise the agent loop with a deterministic upstream (agent-api model).
   { pattern: /think in redacted form/gi, toDirective: () => ({ kind: "redacted_thinking" }) },

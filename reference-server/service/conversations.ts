@@ -1,6 +1,6 @@
 /**
  * The conversation endpoints other than send-message: list, get, transcript, last compaction, share
- * toggle, fork and delete, with the seed's visibility and owner-only rules.
+ * toggle, fork and delete, with the API's visibility and owner-only rules.
  */
 import { randomUUID } from "node:crypto";
 import type { components } from "../../generated/api-types.ts";
@@ -217,7 +217,7 @@ export class ConversationService {
       agentSessionId: sessionId,
       parentConversationId: parent.id,
       forkedAtTurnIndex: atTurn,
-      // Inherited (the seed): what the parent's latest turn asked for, else what the parent itself inherited
+      // Inherited (the API): what the parent's latest turn asked for, else what the parent itself inherited
       // or was started with.
       defaultModel: body.model ?? parent.turnModel ?? parent.defaultModel,
       defaultAutomation:

@@ -1,7 +1,7 @@
 /**
  * Deployed flows: `POST {flow_url}/apps/{app_id}` runs the flow's steps in order, each one agent turn
  * whose prompt is a template over the input variables (`{{name}}`) and the previous step's output
- * (`{{previous}}`). The response body is "not shown" by the seed; ours is {app_id, run_id, output, steps}.
+ * (`{{previous}}`). The response body is "not shown" by the API; ours is {app_id, run_id, output, steps}.
  */
 import { randomUUID } from "node:crypto";
 import type { FlowConfig } from "../config/types.ts";

@@ -1,4 +1,4 @@
-/** The service layer: the seed's rules over the store, sandbox and engine, with no knowledge of HTTP. */
+/** The service layer: the API's rules over the store, sandbox and engine, with no knowledge of HTTP. */
 import { findAgent, listModels } from "./agents.ts";
 import { ConversationService } from "./conversations.ts";
 import { FlowService } from "./flows.ts";

@@ -1,5 +1,5 @@
 /**
- * One turn at a time per conversation. The seed leaves concurrent turns "not shown"; the reference server
+ * One turn at a time per conversation. The API leaves concurrent turns "not shown"; the reference server
  * serialises them (the second waits) so two turns can never interleave their transcript writes.
  *
  * A waiting turn holds its request (body included, up to the body limit) and a socket, so the queue is

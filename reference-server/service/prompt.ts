@@ -65,7 +65,7 @@ export const MAX_CONVERSATION_ID_CHARS = 256;
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 /**
- * The seed allows "any string" as an id; the reference server takes any non-empty string of at most 256
+ * The API allows "any string" as an id; the reference server takes any non-empty string of at most 256
  * characters without control characters, stored and returned verbatim (the X-Conversation-Id header carries
  * it percent-encoded when it cannot travel as it is).
  */

@@ -1,10 +1,10 @@
 /**
- * Records `agent_session_id` a fixed delay after a turn's stream closes, as the seed describes ("recorded
+ * Records `agent_session_id` a fixed delay after a turn's stream closes, as the API describes ("recorded
  * a few seconds after the stream closes"), so the race it warns about is real and reproducible here.
  * Only the newest turn of a conversation may record: an older pending recording is cancelled by a newer
  * turn, and a resumed turn with no output clears the pointer at once.
  *
- * Pending recordings live in memory: a server stopped inside the delay loses them, which the seed already
+ * Pending recordings live in memory: a server stopped inside the delay loses them, which the API already
  * allows (a turn with no recorded session resumes with no memory, and the client guidance bounds the wait).
  */
 import type { SessionRecord, Store } from "../store/types.ts";

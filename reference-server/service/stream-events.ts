@@ -1,5 +1,5 @@
 /**
- * Turns the engine's AgentEvents into the seed's SSE events: whole blocks (start, one complete delta,
+ * Turns the engine's AgentEvents into the API's SSE events: whole blocks (start, one complete delta,
  * stop) with a running index, tool blocks only when `stream_tool_calls` is true, and the usage figures.
  */
 import type { components } from "../../generated/api-types.ts";
@@ -132,7 +132,7 @@ export function blockEvents(event: AgentEvent, index: number, streamToolCalls: b
         stop,
       ];
     case "redacted_thinking":
-      // Not a block type of the seed: kept in the session and the raw events, never streamed.
+      // Not a block type of the API: kept in the session and the raw events, never streamed.
       return [];
     case "compaction":
       // A compaction is not a block of the answer: it shows in the transcript and last-compaction only.

@@ -217,7 +217,7 @@ export class TurnService {
     }
   }
 
-  /** The seed's conversation id resolution table (the caller holds the conversation's lock). */
+  /** The API's conversation id resolution table (the caller holds the conversation's lock). */
   async #resolveConversation(
     caller: Caller,
     agent: AgentConfig,
@@ -363,7 +363,7 @@ export class TurnService {
     yield* messageEnd(usageFor(outcome.usage, price), outcome.stopReason);
   }
 
-  /** Writes the turn to the transcript and moves the session pointer as the seed's states table says. */
+  /** Writes the turn to the transcript and moves the session pointer as the API's states table says. */
   async #commit(plan: TurnPlan, result: TurnResult): Promise<void> {
     const { agentEvents, outcome, resumedSessionId, failure } = result;
     const store = this.#deps.store;
@@ -382,7 +382,7 @@ export class TurnService {
     // A turn that did not complete did not replace its context, so its compaction did not happen either.
     const compaction = completed ? agentEvents.find((e) => e.kind === "compaction") : undefined;
     if (compaction?.kind === "compaction") {
-      // A user message as the seed has it, so it carries an author: the member whose turn compacted.
+      // A user message as the API has it, so it carries an author: the member whose turn compacted.
       messages.push({
         role: "user",
         text: compaction.summary,
@@ -404,7 +404,7 @@ export class TurnService {
     const events = agentEvents.map(rawEvent);
     if (result.pushedCommit) events.push({ type: "repo_push", commit: result.pushedCommit });
     if (failure !== undefined) events.push({ type: "error", message: failure });
-    // The seed's states table: output records a session (the pointer a few seconds later; an existing one
+    // The API's states table: output records a session (the pointer a few seconds later; an existing one
     // is updated in place); a resumed turn without output clears the pointer so the next turn starts clean.
     // A turn that failed or was cut short moves nothing: it is stored with its error, the session kept.
     const producedOutput = agentEvents.some(isOutput);
@@ -453,11 +453,11 @@ function withAutomationPrompt(userText: string, automation: AutomationConfig | u
 
 function findAutomation(agent: AgentConfig, name: string | undefined): AutomationConfig | undefined {
   if (name === undefined) return undefined;
-  // An unknown (or inactive) automation name is ignored, as the seed says: no error.
+  // An unknown (or inactive) automation name is ignored, as the API says: no error.
   return agent.automations.find((a) => a.name === name && a.active);
 }
 
-/** The transcript's raw `events` element for an agent event (their shape is "not shown" by the seed). */
+/** The transcript's raw `events` element for an agent event (their shape is "not shown" by the API). */
 function rawEvent(event: AgentEvent): Record<string, unknown> {
   if (event.kind === "tool_result") {
     return {

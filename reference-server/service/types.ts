@@ -18,7 +18,7 @@ export interface Caller {
 }
 
 export interface ServiceOptions {
-  /** Delay between a turn's stream closing and its `agent_session_id` being recorded (the seed's race). */
+  /** Delay between a turn's stream closing and its `agent_session_id` being recorded (the API's race). */
   sessionDelayMs: number;
   /** Model-routed send: `model` = `<routingPrefix>--<agent>`. */
   routingPrefix: string;

@@ -1,5 +1,5 @@
 /**
- * The seed's visibility and ownership rules, and the mapping of stored conversations to the API shape.
+ * The API's visibility and ownership rules, and the mapping of stored conversations to the API shape.
  * Visible to a caller: own conversations, conversations shared with the workspace, channel-owned ones.
  */
 import type { components } from "../../generated/api-types.ts";

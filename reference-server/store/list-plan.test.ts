@@ -171,7 +171,7 @@ describe("list query plans", () => {
     store = openSqliteStore(file);
   });
 
-  it("every combination returns what the seed's rules select, newest activity first, for each viewer", async () => {
+  it("every combination returns what the API's rules select, newest activity first, for each viewer", async () => {
     const records = mixedRecords(400);
     for (const record of records) await store.insertConversation(record);
     // Sharing and unsharing after creation moves a conversation between the two visibility arms.

@@ -96,7 +96,7 @@ export function mixedRecords(count: number): ConversationRecord[] {
   return records;
 }
 
-/** The seed's rules as plain code: what listConversations must return for a filter. */
+/** The API's rules as plain code: what listConversations must return for a filter. */
 export function expected(records: ConversationRecord[], filter: ListFilter): string[] {
   return records
     .filter(

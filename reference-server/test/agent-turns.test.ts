@@ -172,7 +172,7 @@ describe("tools and files", () => {
 });
 
 describe("delete while a turn runs", () => {
-  // The seed does not say what a delete does to a running turn; either it waits for the turn or the turn
+  // The API does not say what a delete does to a running turn; either it waits for the turn or the turn
   // ends with an error event. What must hold: the stream ends properly, the delete wins, the id starts clean.
   it("the running stream ends properly, the conversation is gone afterwards, and the id starts clean", {
     tags: ["sandbox"],

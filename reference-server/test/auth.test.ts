@@ -1,5 +1,5 @@
 /**
- * Authentication, roles and the seed's error table over real HTTP: every status of the table is
+ * Authentication, roles and the API's error table over real HTTP: every status of the table is
  * provoked at least once, the revoked-key body is compared byte for byte, and a key reaches only its
  * own workspace's agents.
  */

@@ -1,5 +1,5 @@
 /**
- * Conversation ids as the seed has them: any string the caller chooses, created verbatim. Over real HTTP,
+ * Conversation ids as the API has them: any string the caller chooses, created verbatim. Over real HTTP,
  * ids outside printable ASCII are stored, listed and returned verbatim in JSON, travel percent-encoded in
  * X-Conversation-Id (the project's client decodes them), and work on every conversation route.
  */

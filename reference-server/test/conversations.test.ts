@@ -233,7 +233,7 @@ describe("list conversations", () => {
 });
 
 describe("get a conversation", () => {
-  it("returns {conversation} with every field of the seed, timestamps in ISO 8601 UTC with ms", async () => {
+  it("returns {conversation} with every field of the API, timestamps in ISO 8601 UTC with ms", async () => {
     const alice = t.client();
     const turn = await runTurn(alice, "A title\nand a second line that is not part of it");
     const body = await alice.getConversation(turn.conversationId);
@@ -366,7 +366,7 @@ describe("share toggle", () => {
     const bob = t.client(KEYS.member);
     const carol = t.client(KEYS.viewer);
     const turn = await runTurn(alice, "to be shared");
-    // The response body is "not shown" by the seed; the reference server answers {conversation}.
+    // The response body is "not shown" by the API; the reference server answers {conversation}.
     const shared = (await alice.setSharing(turn.conversationId, true)) as { conversation: Conversation };
     expect(shared.conversation).toMatchObject({ id: turn.conversationId, shared: true, is_owner: true });
     expect((await alice.getConversation(turn.conversationId)).conversation.shared).toBe(true);

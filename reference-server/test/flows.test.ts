@@ -31,7 +31,7 @@ describe("invoke a deployed flow", () => {
       appId: "demo-flow",
       inputVars: { topic: "sea otters" },
     })) as unknown as FlowRun;
-    // The response shape is "not shown" by the seed; the reference server answers {app_id, run_id, output, steps}.
+    // The response shape is "not shown" by the API; the reference server answers {app_id, run_id, output, steps}.
     expect(run.app_id).toBe("demo-flow");
     expect(run.run_id).toEqual(expect.any(String));
     expect(run.steps.map((s) => [s.name, s.agent])).toEqual([

@@ -143,7 +143,7 @@ export async function raw(base: string, method: string, path: string, request: R
 
 /**
  * The reference server's error body for every failure but the revoked key: the messages API's error
- * envelope with the seed's `message` beside it, the same text in both.
+ * envelope with the API's `message` beside it, the same text in both.
  */
 export function isErrorBody(
   body: unknown,
@@ -212,7 +212,7 @@ async function fileTree(root: string): Promise<string[]> {
 
 export { setTimeout as sleep } from "node:timers/promises";
 
-/** ISO 8601 UTC with milliseconds, as the seed's conventions require. */
+/** ISO 8601 UTC with milliseconds, as the API's conventions require. */
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /** Unique ids per test run, so tests sharing a server never collide. */

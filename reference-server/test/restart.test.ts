@@ -115,7 +115,7 @@ describe("restart on the same data directory", () => {
     const shared = await alice2.getConversation(bobShared);
     expect(shared.conversation).toMatchObject({ shared: true, is_owner: false });
     // The turn whose recording was pending is stored, but lost its pointer (README: pending recordings are
-    // in memory), which the seed allows: the next turn has no memory, and no error.
+    // in memory), which the API allows: the next turn has no memory, and no error.
     const pendingConversation = (await alice2.getTranscript(pending)).conversation;
     expect(pendingConversation).toMatchObject({ turn_count: 1, agent_session_id: null });
     const afterPending = await runTurn(alice2, PHRASES.recall, { conversation_id: pending });

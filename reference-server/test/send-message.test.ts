@@ -1,5 +1,5 @@
 /**
- * Send-message and list-models over real HTTP: the request rules of the seed (newest user message only,
+ * Send-message and list-models over real HTTP: the request rules of the API (newest user message only,
  * text blocks, ignored fields, `system`, model fallback, automations, delivery), the conversation id
  * resolution table row by row, and the model-routed send.
  */
@@ -25,7 +25,7 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** The seed's grammar of one turn: message_start, whole blocks with a running index, message_delta, message_stop. */
+/** The API's grammar of one turn: message_start, whole blocks with a running index, message_delta, message_stop. */
 function expectTurnGrammar(events: TurnEvent[]): void {
   expect(events[0]?.type).toBe("message_start");
   expect(events.at(-1)?.type).toBe("message_stop");

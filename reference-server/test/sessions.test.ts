@@ -1,6 +1,6 @@
 /**
  * `agent_session_id` over real HTTP with a 300 ms recording delay: null until recorded after a turn with
- * output, the seed's race (a turn sent before the recording resumes with no memory and no error), a
+ * output, the API's race (a turn sent before the recording resumes with no memory and no error), a
  * resumed turn with no output clearing it, and concurrent turns on one conversation.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

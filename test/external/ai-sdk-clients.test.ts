@@ -6,7 +6,7 @@
  *
  * The Vercel AI SDK sends no request metadata but `metadata.user_id`, so resuming needs the one extension
  * point it offers for this, a `fetch` that adds `metadata.conversation_id` to the body (AI_SDK_RESUME below).
- * Its `generateText` asks for a JSON message (`stream: false`), which the seed answers with an event stream
+ * Its `generateText` asks for a JSON message (`stream: false`), which the API answers with an event stream
  * all the same, so a turn goes through `streamText`; errors, answered before any stream, reach both.
  */
 import { createAnthropic } from "@ai-sdk/anthropic";
@@ -32,7 +32,7 @@ const THINK = "Think step by step before answering.";
 const remember = (word: string) => `Remember this code word: ${word}. Reply with just OK.`;
 const RECALL = "What code word did I ask you to remember? Reply with just the word.";
 
-/** The seed's client guidance: wait (bounded) until the conversation's session is recorded. */
+/** The API's client guidance: wait (bounded) until the conversation's session is recorded. */
 async function waitForSession(id: string): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {

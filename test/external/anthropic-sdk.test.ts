@@ -38,7 +38,7 @@ function routedClient(apiKey = "demo-admin-key"): Anthropic {
   return new Anthropic({ baseURL: `${url}/api/agents`, apiKey, authToken: null, maxRetries: 0 });
 }
 
-/** The seed's client guidance: poll the conversation until `agent_session_id` is recorded (bounded). */
+/** The API's client guidance: poll the conversation until `agent_session_id` is recorded (bounded). */
 async function waitForSession(id: string): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
@@ -172,7 +172,7 @@ describe("@anthropic-ai/sdk against {base_url}/api/agents/{agent}", () => {
     expect(textOf(second)).toBe(word);
   });
 
-  it("also sends the key as the seed's X-Api-Key header (apiKey: null, defaultHeaders)", async () => {
+  it("also sends the key as the API's X-Api-Key header (apiKey: null, defaultHeaders)", async () => {
     // For a deployment that reads only X-Api-Key: the SDK then sends no Authorization header at all.
     const client = new Anthropic({
       baseURL: `${url}/api/agents/demo-agent`,

@@ -153,7 +153,7 @@ async function startBrokenUpstream(): Promise<Server> {
 }
 
 beforeAll(async () => {
-  // Prism buffers each stream and answers later under load: a longer recording delay keeps the seed's race
+  // Prism buffers each stream and answers later under load: a longer recording delay keeps the API's race
   // provokable through it (the timing checks send their follow-up as soon as the stream closes). 2 s: with
   // 1 s, the race was lost once in CI with three test files running at once.
   // The suite asks for tools: they run unisolated where bubblewrap does not work (the sandbox has its own tests).
