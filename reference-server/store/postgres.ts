@@ -77,6 +77,21 @@ function fromBytes(value: unknown): string {
   return Buffer.isBuffer(value) ? value.toString("utf8") : String(value);
 }
 
+/** The columns a pending turn is read from, in the order `pendingTurnOf` maps them. */
+const PENDING_TURN_COLUMNS = "conversation_id, turn_index, text, author_member_id, author_name, started_at";
+
+function pendingTurnOf(row: Record<string, unknown>): PendingTurn {
+  return {
+    conversationId: row.conversation_id as string,
+    turnIndex: row.turn_index as number,
+    // Free text is stored as UTF-8 bytes (PostgreSQL's text refuses U+0000).
+    text: fromBytes(row.text),
+    authorMemberId: row.author_member_id as string | null,
+    authorName: row.author_name as string | null,
+    startedAt: row.started_at as string,
+  };
+}
+
 function toParam(column: string, value: unknown): unknown {
   if (value === undefined) return null;
   if (BYTES_COLUMNS.has(column) && typeof value === "string") return bytes(value);
@@ -437,36 +452,18 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     async listPendingTurns() {
       const { rows } = await query(
         pool,
-        `SELECT conversation_id, turn_index, text, author_member_id, author_name, started_at FROM pending_turns
-         ORDER BY started_at, conversation_id`,
+        `SELECT ${PENDING_TURN_COLUMNS} FROM pending_turns ORDER BY started_at, conversation_id`,
       );
-      return rows.map(
-        (row): PendingTurn => ({
-          conversationId: row.conversation_id,
-          turnIndex: row.turn_index,
-          text: fromBytes(row.text),
-          authorMemberId: row.author_member_id,
-          authorName: row.author_name,
-          startedAt: row.started_at,
-        }),
-      );
+      return rows.map(pendingTurnOf);
     },
 
     async getPendingTurn(conversationId) {
       const row = await one<Record<string, unknown>>(
         pool,
-        "SELECT conversation_id, turn_index, text, author_member_id, author_name, started_at FROM pending_turns WHERE conversation_id = $1",
+        `SELECT ${PENDING_TURN_COLUMNS} FROM pending_turns WHERE conversation_id = $1`,
         [conversationId],
       );
-      if (!row) return undefined;
-      return {
-        conversationId: row.conversation_id as string,
-        turnIndex: row.turn_index as number,
-        text: fromBytes(row.text),
-        authorMemberId: row.author_member_id as string | null,
-        authorName: row.author_name as string | null,
-        startedAt: row.started_at as string,
-      } satisfies PendingTurn;
+      return row ? pendingTurnOf(row) : undefined;
     },
 
     async copyTurns(parentId, childId, uptoTurn) {

@@ -35,6 +35,20 @@ import {
   type TurnWrite,
 } from "./types.ts";
 
+/** The columns a pending turn is read from, in the order `pendingTurnOf` maps them. */
+const PENDING_TURN_COLUMNS = "conversation_id, turn_index, text, author_member_id, author_name, started_at";
+
+function pendingTurnOf(row: Record<string, SQLInputValue>): PendingTurn {
+  return {
+    conversationId: row.conversation_id as string,
+    turnIndex: row.turn_index as number,
+    text: row.text as string,
+    authorMemberId: row.author_member_id as string | null,
+    authorName: row.author_name as string | null,
+    startedAt: row.started_at as string,
+  };
+}
+
 export interface SqliteStoreOptions extends SqliteConnectionOptions {
   /**
    * Milliseconds between the checkpoints a worker thread runs on its own connection; 0 (default) leaves
@@ -422,33 +436,16 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
 
     async listPendingTurns() {
       const rows = statement(
-        "SELECT conversation_id, turn_index, text, author_member_id, author_name, started_at FROM pending_turns ORDER BY started_at, conversation_id",
+        `SELECT ${PENDING_TURN_COLUMNS} FROM pending_turns ORDER BY started_at, conversation_id`,
       ).all() as Array<Record<string, SQLInputValue>>;
-      return rows.map(
-        (row): PendingTurn => ({
-          conversationId: row.conversation_id as string,
-          turnIndex: row.turn_index as number,
-          text: row.text as string,
-          authorMemberId: row.author_member_id as string | null,
-          authorName: row.author_name as string | null,
-          startedAt: row.started_at as string,
-        }),
-      );
+      return rows.map(pendingTurnOf);
     },
 
     async getPendingTurn(conversationId) {
       const row = statement(
-        "SELECT conversation_id, turn_index, text, author_member_id, author_name, started_at FROM pending_turns WHERE conversation_id = ?",
+        `SELECT ${PENDING_TURN_COLUMNS} FROM pending_turns WHERE conversation_id = ?`,
       ).get(conversationId) as Record<string, SQLInputValue> | undefined;
-      if (!row) return undefined;
-      return {
-        conversationId: row.conversation_id as string,
-        turnIndex: row.turn_index as number,
-        text: row.text as string,
-        authorMemberId: row.author_member_id as string | null,
-        authorName: row.author_name as string | null,
-        startedAt: row.started_at as string,
-      } satisfies PendingTurn;
+      return row ? pendingTurnOf(row) : undefined;
     },
 
     async copyTurns(parentId, childId, uptoTurn) {
