@@ -156,6 +156,25 @@ function listCatalogue(): string {
 }
 
 /**
+ * The options read from files (`--ca`, `--expected-failures`) and `--http2`, for a run and for the page alike;
+ * null after saying on stderr what could not be read (a usage error, exit 2).
+ */
+async function fileOptions(
+  opts: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+): Promise<{ connection: ConnectionOptions; expectedFailures: ExpectedFailure[] | undefined } | null> {
+  try {
+    return {
+      connection: await connectionOptions(opts, env),
+      expectedFailures: await readExpectedFailures(opts, env),
+    };
+  } catch (error) {
+    process.stderr.write(`agent-api check: ${error instanceof Error ? error.message : String(error)}\n`);
+    return null;
+  }
+}
+
+/**
  * `--ui`: the page over the same library, prefilled from the flags and environment (the demo's values when
  * no --base-url was given), until the process is interrupted.
  */
@@ -163,15 +182,9 @@ async function servePage(
   opts: Record<string, unknown>,
   environment: Record<string, string | undefined>,
 ): Promise<number> {
-  let connection: ConnectionOptions;
-  let expectedFailures: ExpectedFailure[] | undefined;
-  try {
-    connection = await connectionOptions(opts, environment);
-    expectedFailures = await readExpectedFailures(opts, environment);
-  } catch (error) {
-    process.stderr.write(`agent-api check: ${error instanceof Error ? error.message : String(error)}\n`);
-    return 2;
-  }
+  const files = await fileOptions(opts, environment);
+  if (!files) return 2;
+  const { connection, expectedFailures } = files;
   const defaults: Record<string, string> = {};
   for (const field of FORM_FIELDS) {
     const value = flagOrEnv(opts, field.flag, environment);
@@ -324,15 +337,9 @@ export async function main(args: string[]): Promise<number> {
       }
       throw error;
     }
-    let connection: ConnectionOptions;
-    let expectedFailures: ExpectedFailure[] | undefined;
-    try {
-      connection = await connectionOptions(opts, env);
-      expectedFailures = await readExpectedFailures(opts, env);
-    } catch (error) {
-      process.stderr.write(`agent-api check: ${error instanceof Error ? error.message : String(error)}\n`);
-      return 2;
-    }
+    const files = await fileOptions(opts, env);
+    if (!files) return 2;
+    const { connection, expectedFailures } = files;
     const unreachable = await reachability(inputs.baseUrl, settings.timeoutMs, connection);
     if (unreachable) {
       // Not a finding about the deployment: every check would fail the same way, so say it once.
