@@ -240,11 +240,17 @@ function follow(id, keep) {
 
 async function rerun(ids) {
   if (!current) return;
+  // The state leaves "done" before the request is sent, so nothing watching the page reads the
+  // previous run's end as this run's.
+  document.body.dataset.state = "starting";
   try {
     const { id } = await post("/api/runs/" + encodeURIComponent(current.id) + "/rerun", { "--only": ids.join(",") });
     document.body.dataset.state = "running";
     follow(id, true);
-  } catch (error) { $("form-error").textContent = error.message; }
+  } catch (error) {
+    document.body.dataset.state = "idle";
+    $("form-error").textContent = error.message;
+  }
 }
 
 function applyFilters() {
@@ -278,6 +284,7 @@ $("run-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   $("form-error").textContent = "";
   const body = Object.fromEntries(new FormData($("run-form")).entries());
+  document.body.dataset.state = "starting";
   try {
     $("run").disabled = true;
     const { id } = await post("/api/runs", body);
@@ -285,6 +292,7 @@ $("run-form").addEventListener("submit", async (event) => {
     follow(id, false);
   } catch (error) {
     $("run").disabled = false;
+    document.body.dataset.state = "idle";
     $("form-error").textContent = error.message;
   }
 });

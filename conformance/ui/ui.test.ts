@@ -95,7 +95,6 @@ describe.skipIf(skipReason !== undefined)("agent-api check --ui in a browser", (
     expect(text).toContain("updated_at");
 
     // Re-run that check alone: a new run of one check, still failing.
-    await page.evaluate('document.body.dataset.state = ""');
     await failing.locator("button.rerun").click();
     await page.waitForSelector('body[data-state="done"]', { timeout: 60_000 });
     const runMeta = await page.textContent("#run-meta");
