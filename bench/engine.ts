@@ -55,7 +55,7 @@ async function serve(
   });
   process.env.ANTHROPIC_BASE_URL = model.url;
   process.env.ANTHROPIC_API_KEY = "bench";
-  const { startDemoServer } = await import("../cli/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo.ts");
   const server = await startDemoServer(300, {
     dataDir,
     engine: "anthropic",

@@ -38,7 +38,7 @@ const TARGET_RATIO_AT_64 = 0.5;
 // Server roles (child processes)
 
 async function serveReference(dataDir: string): Promise<void> {
-  const { startDemoServer } = await import("../cli/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo.ts");
   // DATABASE_URL=postgres://… measures the PostgreSQL store instead of SQLite.
   const server = await startDemoServer(300, { dataDir, store: process.env.DATABASE_URL || undefined });
   process.stdout.write(`READY ${server.url}\n`);

@@ -20,7 +20,7 @@ function runCli(
     const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_")));
     execFile(
       node,
-      ["cli/agent-api.ts", "check", ...args],
+      ["conformance/cli/agent-api.ts", "check", ...args],
       { cwd: root, env: { ...base, ...env } },
       (error, stdout, stderr) => {
         resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });

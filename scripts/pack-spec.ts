@@ -7,7 +7,7 @@
 import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { buildDocs } from "../cli/commands/docs.ts";
+import { buildDocs } from "../conformance/cli/docs.ts";
 import { projectRoot } from "./tool-bin.ts";
 
 const out = join(projectRoot, "spec", "dist");

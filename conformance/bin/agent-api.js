@@ -4,6 +4,6 @@
 // CLI, which carries every command but `serve` and `model` (those come with @agent-api/reference-server).
 import { existsSync } from "node:fs";
 
-const source = new URL("../../cli/agent-api.ts", import.meta.url);
-const compiled = new URL("../dist/cli/agent-api.js", import.meta.url);
+const source = new URL("../cli/agent-api.ts", import.meta.url);
+const compiled = new URL("../dist/conformance/cli/agent-api.js", import.meta.url);
 await import(existsSync(source) ? source.href : compiled.href);

@@ -447,7 +447,7 @@ async function serveWithoutBwrap(args: string[], dataDir: string) {
   const bin = path.join(dataDir, "bin");
   await mkdir(bin, { recursive: true });
   await symlink(resolveExecutable("git"), path.join(bin, "git")).catch(() => undefined);
-  const cli = new URL("../../cli/agent-api.ts", import.meta.url).pathname;
+  const cli = new URL("../../conformance/cli/agent-api.ts", import.meta.url).pathname;
   return startServeCommand(
     [
       process.execPath,

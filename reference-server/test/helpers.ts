@@ -7,7 +7,6 @@ import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { startDemoServer } from "../../cli/demo.ts";
 import {
   type AgentClient,
   createAgentClient,
@@ -16,6 +15,7 @@ import {
 } from "../../client/index.ts";
 import { errorTypes } from "../../generated/protocol.ts";
 import { demoKeys } from "../config/demo.ts";
+import { startDemoServer } from "../demo.ts";
 import type { RunningServer, ServerOptions } from "../index.ts";
 
 /** The demo's keys (config/demo.ts). */

@@ -137,7 +137,7 @@ describe("restart on the same data directory", () => {
     const child = spawn(
       process.execPath,
       [
-        fileURLToPath(new URL("../../cli/agent-api.ts", import.meta.url)),
+        fileURLToPath(new URL("../../conformance/cli/agent-api.ts", import.meta.url)),
         "serve",
         "--port",
         "0",

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const root = fileURLToPath(new URL("../..", import.meta.url));
-const cli = join(root, "cli/agent-api.ts");
+const cli = join(root, "conformance/cli/agent-api.ts");
 
 export interface ServeProcess {
   child: ChildProcess;

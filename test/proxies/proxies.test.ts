@@ -20,10 +20,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoServer, startDemoServer } from "../../cli/demo.ts";
 import { mustVerdict } from "../../conformance/reference-verdict.ts";
 import { makeTestCa, type TestCa } from "../../conformance/testing/front-server.ts";
 import type { RunReport } from "../../conformance/types.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
 import { type ServeCommand, startServeCommand } from "../../reference-server/test/sandbox-server.ts";
 import { freePort, type RunningProxy, startCaddy, startHaproxy, startNginx } from "./proxy-processes.ts";
 import { caddyfile, haproxyConfig, nginxSite, readmeBlock, replaceOnce } from "./readme-configs.ts";
@@ -84,7 +84,7 @@ function check(proxyUrl: string, env: Record<string, string>, args: string[]): P
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
-      ["cli/agent-api.ts", "check", "--no-color", "--json", reportFile, ...args],
+      ["conformance/cli/agent-api.ts", "check", "--no-color", "--json", reportFile, ...args],
       { cwd: ROOT, env: childEnv, maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const code = error ? Number(error.code ?? 1) : 0;

@@ -24,7 +24,7 @@ import {
   selectChecks,
   summaryText,
   timelineLines,
-} from "../../conformance/index.ts";
+} from "../index.ts";
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_IDLE_SECONDS,
@@ -36,9 +36,9 @@ import {
   resolveInputs,
   resolveRunSettings,
   UsageError,
-} from "../../conformance/inputs.ts";
-import { FORM_FIELDS } from "../../conformance/ui/form.ts";
-import { startConformanceUi } from "../../conformance/ui/server.ts";
+} from "../inputs.ts";
+import { FORM_FIELDS } from "../ui/form.ts";
+import { startConformanceUi } from "../ui/server.ts";
 
 const EXIT_CODES_HELP = `
 Exit codes:
@@ -305,7 +305,7 @@ export async function main(args: string[]): Promise<number> {
     try {
       // A computed path, so that the conformance package (which has no server) does not compile the demo in.
       const demoModule = new URL(
-        `../demo${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`,
+        `../../reference-server/demo${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`,
         import.meta.url,
       );
       const { startDemoServer } = (await import(demoModule.href)) as {

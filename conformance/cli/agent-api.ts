@@ -12,13 +12,16 @@ type Command = { main(args: string[]): Promise<number> };
  */
 const extension = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
 const load = (name: string) => (): Promise<Command> =>
-  import(new URL(`./commands/${name}${extension}`, import.meta.url).href) as Promise<Command>;
+  import(new URL(`./${name}${extension}`, import.meta.url).href) as Promise<Command>;
+// Until the packages import each other by name: the server's commands by path in the repository.
+const loadServer = (name: string) => (): Promise<Command> =>
+  import(new URL(`../../reference-server/cli/${name}${extension}`, import.meta.url).href) as Promise<Command>;
 
 const commands: Record<string, { summary: string; load: () => Promise<Command> }> = {
-  serve: { summary: "run the reference server", load: load("serve") },
+  serve: { summary: "run the reference server", load: loadServer("serve") },
   check: { summary: "run the conformance suite against a deployment", load: load("check") },
   ui: { summary: "the conformance suite as a local page (agent-api check --ui)", load: load("ui") },
-  model: { summary: "serve the scripted model as a Messages API upstream", load: load("model") },
+  model: { summary: "serve the scripted model as a Messages API upstream", load: loadServer("model") },
   mock: { summary: "Prism mock server from the spec", load: load("mock") },
   docs: { summary: "build the HTML documentation", load: load("docs") },
   lint: { summary: "lint the OpenAPI spec with Redocly", load: load("lint") },
