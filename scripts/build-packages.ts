@@ -11,7 +11,7 @@ import { execFileSync } from "node:child_process";
 import { cpSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
-import { projectRoot } from "./tool-bin.ts";
+import { projectRoot } from "../conformance/cli/tool-bin.ts";
 
 const PACKAGES = ["client", "conformance", "reference-server"] as const;
 type Package = (typeof PACKAGES)[number];

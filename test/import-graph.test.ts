@@ -6,7 +6,7 @@
 import { createRequire } from "node:module";
 import { cruise, type ICruiseOptions, type IForbiddenRuleType } from "dependency-cruiser";
 import { describe, expect, it } from "vitest";
-import { projectRoot } from "../scripts/tool-bin.ts";
+import { projectRoot } from "../conformance/cli/tool-bin.ts";
 
 const rules = createRequire(import.meta.url)("../.dependency-cruiser.cjs") as {
   forbidden: IForbiddenRuleType[];
