@@ -26,6 +26,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
+import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 
 const SELF = fileURLToPath(import.meta.url);
 const TARGET_P99_MS_AT_64 = 5;
@@ -140,6 +141,7 @@ async function main() {
       process.execPath,
       [
         ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(values.profile)}`] : []),
+        SOURCE_CONDITION_FLAG,
         SELF,
         "--role",
         "serve",

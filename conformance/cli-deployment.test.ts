@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DemoServer } from "../reference-server/demo.ts";
+import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 import { type FrontServer, makeTestCa, startFront, type TestCa } from "./testing/front-server.ts";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -25,7 +26,7 @@ function runCli(
     );
     execFile(
       node,
-      ["conformance/cli/agent-api.ts", "check", "--no-color", ...args],
+      [SOURCE_CONDITION_FLAG, "conformance/cli/agent-api.ts", "check", "--no-color", ...args],
       { cwd: root, env: { ...base, ...env } },
       (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );

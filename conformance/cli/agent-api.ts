@@ -1,30 +1,36 @@
 #!/usr/bin/env node
 /**
- * `agent-api <command> [flags]`: dispatches to cli/commands/<command>.ts, whose `main(args)` parses its
- * own flags and resolves to the process exit code. Commands load lazily so `check` does not pay for the server.
+ * `agent-api <command> [flags]`: dispatches to the command's module, whose `main(args)` parses its own flags
+ * and resolves to the process exit code. Commands load lazily so `check` does not pay for the server.
  */
+import { isPackageMissing } from "./package-missing.ts";
+
 type Command = { main(args: string[]): Promise<number> };
 
 /**
- * Each command is loaded by a computed path, so a compiler following imports from here does not pull every
- * command in: the conformance package compiles all but `serve` and `model`, which load where their package is
- * installed (in the repository: all of them). Running from .ts (the repository) or .js (a package) alike.
+ * `check`, `ui`, `mock`, `docs` and `lint` are this package's (beside this file); `serve` and `model` are
+ * the reference server's, loaded by its package name, so they run where @agent-api/reference-server is
+ * installed (in the repository: always, as a workspace).
  */
-const extension = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
-const load = (name: string) => (): Promise<Command> =>
-  import(new URL(`./${name}${extension}`, import.meta.url).href) as Promise<Command>;
-// Until the packages import each other by name: the server's commands by path in the repository.
-const loadServer = (name: string) => (): Promise<Command> =>
-  import(new URL(`../../reference-server/cli/${name}${extension}`, import.meta.url).href) as Promise<Command>;
-
-const commands: Record<string, { summary: string; load: () => Promise<Command> }> = {
-  serve: { summary: "run the reference server", load: loadServer("serve") },
-  check: { summary: "run the conformance suite against a deployment", load: load("check") },
-  ui: { summary: "the conformance suite as a local page (agent-api check --ui)", load: load("ui") },
-  model: { summary: "serve the scripted model as a Messages API upstream", load: loadServer("model") },
-  mock: { summary: "Prism mock server from the spec", load: load("mock") },
-  docs: { summary: "build the HTML documentation", load: load("docs") },
-  lint: { summary: "lint the OpenAPI spec with Redocly", load: load("lint") },
+const commands: Record<string, { summary: string; load: () => Promise<Command>; from?: string }> = {
+  serve: {
+    summary: "run the reference server",
+    load: () => import("@agent-api/reference-server/commands/serve"),
+    from: "@agent-api/reference-server",
+  },
+  check: { summary: "run the conformance suite against a deployment", load: () => import("./check.ts") },
+  ui: {
+    summary: "the conformance suite as a local page (agent-api check --ui)",
+    load: () => import("./ui.ts"),
+  },
+  model: {
+    summary: "serve the scripted model as a Messages API upstream",
+    load: () => import("@agent-api/reference-server/commands/model"),
+    from: "@agent-api/reference-server",
+  },
+  mock: { summary: "Prism mock server from the spec", load: () => import("./mock.ts") },
+  docs: { summary: "build the HTML documentation", load: () => import("./docs.ts") },
+  lint: { summary: "lint the OpenAPI spec with Redocly", load: () => import("./lint.ts") },
 };
 
 function usage(): string {
@@ -42,30 +48,15 @@ if (!command) {
   process.stderr.write(`agent-api: unknown command "${name}"\n\n${usage()}`);
   process.exit(2);
 }
-/** Where an installed conformance package finds the commands it does not carry. */
-const fromPackages: Record<string, string> = {
-  serve: "@agent-api/reference-server/commands/serve",
-  model: "@agent-api/reference-server/commands/model",
-};
-
-const missing = (error: unknown) => (error as { code?: string }).code === "ERR_MODULE_NOT_FOUND";
 
 let mod: Command;
 try {
   mod = await command.load();
 } catch (error) {
-  if (!missing(error)) throw error;
-  // An installed conformance package carries `check`, `mock`, `docs` and `lint`; `serve` and `model` come
-  // with the server package.
-  const specifier = fromPackages[name];
-  try {
-    if (!specifier) throw error;
-    mod = (await import(specifier)) as Command;
-  } catch (inner) {
-    if (!missing(inner)) throw inner;
-    const hint = specifier ? ": install @agent-api/reference-server beside it" : "";
-    process.stderr.write(`agent-api: "${name}" is not part of this installation${hint}\n`);
-    process.exit(2);
-  }
+  if (!command.from || !isPackageMissing(error, command.from)) throw error;
+  process.stderr.write(
+    `agent-api: "${name}" is not part of this installation: install ${command.from} beside it\n`,
+  );
+  process.exit(2);
 }
 process.exitCode = await mod.main(rest);

@@ -1,5 +1,5 @@
+import { encodeSseEvent, encodeSseFrame, splitSseFrames as splitFrames } from "@agent-api/client/sse";
 import { describe, expect, it } from "vitest";
-import { encodeSseEvent, encodeSseFrame, splitSseFrames as splitFrames } from "../../client/sse.ts";
 import { checkTurnStream, type GrammarCode, replyText } from "./grammar.ts";
 
 /** One SSE frame as the API writes it. */

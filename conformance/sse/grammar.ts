@@ -6,14 +6,14 @@
  * Usable on its own: `checkTurnStream(bytes, { streamToolCalls })` returns the violations and what was read.
  */
 
-import { type SseFrame, splitSseFrames } from "../../client/sse.ts";
 import {
   contentBlockTypes,
   deltaTypes,
   streamErrorType,
   streamEventNames,
   streamUsageFields,
-} from "../../generated/protocol.ts";
+} from "@agent-api/client/protocol";
+import { type SseFrame, splitSseFrames } from "@agent-api/client/sse";
 import { isRecord } from "../json.ts";
 
 export type { SseFrame };

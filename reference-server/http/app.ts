@@ -6,6 +6,7 @@
  */
 
 import { pipeline } from "node:stream";
+import type { components } from "@agent-api/client/api-types";
 import cors from "@fastify/cors";
 import Fastify, {
   type FastifyBaseLogger,
@@ -14,7 +15,6 @@ import Fastify, {
   type FastifyRequest,
   LogController,
 } from "fastify";
-import type { components } from "../../generated/api-types.ts";
 import type { KeyIndex } from "../config/keys.ts";
 import { hashKey } from "../config/keys.ts";
 import type { ServerConfig } from "../config/types.ts";

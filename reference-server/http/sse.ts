@@ -5,7 +5,7 @@
  * What reached the client is returned, so a stream cut before `message_stop` can be logged as such.
  */
 import type { ServerResponse } from "node:http";
-import { encodeSseEvent } from "../../client/sse.ts";
+import { encodeSseEvent } from "@agent-api/client/sse";
 import { conversationIdHeader } from "../service/prompt.ts";
 import { KEEP_ALIVE, type TurnStreamItem } from "../service/stream-events.ts";
 

@@ -10,6 +10,7 @@ import { mkdir, mkdtemp, readdir, readFile, stat, symlink } from "node:fs/promis
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 import {
   type Attachment,
   base64,
@@ -451,6 +452,7 @@ async function serveWithoutBwrap(args: string[], dataDir: string) {
   return startServeCommand(
     [
       process.execPath,
+      SOURCE_CONDITION_FLAG,
       cli,
       "serve",
       "--demo",

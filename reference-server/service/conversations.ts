@@ -3,7 +3,7 @@
  * toggle, fork and delete, with the API's visibility and owner-only rules.
  */
 import { randomUUID } from "node:crypto";
-import type { components } from "../../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import {
   type Channel,
   ConversationExistsError,

@@ -5,7 +5,7 @@
  * into a response body (http/error-body.ts), and once a stream is open the same failure becomes an SSE
  * `error` event instead.
  */
-import type { ErrorType } from "../../generated/protocol.ts";
+import type { ErrorType } from "@agent-api/client/protocol";
 
 export type { ErrorType };
 

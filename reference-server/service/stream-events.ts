@@ -2,7 +2,7 @@
  * Turns the engine's AgentEvents into the API's SSE events: whole blocks (start, one complete delta,
  * stop) with a running index, tool blocks only when `stream_tool_calls` is true, and the usage figures.
  */
-import type { components } from "../../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import type { AgentEvent, TurnUsage } from "../engine/types.ts";
 
 export type StreamEvent = components["schemas"]["StreamEvent"];

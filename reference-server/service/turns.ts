@@ -4,7 +4,7 @@
  * itself runs in `PreparedTurn.events()`, where any failure becomes an SSE `error` event.
  */
 import { randomUUID } from "node:crypto";
-import type { components } from "../../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
 import type { AgentEvent, TurnOutcome, TurnUsage } from "../engine/types.ts";
 import { newConversation } from "../store/new-conversation.ts";

@@ -8,9 +8,9 @@ import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import type { AgentClient, SendMessageRequest, TurnEvent } from "@agent-api/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StreamErrorEventError } from "../../client/errors.ts";
-import type { AgentClient, SendMessageRequest, TurnEvent } from "../../client/index.ts";
 import {
   type ScriptedModelServer,
   type ScriptedRequest,

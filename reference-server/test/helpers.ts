@@ -12,8 +12,8 @@ import {
   createAgentClient,
   type SendMessageRequest,
   type TurnEvent,
-} from "../../client/index.ts";
-import { errorTypes } from "../../generated/protocol.ts";
+} from "@agent-api/client";
+import { errorTypes } from "@agent-api/client/protocol";
 import { demoKeys } from "../config/demo.ts";
 import { startDemoServer } from "../demo.ts";
 import type { RunningServer, ServerOptions } from "../index.ts";

@@ -5,8 +5,8 @@
  * alive past the turn (`AbortSignal.timeout`, `AbortSignal.any`).
  */
 import { DatabaseSync } from "node:sqlite";
+import { StreamErrorEventError } from "@agent-api/client";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { StreamErrorEventError } from "../../client/index.ts";
 import { SCHEMA_VERSION } from "../store/sqlite-migrations.ts";
 import { PHRASES, runTurn, sleep, startTestServer, type TestServer, uid } from "./helpers.ts";
 

@@ -8,8 +8,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createAgentClient } from "@agent-api/client";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgentClient } from "../../client/index.ts";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 import { KEYS, PHRASES, runTurn, sleep, startTestServer, type TestServer } from "./helpers.ts";
 
 const servers: TestServer[] = [];
@@ -137,6 +138,7 @@ describe("restart on the same data directory", () => {
     const child = spawn(
       process.execPath,
       [
+        SOURCE_CONDITION_FLAG,
         fileURLToPath(new URL("../../conformance/cli/agent-api.ts", import.meta.url)),
         "serve",
         "--port",

@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { rm } from "node:fs/promises";
-import { splitSseFrames } from "../../client/sse.ts";
+import { splitSseFrames } from "@agent-api/client/sse";
 import { DEMO_ADMIN_KEY as ADMIN_KEY } from "../config/demo.ts";
 import type { RunningServer, ServerOptions } from "../index.ts";
 import { sleep, startTestServer } from "./helpers.ts";

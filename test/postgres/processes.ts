@@ -3,6 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 
 export const root = fileURLToPath(new URL("../..", import.meta.url));
 const cli = join(root, "conformance/cli/agent-api.ts");
@@ -14,7 +15,7 @@ export interface ServeProcess {
 
 /** Starts `agent-api serve ARGS` (which must include --write-env-file) and resolves once it listens. */
 export function serve(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [cli, "serve", ...args], {
+  const child = spawn(process.execPath, [SOURCE_CONDITION_FLAG, cli, "serve", ...args], {
     cwd: root,
     env,
     stdio: ["ignore", "pipe", "pipe"],
@@ -64,7 +65,7 @@ export function parseEnvFile(file: string): Record<string, string> {
 /** Runs `agent-api check ARGS` with `vars` (and no AGENT_API_* of ours); resolves with its exit code. */
 export function check(vars: Record<string, string>, args: string[]): Promise<number> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_")));
-  const child = spawn(process.execPath, [cli, "check", "--no-color", ...args], {
+  const child = spawn(process.execPath, [SOURCE_CONDITION_FLAG, cli, "check", "--no-color", ...args], {
     cwd: root,
     env: { ...base, ...vars },
     stdio: "inherit",

@@ -25,6 +25,7 @@ import { makeTestCa, type TestCa } from "../../conformance/testing/front-server.
 import type { RunReport } from "../../conformance/types.ts";
 import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
 import { type ServeCommand, startServeCommand } from "../../reference-server/test/sandbox-server.ts";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 import { freePort, type RunningProxy, startCaddy, startHaproxy, startNginx } from "./proxy-processes.ts";
 import { caddyfile, haproxyConfig, nginxSite, readmeBlock, replaceOnce } from "./readme-configs.ts";
 
@@ -84,7 +85,15 @@ function check(proxyUrl: string, env: Record<string, string>, args: string[]): P
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
-      ["conformance/cli/agent-api.ts", "check", "--no-color", "--json", reportFile, ...args],
+      [
+        SOURCE_CONDITION_FLAG,
+        "conformance/cli/agent-api.ts",
+        "check",
+        "--no-color",
+        "--json",
+        reportFile,
+        ...args,
+      ],
       { cwd: ROOT, env: childEnv, maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const code = error ? Number(error.code ?? 1) : 0;
