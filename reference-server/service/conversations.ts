@@ -12,11 +12,11 @@ import {
 } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
+import type { SessionTextEntry } from "./history-loader.ts";
 import type { ConversationLocks } from "./leased-locks.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
-import type { SessionTextEntry } from "./session-history.ts";
-import type { SessionRecordings } from "./sessions.ts";
+import type { SessionRecordings } from "./session-recorder.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";
 

@@ -4,7 +4,7 @@ import { ConversationService } from "./conversations.ts";
 import { FlowService } from "./flows.ts";
 import { LeasedLocks } from "./leased-locks.ts";
 import { KeyedMutex } from "./locks.ts";
-import { SessionRecorder } from "./sessions.ts";
+import { SessionRecorder } from "./session-recorder.ts";
 import { SharedSessionRecorder } from "./shared-session-recorder.ts";
 import { TurnService } from "./turns.ts";
 import type { Caller, ServiceDeps } from "./types.ts";

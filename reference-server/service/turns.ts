@@ -12,11 +12,11 @@ import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from
 import { checkModel, findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
 import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
+import { type LoadedHistory, loadHistory } from "./history-loader.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
 import type { ConversationLocks, Release } from "./leased-locks.ts";
 import { checkConversationId, newestUserText, systemText, titleFrom } from "./prompt.ts";
-import { loadHistory, type StoredSession } from "./session-history.ts";
-import type { SessionRecordings } from "./sessions.ts";
+import type { SessionRecordings } from "./session-recorder.ts";
 import {
   blockEvents,
   errorEvent,
@@ -413,7 +413,7 @@ export class TurnService {
     let session: TurnWrite["session"];
     let toRecord: SessionRecord | undefined;
     if (completed && producedOutput && outcome !== undefined) {
-      const context: StoredSession = { messages: outcome.history, tokens: outcome.historyTokens };
+      const context: LoadedHistory = { messages: outcome.history, tokens: outcome.historyTokens };
       if (resumed)
         session = { append: { id: resumedSessionId as string, history: context, kept: outcome.keptHistory } };
       else

@@ -275,6 +275,24 @@ describe("the README's reverse-proxy guide, run for real", () => {
     }
   }, 240_000);
 
+  it("Caddy with a 1 MB body limit: the large-attachment check names the limit, though Caddy answers 502", async () => {
+    const port = await freePort();
+    const limited = replaceOnce(await readmeBlock("caddy"), "max_size 32MB", "max_size 1MB");
+    const config = caddyfile(limited, {
+      upstream: upstreamOf(server.url),
+      port,
+      certFile: certs.certFile,
+      keyFile: certs.keyFile,
+    });
+    const proxy = await startCaddy(join(dir, "caddy-limited"), config, port);
+    proxies.push(proxy);
+    const run = await check(proxy.url, serverEnv, ["--only", "LIMIT-ATTACHMENT-SIZE"]);
+    expect(run.code, run.stdout).toBe(1);
+    expect(run.stdout).toMatch(
+      /FAIL MUST +LIMIT-ATTACHMENT-SIZE .*502.*request body size limit.*request_body \{ max_size 16MB \}/s,
+    );
+  }, 120_000);
+
   it("Caddy told to buffer responses: the run exits 1 naming the streaming checks", async () => {
     const port = await freePort();
     const buffering = replaceOnce(
