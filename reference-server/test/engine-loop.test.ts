@@ -56,12 +56,16 @@ afterAll(async () => {
 
 const toolsAvailable = () => t.server.isolation !== "unavailable";
 
-/** Like runTurn, but a turn that ends with an `error` event keeps it as its last event (the client throws). */
+/**
+ * Like runTurn, but a turn that ends with an `error` event keeps its message (the client throws) and the
+ * error catalogue's code the server logged for it.
+ */
 async function turnUntilEnd(
-  client: AgentClient,
+  server: TestServer,
   prompt: string,
   metadata?: SendMessageRequest["metadata"],
-): Promise<{ conversationId: string; events: TurnEvent[]; text: string; error?: string }> {
+  client: AgentClient = server.client(),
+): Promise<{ conversationId: string; events: TurnEvent[]; text: string; error?: string; code?: string }> {
   const turn = await client.sendMessage({ messages: [{ role: "user", content: prompt }], metadata });
   const events: TurnEvent[] = [];
   let error: string | undefined;
@@ -74,7 +78,8 @@ async function turnUntilEnd(
   const text = events
     .map((e) => (e.type === "content_block_delta" && e.delta.type === "text_delta" ? e.delta.text : ""))
     .join("");
-  return { conversationId: turn.conversationId, events, text, error };
+  const code = error === undefined ? undefined : await server.turnFailure(turn.conversationId);
+  return { conversationId: turn.conversationId, events, text, error, code };
 }
 
 function blocks(events: TurnEvent[]): Array<{ index: number; type: string }> {
@@ -212,10 +217,10 @@ describe("the loop against a Messages upstream over HTTP", () => {
     expect((await runTurn(t.client(), "Answer rate limited to the first 1 call. Hi.")).text).toContain(
       "You said:",
     );
-    const overloaded = await turnUntilEnd(t.client(), "Answer overloaded to the first 9 calls. Hi.");
-    expect(overloaded.error).toBe("The model is overloaded; try again later.");
-    const limitedTurn = await turnUntilEnd(t.client(), "Answer rate limited to the first 9 calls. Hi.");
-    expect(limitedTurn.error).toBe("The model's rate limit was reached; try again later.");
+    const overloaded = await turnUntilEnd(t, "Answer overloaded to the first 9 calls. Hi.");
+    expect(overloaded.code).toBe("AGENT_API_UPSTREAM_OVERLOADED");
+    const limitedTurn = await turnUntilEnd(t, "Answer rate limited to the first 9 calls. Hi.");
+    expect(limitedTurn.code).toBe("AGENT_API_UPSTREAM_RATE_LIMITED");
   });
 
   it("retries a dropped connection while no block was sent, and reports one that keeps dropping", async () => {
@@ -224,19 +229,16 @@ describe("the loop against a Messages upstream over HTTP", () => {
       "Answer by dropping the connection to the first 2 calls. Hi.",
     );
     expect(recovered.text).toContain("You said:");
-    const dropped = await turnUntilEnd(
-      t.client(),
-      "Answer by dropping the connection to the first 9 calls. Hi.",
-    );
-    expect(dropped.error).toBe("The model's upstream could not be reached or dropped the connection.");
+    const dropped = await turnUntilEnd(t, "Answer by dropping the connection to the first 9 calls. Hi.");
+    expect(dropped.code).toBe("AGENT_API_UPSTREAM_UNREACHABLE");
   });
 
   it("forwards the blocks done before an upstream error mid-stream, then an error event without the raw body", async () => {
-    const turn = await turnUntilEnd(t.client(), "Fail this turn after it starts.");
+    const turn = await turnUntilEnd(t, "Fail this turn after it starts.");
     expect(turn.text).toBe("Starting, then failing as asked.");
-    expect(turn.error).toBe(
-      "The model failed while answering (upstream api_error) after part of the answer was sent.",
-    );
+    expect(turn.code).toBe("AGENT_API_UPSTREAM_FAILED");
+    // The upstream's own error message stays out of the event.
+    expect(turn.error).not.toContain("The scripted model failed this turn");
     expect(turn.events.some((e) => e.type === "message_delta")).toBe(false);
   });
 
@@ -267,10 +269,13 @@ describe("the loop against a Messages upstream over HTTP", () => {
   it("ends a turn past its time-out with an error event; the cut tool call is stored with an error result", async (ctx) => {
     if (!toolsAvailable()) ctx.skip();
     const alice = limited.client();
-    const turn = await turnUntilEnd(alice, "Use your tools to run the shell command: sleep 3", {
-      stream_tool_calls: true,
-    });
-    expect(turn.error).toBe("The turn timed out");
+    const turn = await turnUntilEnd(
+      limited,
+      "Use your tools to run the shell command: sleep 3",
+      { stream_tool_calls: true },
+      alice,
+    );
+    expect(turn.code).toBe("AGENT_API_TURN_TIMED_OUT");
     const transcript = await alice.getTranscript(turn.conversationId);
     const results = transcript.events.filter((e) => (e as { type?: string }).type === "tool_result");
     expect(results).toHaveLength(1);

@@ -58,6 +58,8 @@ export interface SandboxServer {
   bareRepo: string;
   turn(agent: string, prompt: string, metadata?: Record<string, unknown>): Promise<TurnReply>;
   transcript(agent: string, conversationId: string): Promise<Transcript>;
+  /** The error catalogue's code the server logged for the conversation's newest failed turn (test/helpers.ts). */
+  turnFailure(conversationId: string): Promise<string | undefined>;
   close(): Promise<void>;
 }
 
@@ -189,6 +191,7 @@ export async function startSandboxServer(
     turn: (agent, prompt, metadata = {}) =>
       sendTurn(url, agent, prompt, { stream_tool_calls: true, ...metadata }),
     transcript: (agent, id) => getTranscript(url, agent, id),
+    turnFailure: (id) => test.turnFailure(id),
     close: () => test.stop(),
   };
 }
