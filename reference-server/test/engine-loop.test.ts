@@ -57,7 +57,7 @@ afterAll(async () => {
 const toolsAvailable = () => t.server.isolation !== "unavailable";
 
 /**
- * Like runTurn, but a turn that ends with an `error` event keeps its message (the client throws) and the
+ * Like runTurn, but a turn that ends with an `error` event keeps it (the client throws), its message, and the
  * error catalogue's code the server logged for it.
  */
 async function turnUntilEnd(
@@ -65,21 +65,30 @@ async function turnUntilEnd(
   prompt: string,
   metadata?: SendMessageRequest["metadata"],
   client: AgentClient = server.client(),
-): Promise<{ conversationId: string; events: TurnEvent[]; text: string; error?: string; code?: string }> {
+): Promise<{
+  conversationId: string;
+  events: TurnEvent[];
+  text: string;
+  errorEvent?: unknown;
+  error?: string;
+  code?: string;
+}> {
   const turn = await client.sendMessage({ messages: [{ role: "user", content: prompt }], metadata });
   const events: TurnEvent[] = [];
   let error: string | undefined;
+  let errorEvent: unknown;
   try {
     for await (const event of turn) events.push(event);
   } catch (thrown) {
     if (!(thrown instanceof StreamErrorEventError)) throw thrown;
+    errorEvent = thrown.event;
     error = thrown.event.error.message;
   }
   const text = events
     .map((e) => (e.type === "content_block_delta" && e.delta.type === "text_delta" ? e.delta.text : ""))
     .join("");
   const code = error === undefined ? undefined : await server.turnFailure(turn.conversationId);
-  return { conversationId: turn.conversationId, events, text, error, code };
+  return { conversationId: turn.conversationId, events, text, errorEvent, error, code };
 }
 
 function blocks(events: TurnEvent[]): Array<{ index: number; type: string }> {
@@ -237,7 +246,8 @@ describe("the loop against a Messages upstream over HTTP", () => {
     const turn = await turnUntilEnd(t, "Fail this turn after it starts.");
     expect(turn.text).toBe("Starting, then failing as asked.");
     expect(turn.code).toBe("AGENT_API_UPSTREAM_FAILED");
-    // The upstream's own error message stays out of the event.
+    // The API's shape and nothing else (the code is the log's); the upstream's own message stays out of it.
+    expect(turn.errorEvent).toEqual({ type: "error", error: { type: "api_error", message: turn.error } });
     expect(turn.error).not.toContain("The scripted model failed this turn");
     expect(turn.events.some((e) => e.type === "message_delta")).toBe(false);
   });
