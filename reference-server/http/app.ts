@@ -281,17 +281,24 @@ export function buildApp(options: AppOptions): FastifyInstance {
     }
   }
 
-  /** A turn's line: info when message_stop reached the client; warn, with how far it got, otherwise. */
+  /**
+   * A turn's line: info when message_stop reached the client; warn, with how far it got and the code of its
+   * failure, otherwise.
+   */
   function logTurnStream(
     request: FastifyRequest,
     reply: FastifyReply,
     conversation: string,
     outcome: StreamOutcome,
   ): void {
+    const { code, ...stream } = outcome;
+    // `code`: the error catalogue's name of the turn's failure (reference-server/README.md), which the
+    // stream's error event, in the API's shape, does not carry.
     const fields = {
       ...requestFields(request, reply.raw.statusCode, reply.elapsedTime),
       conversation,
-      stream: outcome,
+      ...(code ? { code } : {}),
+      stream,
     };
     if (outcome.end === "complete") request.log.info(fields, "request");
     else if (outcome.end === "error") request.log.warn(fields, "turn stream ended with an error event");

@@ -40,6 +40,33 @@ export function serve(args: string[], env: NodeJS.ProcessEnv = process.env): Pro
   });
 }
 
+/**
+ * The error catalogue's code an instance logged for a conversation's newest failed turn (its turn line's
+ * `code`; the instance must log at warn or below), waiting up to 5 s for the line to arrive.
+ */
+export async function loggedTurnFailure(
+  instance: ServeProcess,
+  conversationId: string,
+): Promise<string | undefined> {
+  const find = () => {
+    let code: string | undefined;
+    for (const line of instance.output().split("\n")) {
+      if (!line.startsWith("{")) continue;
+      try {
+        const entry = JSON.parse(line) as { conversation?: unknown; code?: unknown };
+        if (entry.conversation === conversationId && typeof entry.code === "string") code = entry.code;
+      } catch {
+        // A line cut by the output bound, or not the log's.
+      }
+    }
+    return code;
+  };
+  const deadline = Date.now() + 5_000;
+  while (find() === undefined && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  return find();
+}
+
 /** SIGTERM, then SIGKILL after 30 s. */
 export function stop(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
