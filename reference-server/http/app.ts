@@ -291,13 +291,14 @@ export function buildApp(options: AppOptions): FastifyInstance {
     conversation: string,
     outcome: StreamOutcome,
   ): void {
-    const { code, ...stream } = outcome;
+    const { code, detail, ...stream } = outcome;
     // `code`: the error catalogue's name of the turn's failure (reference-server/README.md), which the
     // stream's error event, in the API's shape, does not carry.
     const fields = {
       ...requestFields(request, reply.raw.statusCode, reply.elapsedTime),
       conversation,
       ...(code ? { code } : {}),
+      ...(detail ? { detail } : {}),
       stream,
     };
     if (outcome.end === "complete") request.log.info(fields, "request");

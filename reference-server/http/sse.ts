@@ -42,6 +42,8 @@ export interface StreamOutcome {
   reason?: string;
   /** The catalogue code of the turn's failure, also when its error event did not reach the client. */
   code?: ErrorCode;
+  /** The failure's inside story for the operator (never sent): see ApiError.detail. */
+  detail?: string;
   /** Events sent (comment lines not counted). */
   events: number;
   lastEvent?: string;
@@ -107,7 +109,10 @@ export async function writeEventStream(
   rearm();
   try {
     for await (const event of run(abort.signal)) {
-      if (event.type === "turn_failed") outcome.code = event.failure.code;
+      if (event.type === "turn_failed") {
+        outcome.code = event.failure.code;
+        if (event.failure.detail) outcome.detail = event.failure.detail;
+      }
       if (res.destroyed || res.writableEnded) continue;
       rearm();
       const written = res.write(frame(event));

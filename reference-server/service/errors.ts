@@ -104,7 +104,12 @@ export const errorCatalogue = {
   /** The turn's lease on its conversation ran out and another instance took it: its writes were refused. */
   AGENT_API_TURN_LEASE_LOST: { status: 409, type: "api_error", afterStreamOpens: true },
   /** The store refused the finished turn's transcript for another reason. */
-  AGENT_API_TURN_NOT_STORED: { status: 500, type: "api_error", afterStreamOpens: true },
+  AGENT_API_TURN_NOT_STORED: {
+    status: 500,
+    type: "api_error",
+    message: "The turn could not be stored",
+    afterStreamOpens: true,
+  },
   AGENT_API_TURN_NO_OUTCOME: {
     status: 500,
     type: "api_error",
@@ -119,7 +124,12 @@ export const errorCatalogue = {
     afterStreamOpens: true,
   },
   /** The turn's sandbox could not be prepared (attachments, restore, clone) or finished (publish, push). */
-  AGENT_API_SANDBOX_FAILED: { status: 500, type: "api_error", afterStreamOpens: true },
+  AGENT_API_SANDBOX_FAILED: {
+    status: 500,
+    type: "api_error",
+    message: "The agent's working directory could not be prepared or finished for this turn",
+    afterStreamOpens: true,
+  },
   /** Also a turn's failure the server has no code for (a fault of the server's own). */
   AGENT_API_INTERNAL: { status: 500, type: "api_error", message: "Internal server error" },
   /** A cap on pending work of the whole server instance: every caller is refused alike, so it is a 503. */
@@ -134,6 +144,11 @@ export class ApiError extends Error {
   readonly type: ErrorType;
   /** Seconds for the `Retry-After` header of a refusal that passes with time (429, 503). */
   retryAfterSeconds?: number;
+  /**
+   * What the operator needs and the caller must not see (a host path, git's or the store's own words): it goes
+   * to the log line only, never to a response, an event or the transcript.
+   */
+  detail?: string;
 
   /** `status` overrides the catalogue's only for AGENT_API_REQUEST_REFUSED (the framework's own 4xx). */
   constructor(code: ErrorCode, message?: string, status?: number) {
@@ -165,7 +180,11 @@ export function overCap(scope: "server" | "key" | "conversation", message: strin
 }
 export const flowStepFailed = (message: string) => new ApiError("AGENT_API_FLOW_STEP_FAILED", message);
 export const repoRefused = (message: string) => new ApiError("AGENT_API_REPO_REFUSED", message);
-export const sandboxFailed = (message: string) => new ApiError("AGENT_API_SANDBOX_FAILED", message);
+export function sandboxFailed(detail: string): ApiError {
+  const error = new ApiError("AGENT_API_SANDBOX_FAILED");
+  error.detail = detail;
+  return error;
+}
 
 /** Whether a string is a code of the catalogue (one read back from the store or another instance). */
 export function isErrorCode(value: string): value is ErrorCode {

@@ -9,7 +9,10 @@ import { ApiError, type ErrorCode, errorCatalogue } from "./errors.ts";
 
 export interface TurnFailure {
   code: ErrorCode;
+  /** The stream's error event and the transcript carry this. */
   message: string;
+  /** The log line's only: what went wrong inside the server (a host path, git's or the store's words). */
+  detail?: string;
 }
 
 /** Codes whose message the catalogue fixes, so naming the code says it all. */
@@ -33,19 +36,27 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** What the engine or the sandbox threw, with its message as it was; a fault of the server's own otherwise. */
+/**
+ * What the engine or the sandbox threw, with the message it chose for the caller; a fault of the server's own
+ * otherwise, whose words stay in the log.
+ */
 export function failureOf(error: unknown): TurnFailure {
-  if (error instanceof ApiError) return { code: error.code, message: error.message };
+  if (error instanceof ApiError) {
+    return { code: error.code, message: error.message, ...(error.detail ? { detail: error.detail } : {}) };
+  }
   if (error instanceof UpstreamError) return { code: UPSTREAM_CODES[error.kind], message: error.message };
-  return { code: "AGENT_API_INTERNAL", message: messageOf(error) };
+  return { ...fixedFailure("AGENT_API_INTERNAL"), detail: messageOf(error) };
 }
 
 /** What the store (or the check before it) threw when the finished turn was written. */
 export function storeFailureOf(error: unknown): TurnFailure {
-  const message = `The turn could not be stored: ${messageOf(error)}`;
-  if (error instanceof TurnLeaseLostError) return { code: "AGENT_API_TURN_LEASE_LOST", message };
-  if (error instanceof ApiError) return { code: error.code, message };
-  return { code: "AGENT_API_TURN_NOT_STORED", message };
+  if (error instanceof TurnLeaseLostError) {
+    return { code: "AGENT_API_TURN_LEASE_LOST", message: `The turn could not be stored: ${error.message}` };
+  }
+  if (error instanceof ApiError) {
+    return { code: error.code, message: `The turn could not be stored: ${error.message}` };
+  }
+  return { ...fixedFailure("AGENT_API_TURN_NOT_STORED"), detail: messageOf(error) };
 }
 
 /** Why the server may end a running turn early; what another instance publishes to end one of this instance. */
