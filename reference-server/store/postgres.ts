@@ -8,6 +8,7 @@
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
+import { createPostgresFileStore } from "../shared-files/postgres-file-store.ts";
 import {
   type ConversationRow,
   conversationColumns,
@@ -713,6 +714,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
         };
       },
     },
+
+    fileStore: createPostgresFileStore(pool),
 
     async close() {
       if (closed) return;
