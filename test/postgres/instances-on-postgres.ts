@@ -29,7 +29,6 @@ const AGENT = "demo-agent";
 
 /** Checks that need a conversation's files (or the demo repository) on whichever instance serves the turn. */
 const NEEDS_SHARED_FILES = [
-  "STATE-RESUME-KEEPS-FILES",
   "REPO-READ-ONLY-FALSE-PUSHES",
   "REPO-ATTACHMENTS-NOT-COMMITTED",
 ];
