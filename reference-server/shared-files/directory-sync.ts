@@ -18,7 +18,14 @@ import { at, withBeneath } from "../sandbox/beneath.ts";
 import { SandboxPathError } from "../sandbox/safe-paths.ts";
 import type { HostUser } from "../sandbox/sandbox-user.ts";
 import { type ListedEntry, listTree } from "./tree-listing.ts";
-import type { FileStore, StoredEntry, WriteFence } from "./types.ts";
+import {
+  BATCH_BLOBS,
+  BATCH_BYTES,
+  type FileStore,
+  SMALL_BLOB_BYTES,
+  type StoredEntry,
+  type WriteFence,
+} from "./types.ts";
 
 export interface SyncLimits {
   /** Bytes of files the set may hold (apparent sizes: what a restore writes). */
@@ -68,6 +75,24 @@ const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBL
 const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
 const partsOf = (rel: string) => rel.split("/");
+
+/** Small files in batches of at most BATCH_BYTES and BATCH_BLOBS (each file is at most SMALL_BLOB_BYTES). */
+function smallBatches(entries: StoredEntry[]): StoredEntry[][] {
+  const batches: StoredEntry[][] = [];
+  let batch: StoredEntry[] = [];
+  let bytes = 0;
+  for (const entry of entries) {
+    if (batch.length >= BATCH_BLOBS || bytes + entry.size > BATCH_BYTES) {
+      batches.push(batch);
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(entry);
+    bytes += entry.size;
+  }
+  if (batch.length > 0) batches.push(batch);
+  return batches;
+}
 
 /** Whether two entries describe the same content (stamps aside). */
 function sameEntry(a: StoredEntry, b: StoredEntry): boolean {
@@ -183,6 +208,8 @@ export class DirectorySync {
 
     /** A local path holding each content known to be here. */
     const sources = new Map<string, string>();
+    /** Files whose content must be written, in the set's order. */
+    const toWrite: StoredEntry[] = [];
     // Parents before children (sorted paths); modes last, so a read-only directory is filled first.
     for (const entry of remote.entries) {
       const have = local.get(entry.path);
@@ -202,17 +229,9 @@ export class DirectorySync {
       if (same) {
         if (have.mode !== entry.mode) await this.#chmod(dir, entry.path, entry.mode);
         sources.set(entry.sha256 as string, entry.path);
-        continue;
-      }
-      // A content already here (another path holding it, or written by this pull) is copied, not downloaded.
-      const source = sources.get(entry.sha256 as string);
-      const copied = source !== undefined && (await this.#writeFile(dir, entry, owner, source));
-      if (!copied) {
-        await this.#writeFile(dir, entry, owner);
-        report.downloaded++;
-      }
-      sources.set(entry.sha256 as string, entry.path);
+      } else toWrite.push(entry);
     }
+    report.downloaded = await this.#writeContents(dir, toWrite, sources, owner);
     for (const entry of remote.entries)
       if (entry.kind === "dir" && local.get(entry.path)?.mode !== entry.mode)
         await this.#chmod(dir, entry.path, entry.mode);
@@ -274,13 +293,19 @@ export class DirectorySync {
       ...new Set(entries.flatMap((e) => (e.sha256 && !knownHashes.has(e.sha256) ? [e.sha256] : []))),
     ];
     const missing = fresh.length > 0 ? await this.#store.missing(fresh) : new Set<string>();
-    let uploaded = 0;
-    for (const entry of entries) {
-      if (entry.sha256 === null || !missing.has(entry.sha256)) continue;
-      await this.#upload(dir, entry);
-      missing.delete(entry.sha256);
-      uploaded++;
+    const toUpload = new Map<string, StoredEntry>();
+    for (const entry of entries)
+      if (entry.sha256 !== null && missing.has(entry.sha256)) toUpload.set(entry.sha256, entry);
+    for (const entry of toUpload.values()) if (entry.size > SMALL_BLOB_BYTES) await this.#upload(dir, entry);
+    for (const batch of smallBatches(
+      [...toUpload.values()].filter((entry) => entry.size <= SMALL_BLOB_BYTES),
+    )) {
+      const blobs = [];
+      for (const entry of batch)
+        blobs.push({ sha256: entry.sha256 as string, bytes: await this.#readSmall(dir, entry) });
+      await this.#store.putBlobs(blobs);
     }
+    const uploaded = toUpload.size;
     const present = new Set(entries.map((entry) => entry.path));
     const upserts = entries.filter((entry) => {
       const before = knownByPath.get(entry.path);
@@ -356,6 +381,16 @@ export class DirectorySync {
     if (stored === null) throw new Error(`${entry.path} changed while its files were saved`);
   }
 
+  /** A small file's bytes, which must still be what was hashed. */
+  async #readSmall(dir: string, entry: StoredEntry): Promise<Buffer> {
+    const bytes = await this.#withLocalFile(dir, entry.path, async (handle, size) =>
+      size > SMALL_BLOB_BYTES ? null : handle.readFile(),
+    );
+    if (bytes === null || createHash("sha256").update(bytes).digest("hex") !== entry.sha256)
+      throw new Error(`${entry.path} changed while its files were saved`);
+    return bytes;
+  }
+
   async #removeEntry(dir: string, rel: string): Promise<void> {
     const resolve = { create: false, followLast: false, owner: null };
     await withBeneath(dir, partsOf(rel), resolve, ({ dir: parent, name }) =>
@@ -396,6 +431,47 @@ export class DirectorySync {
   }
 
   /**
+   * Writes each file's content: copied from a local file holding it (`sources`, which grows as files are
+   * written), else from the store, small blobs in batches. Each content is downloaded once; how many were.
+   */
+  async #writeContents(
+    dir: string,
+    files: StoredEntry[],
+    sources: Map<string, string>,
+    owner: HostUser | null,
+  ): Promise<number> {
+    const later: StoredEntry[] = [];
+    const fetch = new Map<string, StoredEntry>();
+    for (const entry of files) {
+      const sha256 = entry.sha256 as string;
+      const source = sources.get(sha256);
+      if (source !== undefined && (await this.#writeFile(dir, entry, owner, source))) continue;
+      if (fetch.has(sha256)) later.push(entry);
+      else fetch.set(sha256, entry);
+    }
+    const small = [...fetch.values()].filter((entry) => entry.size <= SMALL_BLOB_BYTES);
+    for (const batch of smallBatches(small)) {
+      const blobs = await this.#store.getBlobs(batch.map((entry) => entry.sha256 as string));
+      for (const entry of batch) {
+        const bytes = blobs.get(entry.sha256 as string) as Buffer;
+        if (!(await this.#writeFrom(dir, entry, owner, [bytes])))
+          throw new Error(`the stored blob of ${entry.path} is corrupt`);
+        sources.set(entry.sha256 as string, entry.path);
+      }
+    }
+    for (const entry of fetch.values()) {
+      if (entry.size <= SMALL_BLOB_BYTES) continue;
+      await this.#writeFile(dir, entry, owner);
+      sources.set(entry.sha256 as string, entry.path);
+    }
+    for (const entry of later) {
+      const source = sources.get(entry.sha256 as string) as string;
+      if (!(await this.#writeFile(dir, entry, owner, source))) await this.#writeFile(dir, entry, owner);
+    }
+    return fetch.size;
+  }
+
+  /**
    * Writes a file's content from the store, or from the local file `source` holding the same content. False
    * (nothing written) when the local source no longer holds it; the stored blob must hash right.
    */
@@ -420,7 +496,7 @@ export class DirectorySync {
     dir: string,
     entry: StoredEntry,
     owner: HostUser | null,
-    bytes: AsyncIterable<Buffer>,
+    bytes: AsyncIterable<Buffer> | Iterable<Buffer>,
   ): Promise<boolean> {
     return this.#forWrite(dir, entry.path, owner, async (target) => {
       const handle = await open(target, CREATE_FLAGS, 0o600);

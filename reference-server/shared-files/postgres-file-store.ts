@@ -10,12 +10,13 @@ import {
   FileSetConflictError,
   type FileStore,
   type SetChange,
+  SMALL_BLOB_BYTES,
   type StoredEntry,
   type StoredSet,
 } from "./types.ts";
 
 /** Bytes per chunk row: large enough that a chunk's round trip is cheap, small enough to hold in memory. */
-export const CHUNK_BYTES = 1024 * 1024;
+const CHUNK_BYTES = SMALL_BLOB_BYTES;
 /** Rows per statement when a manifest is written or blobs are looked up (bounds one message's size). */
 const BATCH = 2000;
 
@@ -140,6 +141,45 @@ export function createPostgresFileStore(pool: pg.Pool): FileStore {
             `the file changed while it was stored (expected ${size} bytes hashing to ${sha256})`,
           );
       });
+    },
+
+    async putBlobs(blobs) {
+      if (blobs.length === 0) return;
+      for (const blob of blobs)
+        if (
+          blob.bytes.length > SMALL_BLOB_BYTES ||
+          createHash("sha256").update(blob.bytes).digest("hex") !== blob.sha256
+        )
+          throw new Error(`a small blob does not match its hash ${blob.sha256}`);
+      await transaction(async (db) => {
+        // Blobs another writer stored meanwhile are left as they are (ON CONFLICT): only new ones get a chunk.
+        const { rows } = await db.query<{ sha256: Buffer }>(
+          `INSERT INTO file_blobs (sha256, size) SELECT * FROM unnest($1::bytea[], $2::bigint[])
+           ON CONFLICT (sha256) DO NOTHING RETURNING sha256`,
+          [blobs.map((blob) => unhex(blob.sha256)), blobs.map((blob) => blob.bytes.length)],
+        );
+        const claimed = new Set(rows.map((row) => hex(row.sha256)));
+        const mine = blobs.filter((blob) => claimed.delete(blob.sha256) && blob.bytes.length > 0);
+        if (mine.length === 0) return;
+        await db.query(
+          "INSERT INTO file_chunks (sha256, seq, bytes) SELECT sha256, 0, bytes FROM unnest($1::bytea[], $2::bytea[]) AS t (sha256, bytes)",
+          [mine.map((blob) => unhex(blob.sha256)), mine.map((blob) => blob.bytes)],
+        );
+      });
+    },
+
+    async getBlobs(hashes) {
+      const found = new Map<string, Buffer>();
+      if (hashes.length === 0) return found;
+      const { rows } = await pool.query<{ sha256: Buffer; size: string; bytes: Buffer | null }>(
+        `SELECT b.sha256, b.size, c.bytes FROM file_blobs b LEFT JOIN file_chunks c ON c.sha256 = b.sha256 AND c.seq = 0
+         WHERE b.sha256 = ANY($1::bytea[]) AND b.size <= $2`,
+        [hashes.map(unhex), SMALL_BLOB_BYTES],
+      );
+      for (const row of rows) found.set(hex(row.sha256), row.bytes ?? Buffer.alloc(0));
+      for (const sha256 of hashes)
+        if (!found.has(sha256)) throw new Error(`no small blob ${sha256} in the file store`);
+      return found;
     },
 
     async *getBlob(sha256) {

@@ -34,6 +34,14 @@ function counted(store: FileStore) {
       counts.downloads++;
       return store.getBlob(sha256);
     },
+    putBlobs(blobs) {
+      counts.uploads += blobs.length;
+      return store.putBlobs(blobs);
+    },
+    getBlobs(hashes) {
+      counts.downloads += hashes.length;
+      return store.getBlobs(hashes);
+    },
   };
   return { counts, store: wrapped };
 }

@@ -53,6 +53,13 @@ export interface FileStore {
   putBlob(sha256: string, size: number, bytes: AsyncIterable<Buffer>): Promise<void>;
   /** A stored blob's bytes, in chunks of bounded size. */
   getBlob(sha256: string): AsyncIterable<Buffer>;
+  /**
+   * Small blobs (each at most SMALL_BLOB_BYTES) in one round trip: many small files are most turns' files, and
+   * one query each is what a save or restore of them would cost. Each must hash to its key.
+   */
+  putBlobs(blobs: Array<{ sha256: string; bytes: Buffer }>): Promise<void>;
+  /** Small blobs' bytes by hash (each at most SMALL_BLOB_BYTES), in one round trip. */
+  getBlobs(hashes: string[]): Promise<Map<string, Buffer>>;
   /** Applies a change in one transaction; the set's new generation. Throws FileSetConflictError. */
   commit(set: string, change: SetChange): Promise<number>;
   /** Makes `to` hold what `from` holds (a fork): manifest rows only, the blobs are shared. */
@@ -60,6 +67,12 @@ export interface FileStore {
   /** Forgets the set (a delete). Blobs no set refers to any more stay stored (no sweep yet). */
   remove(set: string): Promise<void>;
 }
+
+/** Blobs up to this size move in batches (putBlobs/getBlobs); larger ones stream in chunks of this size. */
+export const SMALL_BLOB_BYTES = 1024 * 1024;
+/** What one batch of small blobs holds at most, in bytes and in blobs. */
+export const BATCH_BYTES = 8 * 1024 * 1024;
+export const BATCH_BLOBS = 500;
 
 /** The set moved since the writer's copy was read, or the writer lost its turn lease: nothing was written. */
 export class FileSetConflictError extends Error {
