@@ -27,10 +27,7 @@ const KEY = "demo-admin-key";
 const AGENT = "demo-agent";
 
 /** Checks that need a conversation's files (or the demo repository) on whichever instance serves the turn. */
-const NEEDS_SHARED_FILES = [
-  "REPO-READ-ONLY-FALSE-PUSHES",
-  "REPO-ATTACHMENTS-NOT-COMMITTED",
-];
+const NEEDS_SHARED_FILES = ["REPO-READ-ONLY-FALSE-PUSHES", "REPO-ATTACHMENTS-NOT-COMMITTED"];
 
 interface TurnResult {
   status: number;
