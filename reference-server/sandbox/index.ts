@@ -9,9 +9,9 @@
 import { randomUUID } from "node:crypto";
 import { chown, mkdir, mkdtemp, readdir, rename } from "node:fs/promises";
 import path from "node:path";
-import { DirectorySync } from "../shared-files/directory-sync.ts";
-import { type FileStore, outputsSet, type WriteFence, workingFilesSet } from "../shared-files/types.ts";
+import { type FileStore, outputsSet, type WriteFence, workingFilesSet } from "../store/file-store.ts";
 import { writeAttachments } from "./attachments.ts";
+import { DirectorySync } from "./directory-sync.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
 import { detectHost, hostNotices } from "./host-setup.ts";
 import { prepareLayout } from "./layout.ts";
@@ -68,6 +68,9 @@ function agentKey(agent: SandboxAgent): string {
   ]);
 }
 
+const SWEEP_AFTER_MS = 60 * 60_000;
+const SWEEP_EVERY_MS = 10 * 60_000;
+
 /** The sync of local directories with the shared file store, or null where there is none (one instance). */
 async function sharedFilesOf(fileStore: FileStore | undefined, root: string): Promise<DirectorySync | null> {
   if (!fileStore) return null;
@@ -113,6 +116,13 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   const sharedFiles = await sharedFilesOf(options.fileStore, layout.root);
   /** What a working directory, or a conversation's outputs folder, may hold: what a restore may write. */
   const syncLimits = { bytes: limits.diskBytes, entries: limits.files };
+
+  // Blobs no conversation refers to any more (deleted, overwritten, or uploaded by a turn that could not
+  // commit), swept by every instance now and then; an hour leaves any writer time to commit what it asked for.
+  const sweeper = options.fileStore
+    ? setInterval(() => void options.fileStore?.sweep(SWEEP_AFTER_MS).catch(() => undefined), SWEEP_EVERY_MS)
+    : undefined;
+  sweeper?.unref();
 
   const warm = new Map<string, WarmEntry>();
   /** The current turn of each working directory (by key), to end before anything else touches it. */
@@ -402,6 +412,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       await Promise.all([...activity.keys()].map(quiesce));
       for (const entry of warm.values()) if (entry.timer) clearTimeout(entry.timer);
       warm.clear();
+      clearInterval(sweeper);
       await cgroups.close();
       await removeTree(dirs.tmp).catch(() => undefined);
     },

@@ -3,7 +3,7 @@
  * processes. The service asks for a TurnSandbox at the start of a turn and finishes it at the end.
  */
 
-import type { FileStore } from "../shared-files/types.ts";
+import type { FileStore } from "../store/file-store.ts";
 import type { SandboxLimits } from "./limits.ts";
 import type { SandboxUserSetting } from "./sandbox-user.ts";
 

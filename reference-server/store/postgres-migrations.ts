@@ -144,7 +144,7 @@ const migrations: ReadonlyArray<string> = [
   );
   CREATE INDEX pending_recordings_by_due ON pending_recordings (due_at);
   `,
-  // 4: files as shared state (shared-files/types.ts): content-addressed blobs, stored in chunks so no value
+  // 4: files as shared state (file-store.ts): content-addressed blobs, stored in chunks so no value
   // is held whole in memory, and named sets of entries over them, each with a generation from one sequence
   // (a set removed and written again never repeats one, so a stale local copy can never look current).
   // Paths and link targets are bytea: a database's encoding must not refuse a file name.
@@ -175,6 +175,8 @@ const migrations: ReadonlyArray<string> = [
     target  bytea,
     PRIMARY KEY (set_key, path)
   );
+  -- The sweep asks, for each old blob, whether any entry still refers to it.
+  CREATE INDEX file_entries_by_blob ON file_entries (sha256);
   `,
 ];
 

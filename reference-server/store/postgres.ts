@@ -8,7 +8,6 @@
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { createPostgresFileStore } from "../shared-files/postgres-file-store.ts";
 import {
   type ConversationRow,
   conversationColumns,
@@ -17,6 +16,7 @@ import {
   rowToConversation,
 } from "./conversation-row.ts";
 import { listConversationsQuery, POSTGRES_DIALECT } from "./list-query.ts";
+import { createPostgresFileStore } from "./postgres-file-store.ts";
 import { migratePostgres } from "./postgres-migrations.ts";
 import {
   type CompactionRecord,

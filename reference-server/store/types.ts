@@ -4,7 +4,7 @@
  * database's driver does; each call is atomic on its own.
  */
 
-import type { FileStore } from "../shared-files/types.ts";
+import type { FileStore } from "./file-store.ts";
 
 export const CHANNELS = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"] as const;
 export type Channel = (typeof CHANNELS)[number];

@@ -12,12 +12,18 @@
  */
 import { createHash } from "node:crypto";
 import { constants } from "node:fs";
-import { lchown, mkdir, open, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
+import {
+  type FileHandle,
+  lchown,
+  mkdir,
+  open,
+  readFile,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
 import path from "node:path";
-import { at, withBeneath } from "../sandbox/beneath.ts";
-import { SandboxPathError } from "../sandbox/safe-paths.ts";
-import type { HostUser } from "../sandbox/sandbox-user.ts";
-import { type ListedEntry, listTree } from "./tree-listing.ts";
 import {
   BATCH_BLOBS,
   BATCH_BYTES,
@@ -25,7 +31,11 @@ import {
   SMALL_BLOB_BYTES,
   type StoredEntry,
   type WriteFence,
-} from "./types.ts";
+} from "../store/file-store.ts";
+import { at, resolveBeneath, withBeneath } from "./beneath.ts";
+import { SandboxPathError } from "./safe-paths.ts";
+import type { HostUser } from "./sandbox-user.ts";
+import { type ListedEntry, listTree } from "./tree-listing.ts";
 
 export interface SyncLimits {
   /** Bytes of files the set may hold (apparent sizes: what a restore writes). */
@@ -282,19 +292,23 @@ export class DirectorySync {
         `the working directory holds ${bytes} bytes in ${listed.length} entries, past the quota (${limits.bytes} bytes, ${limits.entries} files): its files were not saved`,
       );
     const knownByPath = new Map(known.entries.map((entry) => [entry.path, entry]));
-    const knownHashes = new Set(known.entries.flatMap((entry) => (entry.sha256 ? [entry.sha256] : [])));
 
     const entries: Array<StoredEntry & { stamp: string }> = [];
     for (const item of listed) {
       const entry = await this.#describe(dir, item, knownByPath.get(item.path));
       if (entry !== null) entries.push(entry);
     }
-    const fresh = [
-      ...new Set(entries.flatMap((e) => (e.sha256 && !knownHashes.has(e.sha256) ? [e.sha256] : []))),
-    ];
-    const missing = fresh.length > 0 ? await this.#store.missing(fresh) : new Set<string>();
+    const present = new Set(entries.map((entry) => entry.path));
+    const upserts = entries.filter((entry) => {
+      const before = knownByPath.get(entry.path);
+      return before === undefined || !sameEntry(before, entry);
+    });
+    // Every content a new or changed entry names is asked for (not only hashes unknown here): asking marks
+    // a stored blob as new for the sweep until this commit refers to it.
+    const named = [...new Set(upserts.flatMap((entry) => (entry.sha256 ? [entry.sha256] : [])))];
+    const missing = named.length > 0 ? await this.#store.missing(named) : new Set<string>();
     const toUpload = new Map<string, StoredEntry>();
-    for (const entry of entries)
+    for (const entry of upserts)
       if (entry.sha256 !== null && missing.has(entry.sha256)) toUpload.set(entry.sha256, entry);
     for (const entry of toUpload.values()) if (entry.size > SMALL_BLOB_BYTES) await this.#upload(dir, entry);
     for (const batch of smallBatches(
@@ -306,11 +320,6 @@ export class DirectorySync {
       await this.#store.putBlobs(blobs);
     }
     const uploaded = toUpload.size;
-    const present = new Set(entries.map((entry) => entry.path));
-    const upserts = entries.filter((entry) => {
-      const before = knownByPath.get(entry.path);
-      return before === undefined || !sameEntry(before, entry);
-    });
     const deletes = known.entries.filter((entry) => !present.has(entry.path)).map((entry) => entry.path);
     let generation = known.generation;
     if (upserts.length > 0 || deletes.length > 0)
@@ -341,23 +350,30 @@ export class DirectorySync {
     return { ...base, kind: "file", size: hashed.size, sha256: hashed.sha256 };
   }
 
-  /** Opens a regular file of `dir` for reading, never through a link; null when it is not one (any more). */
+  /**
+   * Opens a regular file of `dir` for reading, never through a link; null when it is not one (any more).
+   * Errors of `use` itself (the store's) are thrown, not taken for a missing file.
+   */
   async #withLocalFile<T>(
     dir: string,
     rel: string,
-    use: (handle: Awaited<ReturnType<typeof open>>, size: number) => Promise<T>,
+    use: (handle: FileHandle, size: number) => Promise<T>,
   ): Promise<T | null> {
     const resolve = { create: false, followLast: false, owner: null };
-    return withBeneath(dir, partsOf(rel), resolve, async ({ dir: parent, name }) => {
-      const handle = await open(at(parent, name), READ_FLAGS);
+    const location = await resolveBeneath(dir, partsOf(rel), resolve).catch(() => null);
+    if (location === null) return null;
+    try {
+      const handle = await open(at(location.dir, location.name), READ_FLAGS).catch(() => null);
+      if (handle === null) return null;
       try {
         const stats = await handle.stat();
-        if (!stats.isFile()) return null;
-        return await use(handle, stats.size);
+        return stats.isFile() ? await use(handle, stats.size) : null;
       } finally {
         await handle.close();
       }
-    }).catch(() => null);
+    } finally {
+      await location.close();
+    }
   }
 
   #hashLocal(dir: string, rel: string): Promise<{ sha256: string; size: number } | null> {

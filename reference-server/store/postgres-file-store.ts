@@ -13,7 +13,7 @@ import {
   SMALL_BLOB_BYTES,
   type StoredEntry,
   type StoredSet,
-} from "./types.ts";
+} from "./file-store.ts";
 
 /** Bytes per chunk row: large enough that a chunk's round trip is cheap, small enough to hold in memory. */
 const CHUNK_BYTES = SMALL_BLOB_BYTES;
@@ -105,8 +105,9 @@ export function createPostgresFileStore(pool: pg.Pool): FileStore {
     async missing(hashes) {
       const missing = new Set(hashes);
       for (const batch of batches([...missing])) {
+        // Touched, so a sweep running before the writer's commit leaves them (see sweep).
         const { rows } = await pool.query<{ sha256: Buffer }>(
-          "SELECT sha256 FROM file_blobs WHERE sha256 = ANY($1::bytea[])",
+          "UPDATE file_blobs SET created_at = clock_timestamp() WHERE sha256 = ANY($1::bytea[]) RETURNING sha256",
           [batch.map(unhex)],
         );
         for (const row of rows) missing.delete(hex(row.sha256));
@@ -272,6 +273,20 @@ export function createPostgresFileStore(pool: pg.Pool): FileStore {
 
     async remove(set) {
       await pool.query("DELETE FROM file_sets WHERE set_key = $1", [set]);
+    },
+
+    async sweep(olderThanMs, limit = 1000) {
+      // SKIP LOCKED: a blob a commit is referring to right now (its foreign key check holds the row) is left
+      // for a later sweep, and sweeping instances take different rows.
+      const { rowCount } = await pool.query(
+        `DELETE FROM file_blobs WHERE sha256 IN (
+           SELECT b.sha256 FROM file_blobs b
+           WHERE b.created_at < clock_timestamp() - $1 * interval '1 millisecond'
+             AND NOT EXISTS (SELECT 1 FROM file_entries e WHERE e.sha256 = b.sha256)
+           LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+        [Math.max(0, Math.trunc(olderThanMs)), limit],
+      );
+      return rowCount ?? 0;
     },
   };
 }

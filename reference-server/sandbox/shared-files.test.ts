@@ -6,17 +6,18 @@
  * nothing. Runs on the test run's cluster (scripts/postgres-cluster.ts); skipped without one.
  */
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { lstat, readFile, readlink, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { CreateSandboxManagerOptions } from "../sandbox/index.ts";
-import { storageAgent, TestBed, turnRequest } from "../sandbox/testing.ts";
-import type { SandboxManager } from "../sandbox/types.ts";
+import { FileSetConflictError, type FileStore, workingFilesSet } from "../store/file-store.ts";
 import { openPostgresStore } from "../store/postgres.ts";
 import { createTestDatabase, postgresSkipReason } from "../store/testing.ts";
 import type { Store } from "../store/types.ts";
-import { FileSetConflictError, type FileStore, workingFilesSet } from "./types.ts";
+import type { CreateSandboxManagerOptions } from "./index.ts";
+import { storageAgent, TestBed, turnRequest } from "./testing.ts";
+import type { SandboxManager } from "./types.ts";
 
 const skip = postgresSkipReason();
 const titled = (title: string) => (skip === undefined ? title : `${title} (skipped: ${skip})`);
@@ -269,6 +270,44 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     expect((await next.tools.run("read_file", { path: "late.txt" })).isError).toBe(true);
     await next.finish();
     await leases.release("conv-fenced", current);
+  });
+
+  it("a sweep deletes only old blobs no conversation refers to", async () => {
+    const [a] = await instances();
+    await turn(a.manager, "conv-sweep-kept", async (run) => {
+      await run("printf 'still referred to' > kept.txt");
+    });
+    await turn(a.manager, "conv-sweep-gone", async (run) => {
+      await run("printf 'only in a deleted conversation' > gone.txt");
+    });
+    await a.manager.remove("conv-sweep-gone");
+    const fileStore = store.fileStore as FileStore;
+    const blobs = async () =>
+      (await admin.query("SELECT encode(sha256, 'hex') AS h FROM file_blobs")).rows.map((r) => r.h as string);
+    const hash = (text: string) => createHash("sha256").update(text).digest("hex");
+    const gone = hash("only in a deleted conversation");
+    const kept = hash("still referred to");
+    // Young blobs stay whatever refers to them: a writer may be about to commit a manifest naming them.
+    await fileStore.sweep(60_000);
+    expect(await blobs()).toContain(gone);
+    await admin.query("UPDATE file_blobs SET created_at = created_at - interval '2 hours'");
+    // Asking whether a blob is stored makes it young again (a push about to refer to it).
+    await fileStore.missing([gone]);
+    await fileStore.sweep(60_000);
+    expect(await blobs()).toContain(gone);
+    await admin.query("UPDATE file_blobs SET created_at = created_at - interval '2 hours'");
+    expect(await fileStore.sweep(60_000)).toBeGreaterThan(0);
+    expect(await blobs()).not.toContain(gone);
+    expect(await blobs()).toContain(kept);
+    expect(
+      Number(
+        (
+          await admin.query(
+            "SELECT count(*) AS n FROM file_chunks c WHERE NOT EXISTS (SELECT 1 FROM file_blobs b WHERE b.sha256 = c.sha256)",
+          )
+        ).rows[0].n,
+      ),
+    ).toBe(0);
   });
 
   it("restores whole files of any size in bounded chunks (a file of several chunks round-trips)", async () => {

@@ -47,7 +47,10 @@ export interface FileStore {
   generation(set: string): Promise<number>;
   /** The set's entries with the generation they make up (read together). */
   read(set: string): Promise<StoredSet>;
-  /** Which of these hashes have no blob stored yet. */
+  /**
+   * Which of these hashes have no blob stored yet. Those stored count as new again for the sweep: a writer
+   * about to refer to them has `sweepAfterMs` to commit.
+   */
   missing(hashes: string[]): Promise<Set<string>>;
   /** Stores a blob from its bytes in order (whatever the chunking); the bytes must hash to `sha256`. */
   putBlob(sha256: string, size: number, bytes: AsyncIterable<Buffer>): Promise<void>;
@@ -64,8 +67,13 @@ export interface FileStore {
   commit(set: string, change: SetChange): Promise<number>;
   /** Makes `to` hold what `from` holds (a fork): manifest rows only, the blobs are shared. */
   copy(from: string, to: string): Promise<void>;
-  /** Forgets the set (a delete). Blobs no set refers to any more stay stored (no sweep yet). */
+  /** Forgets the set (a delete). Its blobs stay until a sweep finds no set refers to them. */
   remove(set: string): Promise<void>;
+  /**
+   * Deletes blobs no set refers to that were stored (or last asked for by `missing`) more than `olderThanMs`
+   * ago, at most `limit` of them; how many went. Several instances may sweep at once.
+   */
+  sweep(olderThanMs: number, limit?: number): Promise<number>;
 }
 
 /** Blobs up to this size move in batches (putBlobs/getBlobs); larger ones stream in chunks of this size. */

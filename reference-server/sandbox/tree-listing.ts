@@ -4,7 +4,7 @@
  * open directories, so no PATH_MAX limit; in a process of its own, niced). The walk is bounded in depth,
  * entries and time; a directory it cannot see whole is reported as such, never half-listed.
  */
-import { spawnProcess } from "../sandbox/spawner.ts";
+import { spawnProcess } from "./spawner.ts";
 
 export interface ListedEntry {
   path: string;
