@@ -35,7 +35,8 @@ import {
 import { at, resolveBeneath, withBeneath } from "./beneath.ts";
 import { SandboxPathError } from "./safe-paths.ts";
 import type { HostUser } from "./sandbox-user.ts";
-import { type ListedEntry, listTree } from "./tree-listing.ts";
+import { type ListedEntry, listTree, UnlistableTreeError } from "./tree-listing.ts";
+import { removeTree } from "./tree-ops.ts";
 
 export interface SyncLimits {
   /** Bytes of files the set may hold (apparent sizes: what a restore writes). */
@@ -190,10 +191,15 @@ export class DirectorySync {
         `the conversation's stored files (${bytes} bytes, ${remote.entries.length} entries) exceed this server's quota (${limits.bytes} bytes, ${limits.entries} files): not restored`,
       );
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    const listing = await listTree(dir, {
-      depth: MAX_DEPTH,
-      entries: limits.entries * 2 + 16,
-      timeoutMs: LIST_TIMEOUT_MS,
+    const listingLimits = { depth: MAX_DEPTH, entries: limits.entries * 2 + 16, timeoutMs: LIST_TIMEOUT_MS };
+    const listing = await listTree(dir, listingLimits).catch(async (error: unknown) => {
+      if (!(error instanceof UnlistableTreeError)) throw error;
+      // A local copy too deep or too large to list (what a turn left past the bounds) is only a cache:
+      // emptied, it is restored whole (GNU rm removes any depth).
+      await removeTree(dir);
+      await mkdir(dir, { mode: 0o700 });
+      if (owner) await lchown(dir, owner.uid, owner.gid);
+      return { entries: [], skippedNames: 0, fileBytes: 0 };
     });
     const local = new Map(listing.entries.map((entry) => [entry.path, entry]));
     const knownByPath = new Map((known?.entries ?? []).map((entry) => [entry.path, entry]));
@@ -249,15 +255,7 @@ export class DirectorySync {
 
     // The stamps of what is now on disk, for the next turn's push and pull to trust.
     const after = report.changed
-      ? new Map(
-          (
-            await listTree(dir, {
-              depth: MAX_DEPTH,
-              entries: limits.entries * 2 + 16,
-              timeoutMs: LIST_TIMEOUT_MS,
-            })
-          ).entries.map((entry) => [entry.path, entry]),
-        )
+      ? new Map((await listTree(dir, listingLimits)).entries.map((entry) => [entry.path, entry]))
       : local;
     await this.#saveState(set, {
       generation: remote.generation,

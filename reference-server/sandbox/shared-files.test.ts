@@ -272,6 +272,22 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     await leases.release("conv-fenced", current);
   });
 
+  it("a local copy left too deep to list is only a cache: it is emptied and restored whole", async () => {
+    const [a, b] = await instances();
+    const { sandbox } = await turn(a.manager, "conv-deep", async (run) => {
+      await run("printf 'kept' > kept.txt");
+    });
+    // Left in A's copy past the listing's 256 levels (as a command killed mid-turn might), then B moves on.
+    execFileSync("mkdir", ["-p", path.join(sandbox.workdir, ...Array.from({ length: 300 }, () => "d"))]);
+    await turn(b.manager, "conv-deep", async (run) => {
+      await run("printf 'changed on b' > kept.txt");
+    });
+    await turn(a.manager, "conv-deep", async (run) => {
+      expect(await run("cat kept.txt")).toBe("changed on b");
+      expect(await run("ls -A")).toBe("kept.txt\noutputs\n");
+    });
+  });
+
   it("a sweep deletes only old blobs no conversation refers to", async () => {
     const [a] = await instances();
     await turn(a.manager, "conv-sweep-kept", async (run) => {
