@@ -191,7 +191,7 @@ describe("failure on request", () => {
     const generator = engine.runTurn(input({ prompt: "Fail this turn after it starts." }));
     const first = await nextBlock(generator);
     expect(first.value).toEqual({ kind: "text", text: "Starting, then failing as asked." });
-    await expect(generator.next()).rejects.toThrow(/The model failed while answering \(upstream api_error\)/);
+    await expect(generator.next()).rejects.toMatchObject({ name: "UpstreamError", kind: "failed" });
   });
 });
 
