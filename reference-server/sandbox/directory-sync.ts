@@ -327,7 +327,12 @@ export class DirectorySync {
         deletes,
         fence: options.fence,
       });
-    await this.#saveState(set, { generation, entries });
+    // Most turns change nothing: the state on disk is then still exact, and is not written again.
+    const unchanged =
+      generation === known.generation &&
+      entries.length === known.entries.length &&
+      entries.every((entry) => knownByPath.get(entry.path)?.stamp === entry.stamp);
+    if (!unchanged) await this.#saveState(set, { generation, entries });
     return { uploaded, upserts: upserts.length, deletes: deletes.length, generation };
   }
 

@@ -179,6 +179,20 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     });
   });
 
+  it("an instance that dies mid-turn: the next turn elsewhere has the files its earlier turns wrote", async () => {
+    const [a, b] = await instances();
+    await turn(a.manager, "conv-killed", async (run) => {
+      await run("printf 'from turn 1' > earlier.txt");
+    });
+    // Turn 2 on A writes and never finishes (A was killed): nothing of it was saved.
+    const dying = await a.manager.acquire(turnRequest("conv-killed", storageAgent()));
+    await dying.tools.run("write_file", { path: "unfinished.txt", content: "lost with the instance" });
+    await turn(b.manager, "conv-killed", async (run) => {
+      expect(await run("cat earlier.txt")).toBe("from turn 1");
+      expect(await run("ls")).not.toContain("unfinished.txt");
+    });
+  });
+
   it("the quota holds: a tree past it is not saved, and a stored set past this instance's quota is not restored", async () => {
     const [a] = await instances({ limits: { diskBytes: 256 * 1024 } });
     const sandbox = await a.manager.acquire(turnRequest("conv-quota", storageAgent()));
