@@ -2,10 +2,9 @@
  * `npm run test:postgres` (second part): several `agent-api serve --demo --store postgres://…` instances,
  * each with its own port and data directory, behind a real nginx that spreads requests with no stickiness.
  *
- * 1. The conformance suite through nginx. The conversation's working files and the demo repository live in
- *    each instance's data directory (not yet in the shared store), so the checks that read back files an
- *    earlier turn wrote, or a push, fail when the turns land on different instances; every other check must
- *    pass.
+ * 1. The conformance suite through nginx. Conversations' files are in the shared store; the demo repository
+ *    lives in each instance's data directory, so the checks that read back a push fail when the turns land
+ *    on different instances; every other check must pass.
  * 2. The turn lock is the store's: a turn on one instance waits for the turn running on another.
  * 2b. A delete on one instance ends the turn running on another (LISTEN/NOTIFY), instead of waiting for it.
  * 3. SIGKILL one instance mid-turn: its client sees the stream cut; the lock frees within the lease; the next
@@ -28,11 +27,7 @@ const KEY = "demo-admin-key";
 const AGENT = "demo-agent";
 
 /** Checks that need a conversation's files (or the demo repository) on whichever instance serves the turn. */
-const NEEDS_SHARED_FILES = [
-  "STATE-RESUME-KEEPS-FILES",
-  "REPO-READ-ONLY-FALSE-PUSHES",
-  "REPO-ATTACHMENTS-NOT-COMMITTED",
-];
+const NEEDS_SHARED_FILES = ["REPO-READ-ONLY-FALSE-PUSHES", "REPO-ATTACHMENTS-NOT-COMMITTED"];
 
 interface TurnResult {
   status: number;
