@@ -9,7 +9,12 @@
  * Every process (load generator, nginx, the instances, PostgreSQL) shares this machine's cores, so the
  * ratio 2 instances : 1 is bounded by them, not by the design.
  *
- * Run: npm run bench:instances [-- --seconds 5 --streams 64 --instances 1,2 --no-sqlite --statements 12]
+ * With the server's session delay (2 s) a stream's next turn comes before its session is recorded, so each
+ * turn starts a session; `--session-delay-ms 0` records it as the stream ends, so each turn also resumes
+ * and appends to its conversation's session (the statements of a conversation's later turns).
+ *
+ * Run: npm run bench:instances [-- --seconds 5 --streams 64 --instances 1,2 --no-sqlite --statements 12
+ *      --session-delay-ms N]
  */
 import { randomBytes } from "node:crypto";
 import { availableParallelism, loadavg } from "node:os";
@@ -155,6 +160,7 @@ async function main(): Promise<void> {
       instances: { type: "string", default: "1,2" },
       "no-sqlite": { type: "boolean", default: false },
       statements: { type: "string", default: "12" },
+      "session-delay-ms": { type: "string" },
     },
   });
   const seconds = Number(values.seconds);
@@ -177,6 +183,8 @@ async function main(): Promise<void> {
       engine,
       instances,
       nginxConnections: Math.max(1024, streams * 4),
+      serveArgs:
+        values["session-delay-ms"] === undefined ? [] : ["--session-delay-ms", values["session-delay-ms"]],
     });
     try {
       runs.push(await measure(deployment, engine, streams, seconds, topCount));
