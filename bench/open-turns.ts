@@ -11,9 +11,14 @@
  * silence after it (the keep-alive comments must cover the model's wait: `--keep-alive-ms`, default 5000), errors (non-200, an error event, a stream cut before message_stop), and
  * the servers' open file descriptors at the peak against their limit.
  *
- * Run: npm run bench:open-turns [-- --turns 1000 --latency-ms 30000 --instances 1,2 --warm 16 --engine postgres]
+ * `--server-nofile N` lowers the servers' open-file limit once they run (prlimit), to see a deployment
+ * whose limit was left at a distribution's default (each open turn holds two descriptors: the client's
+ * socket and the upstream's).
+ *
+ * Run: npm run bench:open-turns [-- --turns 1000 --latency-ms 30000 --instances 1,2 --warm 16 --engine postgres
+ *      --server-nofile N]
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
@@ -71,7 +76,8 @@ async function openTurn(dispatcher: Agent, url: string, conversationId: string, 
       if (Number.isNaN(result.firstEventAt)) result.firstEventAt = now - t0;
       // Only the tail matters: the last event and whether an error event came.
       text = (text + (chunk as Buffer).toString("utf8")).slice(-4096);
-      if (text.includes("event: error")) result.error ??= text.slice(text.indexOf("event: error"), 300);
+      const at = text.indexOf("event: error");
+      if (at >= 0) result.error ??= text.slice(at, at + 300).replace(/\s+/g, " ");
     }
     result.endedAt = performance.now() - t0;
     result.complete = text.includes("event: message_stop");
@@ -132,7 +138,8 @@ interface Figures {
   gapP99: number;
   late: number;
   errors: number;
-  firstError?: string;
+  /** Each distinct error (its first 100 characters) and how many streams had it. */
+  errorKinds: Map<string, number>;
   fdsPeak: number;
   fdLimit: string;
 }
@@ -174,6 +181,7 @@ async function measure(
   latencyMs: number,
   warm: number,
   modelUrl: string,
+  serverNofile: number | undefined,
 ): Promise<Figures> {
   const deployment = await startDeployment({
     engine,
@@ -182,6 +190,9 @@ async function measure(
     env: { ANTHROPIC_BASE_URL: modelUrl, ANTHROPIC_API_KEY: "bench" },
     nginxConnections: turns * 2 + 512,
   });
+  if (serverNofile !== undefined)
+    for (const pid of deployment.serverPids)
+      execFileSync("prlimit", ["--pid", String(pid), `--nofile=${serverNofile}:${serverNofile}`]);
   const rss = () => deployment.serverPids.reduce((sum, pid) => sum + rssBytes(pid), 0);
   const nginxRss = () => {
     // The master and its one worker.
@@ -231,7 +242,10 @@ async function measure(
       gapP99: percentile(gaps, 99),
       late: gaps.filter((g) => g > KEEP_ALIVE_MS + LATE_SLACK_MS).length,
       errors: failed.length,
-      firstError: failed[0]?.error,
+      errorKinds: failed.reduce((kinds, r) => {
+        const kind = (r.error ?? "").replace(/\s+/g, " ").slice(0, 120);
+        return kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+      }, new Map<string, number>()),
       fdsPeak,
       fdLimit: openFilesLimit(deployment.serverPids[0]),
     };
@@ -248,6 +262,7 @@ async function main(): Promise<void> {
       instances: { type: "string", default: "1,2" },
       warm: { type: "string", default: "16" },
       engine: { type: "string", default: "postgres" },
+      "server-nofile": { type: "string" },
     },
   });
   const turns = Number(values.turns);
@@ -265,7 +280,17 @@ async function main(): Promise<void> {
   const rows: Figures[] = [];
   try {
     for (const instances of String(values.instances).split(",").map(Number)) {
-      rows.push(await measure(engine, instances, turns, latencyMs, warm, model.url));
+      rows.push(
+        await measure(
+          engine,
+          instances,
+          turns,
+          latencyMs,
+          warm,
+          model.url,
+          values["server-nofile"] === undefined ? undefined : Number(values["server-nofile"]),
+        ),
+      );
       process.stderr.write(`  measured ${instances} instance(s)\n`);
     }
   } finally {
@@ -279,8 +304,10 @@ async function main(): Promise<void> {
   console.log("|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const r of rows)
     console.log(
-      `| ${r.instances} | ${r.turns} | ${r.openAtOnce} | ${s(r.firstEventP50)} / ${s(r.firstEventP99)} / ${s(r.firstEventMax)} | ${s(r.lastEnd)} | ${mib(r.rssBefore)} → ${mib(r.rssOpen)} | ${((r.rssOpen - r.rssBefore) / r.turns / 1024).toFixed(1)} | ${((r.nginxOpen - r.nginxBefore) / r.turns / 1024).toFixed(1)} | ${s(r.maxGap)} / ${s(r.gapP99)} | ${r.late} | ${r.errors}${r.firstError ? ` (${r.firstError.slice(0, 160)})` : ""} | ${r.fdsPeak} (${r.fdLimit} each) |`,
+      `| ${r.instances} | ${r.turns} | ${r.openAtOnce} | ${s(r.firstEventP50)} / ${s(r.firstEventP99)} / ${s(r.firstEventMax)} | ${s(r.lastEnd)} | ${mib(r.rssBefore)} → ${mib(r.rssOpen)} | ${((r.rssOpen - r.rssBefore) / r.turns / 1024).toFixed(1)} | ${((r.nginxOpen - r.nginxBefore) / r.turns / 1024).toFixed(1)} | ${s(r.maxGap)} / ${s(r.gapP99)} | ${r.late} | ${r.errors} | ${r.fdsPeak} (${r.fdLimit} each) |`,
     );
+  for (const r of rows)
+    for (const [kind, count] of r.errorKinds) console.log(`${r.instances} instance(s): ${count} × ${kind}`);
   console.log(
     `keep-alive interval ${KEEP_ALIVE_MS} ms (agent-api serve --keep-alive-ms default); load average after: ${loadavg()
       .map((l) => l.toFixed(1))
