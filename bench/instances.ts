@@ -13,7 +13,7 @@
  * turn starts a session; `--session-delay-ms 0` records it as the stream ends, so each turn also resumes
  * and appends to its conversation's session (the statements of a conversation's later turns).
  *
- * Run: npm run bench:instances [-- --seconds 5 --streams 64 --instances 1,2 --no-sqlite --statements 12
+ * Run: npm run bench:instances [-- --seconds 10 --warm-seconds 3 --streams 64 --instances 1,2 --no-sqlite --statements 12
  *      --session-delay-ms N]
  */
 import { randomBytes } from "node:crypto";
@@ -80,6 +80,7 @@ async function measure(
   label: string,
   streams: number,
   seconds: number,
+  warmSeconds: number,
   topCount: number,
 ): Promise<Run> {
   const dispatcher = new Agent({ connections: streams, keepAliveTimeout: 30_000 });
@@ -100,8 +101,9 @@ async function measure(
     }
   };
   try {
-    // Warm-up: every stream opens its conversation and runs turns for a second (not measured).
-    const warmUntil = performance.now() + 1000;
+    // Warm-up (not measured): every stream opens its conversation; each instance's JIT and pools settle (a
+    // 1 s warm-up left two instances measured while still compiling: 0.6× one instance in 5 s, 1.05× in 15 s).
+    const warmUntil = performance.now() + warmSeconds * 1000;
     await Promise.all(conversations.map((id) => loop(id, warmUntil, false)));
     errors = 0;
     if (deployment.database) await takeStatementCounts(deployment.database);
@@ -155,7 +157,8 @@ async function measure(
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      seconds: { type: "string", default: "5" },
+      seconds: { type: "string", default: "10" },
+      "warm-seconds": { type: "string", default: "3" },
       streams: { type: "string", default: "64" },
       instances: { type: "string", default: "1,2" },
       "no-sqlite": { type: "boolean", default: false },
@@ -173,7 +176,7 @@ async function main(): Promise<void> {
       .map((n) => ({ engine: "postgres" as const, instances: Number(n) })),
   ];
   process.stderr.write(
-    `bench:instances: ${streams} streams, ${seconds} s per configuration after 1 s of warm-up, through nginx; load average ${loadavg()
+    `bench:instances: ${streams} streams, ${seconds} s per configuration after ${values["warm-seconds"]} s of warm-up, through nginx; load average ${loadavg()
       .map((l) => l.toFixed(1))
       .join(" ")} on ${availableParallelism()} cores\n`,
   );
@@ -187,7 +190,9 @@ async function main(): Promise<void> {
         values["session-delay-ms"] === undefined ? [] : ["--session-delay-ms", values["session-delay-ms"]],
     });
     try {
-      runs.push(await measure(deployment, engine, streams, seconds, topCount));
+      runs.push(
+        await measure(deployment, engine, streams, seconds, Number(values["warm-seconds"]), topCount),
+      );
       process.stderr.write(`  measured ${engine} × ${instances}\n`);
     } finally {
       await deployment.stop();
@@ -208,6 +213,13 @@ async function main(): Promise<void> {
     console.log(
       `\n${other.instances} instances : 1 on PostgreSQL: ${(other.turnsPerSecond / (one as Run).turnsPerSecond).toFixed(2)}× the turns/s, p99 TTFE ${(other.p99 / (one as Run).p99).toFixed(2)}× (every process shares ${availableParallelism()} cores: the machine bounds this ratio)`,
     );
+  // What the cores could carry if this bench had them alone: every process's CPU per turn is on them.
+  for (const run of runs) {
+    const total = run.servers + (run.label === "postgres" ? run.postgres : 0) + run.nginx + run.client;
+    console.log(
+      `${run.label} × ${run.instances}: ${n(total)} ms of CPU per turn in all (servers, database, nginx, load generator): at most ${Math.round((availableParallelism() * 1000) / total)} turns/s on ${availableParallelism()} idle cores`,
+    );
+  }
   const sqlite = runs.find((run) => run.label === "sqlite");
   if (sqlite && one)
     console.log(
