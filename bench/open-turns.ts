@@ -27,6 +27,7 @@ import { parseArgs } from "node:util";
 import { Agent, request } from "undici";
 import { freePort } from "../conformance/testing/nginx.ts";
 import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
+import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 import { root } from "../test/postgres/processes.ts";
 import { type Deployment, rssBytes, startDeployment } from "./deployment.ts";
 import { percentile } from "./stats.ts";
@@ -110,7 +111,15 @@ async function startModel(latencyMs: number): Promise<{ url: string; child: Chil
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    [join(root, "cli/agent-api.ts"), "model", "--port", String(port), "--latency-ms", String(latencyMs)],
+    [
+      SOURCE_CONDITION_FLAG,
+      join(root, "conformance/cli/agent-api.ts"),
+      "model",
+      "--port",
+      String(port),
+      "--latency-ms",
+      String(latencyMs),
+    ],
     { cwd: root, stdio: ["ignore", "pipe", "inherit"] },
   );
   await new Promise<void>((resolve, reject) => {

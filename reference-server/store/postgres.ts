@@ -29,6 +29,7 @@ import {
   type SessionHistory,
   type SessionRecord,
   type Store,
+  TurnLeaseLostError,
   type TurnWrite,
 } from "./types.ts";
 
@@ -366,8 +367,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
             "SELECT token FROM turn_leases WHERE conversation_id = $1 FOR UPDATE",
             [write.conversationId],
           );
-          if (lease === undefined || Number(lease.token) !== write.fence)
-            throw new Error("the turn lost its conversation's lock (its lease expired and another took it)");
+          if (lease === undefined || Number(lease.token) !== write.fence) throw new TurnLeaseLostError();
         }
         // One round trip each (a turn's commit is most of its statements): the pending turn goes with the
         // row's update, the messages with the events, each numbered after the last under the row's lock.
