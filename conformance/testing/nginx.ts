@@ -31,7 +31,8 @@ export interface Nginx {
 
 /**
  * Starts nginx with `serverBlock` (one `server { ... }`) under `dir`; resolves once `port` accepts
- * connections (`workerConnections`: a proxied stream holds two). The surrounding config keeps every path (pid, logs, temp files) inside `dir`.
+ * connections. The surrounding config keeps every path (pid, logs, temp files) inside `dir`;
+ * `workerConnections` (default 256) must exceed twice the streams it carries (each holds two connections).
  */
 export async function startNginx(
   dir: string,
