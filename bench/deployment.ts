@@ -3,8 +3,8 @@
  * `agent-api serve --demo` processes (each its own --port and --data), on SQLite or on one PostgreSQL
  * cluster of the run's own (scripts/postgres-cluster.ts, with pg_stat_statements loaded so the bench can
  * count the statements a turn sends), behind a real nginx with the README's config (round robin, no
- * stickiness, unbuffered SSE; a listen backlog of 4,096 so a thousand connections at once are not dropped
- * by the default 511 and retried a second later). Also the readings of /proc the benches report: CPU time and RSS of the
+ * stickiness, unbuffered SSE; a listen backlog of 4,096 instead of nginx's 511, so a thousand connections
+ * opened at once fit in its accept queue). Also the readings of /proc the benches report: CPU time and RSS of the
  * servers, of PostgreSQL's processes and of nginx.
  */
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
