@@ -75,6 +75,16 @@ export interface ServerOptions {
   checkpointIntervalMs?: number;
   /** Write the AGENT_API_* variables for the conformance suite here (demo only). */
   envFile?: string;
+  /**
+   * The demo repository agent's remote: a path (instances on one machine share it; the first creates it) or
+   * a git URL (given the demo's initial commit when empty). Default: a bare repository in `dataDir`.
+   */
+  demoRemote?: string;
+  /**
+   * The address clients use (a balancer's, e.g. http://lb:8080): the base URL of the AGENT_API_* variables
+   * and of the demo's start-up lines. Default: this instance's own URL.
+   */
+  publicUrl?: string;
 }
 
 export interface RunningServer {
@@ -136,7 +146,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const useDemo = options.demo === true || options.configFile === undefined;
   const demo = useDemo
-    ? await createDemo(dataDir, { baseUrl: "http://placeholder", routingPrefix })
+    ? await createDemo(dataDir, {
+        baseUrl: "http://placeholder",
+        routingPrefix,
+        remote: options.demoRemote,
+      })
     : undefined;
   const config = demo ? demo.config : await loadConfigFile(options.configFile as string);
 
@@ -236,8 +250,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const host = options.host ?? DEFAULTS.host;
   const url = `http://${host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
 
+  const publicUrl = options.publicUrl ?? url;
   const envVars: Record<string, string> = demo
-    ? { ...demo.envVars, AGENT_API_BASE_URL: url, AGENT_API_FLOW_URL: url }
+    ? { ...demo.envVars, AGENT_API_BASE_URL: publicUrl, AGENT_API_FLOW_URL: publicUrl }
     : {};
   if (options.envFile && demo) await writeFile(options.envFile, formatEnvFile(envVars));
   return {
