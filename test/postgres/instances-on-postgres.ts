@@ -24,11 +24,13 @@
  */
 import { execFileSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { freePort, nginxAvailable, startNginx } from "../../conformance/testing/nginx.ts";
 import { startPostgresCluster } from "../../scripts/postgres-cluster.ts";
+import { replaceOnce } from "../proxies/readme-configs.ts";
 import { check, parseEnvFile, type ServeProcess, serve, stop } from "./processes.ts";
 
 const LEASE_MS = 2_000;
@@ -174,27 +176,18 @@ async function main(): Promise<number> {
     // Started at once: one migrates, seeds the demo and creates the remote, the others find them done.
     instances.push(...(await Promise.all(ports.map((_, i) => startInstance(i)))));
     const direct = ports.map((port) => `http://127.0.0.1:${port}`);
-    // The config the README documents: round robin, no stickiness, SSE passed through unbuffered; a refused
-    // connect goes to the next instance (proxy_next_upstream's default). X-Upstream names the instances
-    // tried, for the rolling restart's record.
-    nginx = await startNginx(
-      join(dir, "nginx"),
-      balancerPort,
-      `upstream agent_api { ${ports.map((port) => `server 127.0.0.1:${port} max_fails=1 fail_timeout=2s;`).join(" ")} }
-  server {
-    listen 127.0.0.1:${balancerPort};
-    client_max_body_size 50m;
-    location / {
-      proxy_pass http://agent_api;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-      proxy_read_timeout 600s;
-      proxy_next_upstream error timeout;
-      add_header X-Upstream $upstream_addr always;
-    }
-  }`,
+    // The README's config, on this run's ports: round robin, no stickiness, SSE passed through unbuffered; a
+    // refused connect goes to the next instance. X-Upstream names the instances tried, for the record.
+    let config = await readmeNginxConfig();
+    for (const [i, port] of ports.entries())
+      config = replaceOnce(config, `127.0.0.1:${3001 + i} `, `127.0.0.1:${port} `);
+    config = replaceOnce(config, "listen 8080;", `listen 127.0.0.1:${balancerPort};`);
+    config = replaceOnce(
+      config,
+      "proxy_pass http://agent_api;",
+      "proxy_pass http://agent_api; add_header X-Upstream $upstream_addr always;",
     );
+    nginx = await startNginx(join(dir, "nginx"), balancerPort, config);
     const nginxErrors = join(dir, "nginx", "logs", "error.log");
 
     // 1. One demo.
@@ -411,6 +404,18 @@ async function main(): Promise<number> {
     failures.length === 0 ? "instances: all passed\n" : `instances: ${failures.length} failed\n`,
   );
   return failures.length === 0 ? 0 : 1;
+}
+
+/** The nginx block of the README's "Running several instances" (there must be exactly one). */
+async function readmeNginxConfig(): Promise<string> {
+  const text = await readFile(new URL("../../README.md", import.meta.url), "utf8");
+  const start = text.indexOf("\n### Running several instances\n");
+  if (start < 0) throw new Error('README.md has no "Running several instances" section');
+  const end = text.indexOf("\n### ", start + 10);
+  const blocks = [...text.slice(start, end < 0 ? undefined : end).matchAll(/```nginx\n([\s\S]*?)```\n/g)];
+  if (blocks.length !== 1)
+    throw new Error(`expected one nginx block in "Running several instances", found ${blocks.length}`);
+  return blocks[0][1];
 }
 
 /** nginx's "connect() failed (111: Connection refused)" lines so far. */
