@@ -13,6 +13,7 @@ import type { LimitsConfig, ServerConfig } from "./config/types.ts";
 import { createEngine, LOOP_DEFAULTS } from "./engine/index.ts";
 import { Admission, DEFAULT_ADMISSION_LIMITS } from "./http/admission.ts";
 import { buildApp, SLOW_CLIENT_DEFAULTS } from "./http/app.ts";
+import { trackListener } from "./http/listener-close.ts";
 import { KEEP_ALIVE_MS } from "./http/sse.ts";
 import { createSandboxManager, type SandboxLimits, type SandboxUserSetting } from "./sandbox/index.ts";
 import { createService, type ServiceLive } from "./service/index.ts";
@@ -103,6 +104,12 @@ export interface RunningServer {
   live(): ServiceLive & { requestsInFlight: number; bodyBytesHeld: number };
   close(): Promise<void>;
 }
+
+/**
+ * At a shutdown, how long a connection accepted just before the listener closed may take to bring its
+ * request (a balancer's request on its way); one that brings none by then is closed.
+ */
+const FRESH_CONNECTION_WAIT_MS = 1_000;
 
 /** After the grace period: time for the interrupted turns to send their error event before sockets close. */
 const FORCE_CLOSE_AFTER_GRACE_MS = 1_000;
@@ -219,6 +226,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     requestTimeoutMs: limits.requestTimeoutMs,
     headersTimeoutMs: limits.headersTimeoutMs,
   });
+  const listener = trackListener(app.server);
   let closed = false;
   const closeAll = async () => {
     if (closed) return;
@@ -232,6 +240,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // client, a proxy that lost its own). Node would wait up to its 300 s request timeout for it.
       forced = setTimeout(() => app.server.closeAllConnections(), FORCE_CLOSE_AFTER_GRACE_MS);
     }, options.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs);
+    await listener.closeListener(FRESH_CONNECTION_WAIT_MS);
     await app.close();
     clearTimeout(grace);
     clearTimeout(forced);

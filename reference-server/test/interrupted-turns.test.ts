@@ -212,3 +212,39 @@ describe("a request reaching a draining server", () => {
     expect(refusal).toContain("shutting down");
   });
 });
+
+describe("a connection accepted just before a shutdown", () => {
+  it("brings its request after the listener closed and gets it served, not a reset", async () => {
+    const s = await startTestServer();
+    // A balancer's connection: accepted, its request still on the way when the server is told to stop.
+    const socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    let received = "";
+    let failure = "";
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString("utf8");
+    });
+    socket.on("error", (error) => {
+      failure = error.message;
+    });
+    const socketClosed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    await sleep(50);
+    const closed = s.close();
+    await sleep(100);
+    socket.write(
+      `GET /api/agents/demo-agent/conversations HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${KEYS.admin}\r\n\r\n`,
+    );
+    await socketClosed;
+    await closed;
+    expect(failure).toBe("");
+    expect(received).toMatch(/^HTTP\/1\.1 200 /);
+    expect(received).toContain('"conversations"');
+    // A new connection is refused: the listener is closed.
+    const refused = await new Promise<string>((resolve) => {
+      const late = connect(Number(new URL(s.url).port), "127.0.0.1");
+      late.once("connect", () => resolve("accepted"));
+      late.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? "error"));
+    });
+    expect(refused).toBe("ECONNREFUSED");
+  });
+});
