@@ -13,7 +13,8 @@
  * 4. A delete on one instance ends the turn running on another (LISTEN/NOTIFY), instead of waiting for it.
  * 5. A rolling restart while turns stream through nginx: each instance in turn is sent SIGTERM while turns run
  *    on it, and started again before the next. Every turn ends with message_stop (those running on the
- *    instance finish before it exits; new ones go to the live instances: nginx passes a refused connect on).
+ *    instance finish before it exits; new ones go to the live instances: nginx passes a refused connect on),
+ *    but for the rare turn reset as the listener closes (never received; counted, at most one a restart).
  * 6. SIGKILL one instance mid-turn: its client sees the stream cut; the lock frees within the lease; the next
  *    turn, on another instance, starts, and the transcript keeps the killed turn's acknowledged user message.
  * 7. The hostile-load caps count what each instance holds: a fourth instance with a cap of one request per key
@@ -56,6 +57,8 @@ interface TurnResult {
   completed: boolean;
   /** nginx's X-Upstream: the instances it tried, in order ("a, b" when it passed the request on). */
   upstream: string;
+  /** performance.now() when the response headers came. */
+  respondedAt: number;
 }
 
 /** Sends a turn and reads its stream to the end (or until the connection is cut). */
@@ -74,7 +77,8 @@ async function sendTurn(
       metadata: { conversation_id: conversationId },
     }),
   });
-  const headersMs = performance.now() - started;
+  const respondedAt = performance.now();
+  const headersMs = respondedAt - started;
   const upstream = response.headers.get("x-upstream") ?? "";
   let text = "";
   try {
@@ -95,6 +99,7 @@ async function sendTurn(
     text,
     completed: text.includes("event: message_stop"),
     upstream,
+    respondedAt,
   };
 }
 
@@ -272,14 +277,18 @@ async function main(): Promise<number> {
     // 5. A rolling restart under load.
     const refusedBefore = refusedConnects(nginxErrors);
     const load = startLoad(balancer, 6);
+    /** When each instance was sent SIGTERM, and when it had exited. */
+    const restarts = new Map<string, { signalled: number; exited: number }>();
     for (let i = 0; i < INSTANCES; i++) {
       const address = `127.0.0.1:${ports[i]}`;
       const running = await load.runningOn(address, 30_000);
       const exited = exitOf(instances[i]);
       const signalled = performance.now();
+      restarts.set(address, { signalled, exited: Number.POSITIVE_INFINITY });
       instances[i].child.kill("SIGTERM");
       const code = await Promise.race([exited, sleep(GRACE_MS + 10_000).then(() => "timeout" as const)]);
       const exitMs = performance.now() - signalled;
+      restarts.set(address, { signalled, exited: performance.now() });
       const ended = await Promise.all(running);
       expect(
         running.length > 0 && ended.every((turn) => turn.completed),
@@ -297,7 +306,21 @@ async function main(): Promise<number> {
     }
     await sleep(1_000);
     const turns = await load.stop();
-    const bad = turns.filter((turn) => turn.status !== 200 || !turn.completed);
+    // The window the README names: a connection the kernel completed but the instance had not accepted yet
+    // when its listener closed is reset after nginx sent the turn, and nginx answers 502 without passing a
+    // POST on. Such a turn was never received (no instance ran it): it is told apart by its time, within
+    // moments of that instance's SIGTERM, counted, and must stay rare; any other failure fails the run.
+    const resetAtClose = (turn: TurnResult) => {
+      const restart = restarts.get(turn.upstream);
+      return (
+        turn.status === 502 &&
+        restart !== undefined &&
+        turn.respondedAt >= restart.signalled &&
+        turn.respondedAt <= Math.min(restart.exited, restart.signalled + 500)
+      );
+    };
+    const resets = turns.filter(resetAtClose).length;
+    const bad = turns.filter((turn) => (turn.status !== 200 || !turn.completed) && !resetAtClose(turn));
     const passedOn = turns.filter((turn) => turn.upstream.includes(","));
     expect(
       turns.length > 20 && bad.length === 0,
@@ -309,6 +332,10 @@ async function main(): Promise<number> {
               .join(" | ")}`
           : ""
       }`,
+    );
+    expect(
+      resets <= INSTANCES,
+      `turns reset by a listener as it closed (never received; at most one a restart): ${resets}`,
     );
     const refused = refusedConnects(nginxErrors) - refusedBefore;
     expect(
@@ -460,6 +487,7 @@ function startLoad(baseUrl: string, clients: number): Load {
           text: `no response: ${error instanceof Error ? error.message : String(error)}`,
           completed: false,
           upstream: "",
+          respondedAt: performance.now(),
         }),
       );
       streaming.delete(turn);
