@@ -1,5 +1,6 @@
 import { defineConfig } from "vitest/config";
 import { SANDBOX_ENV, sandboxUnavailable } from "./scripts/sandbox-probe.ts";
+import { SOURCE_CONDITION_FLAG, VITEST_CONDITIONS } from "./scripts/source-condition.ts";
 
 // Asked once here rather than in every file: tests that run tools in bubblewrap carry the `sandbox` tag and
 // are skipped where it does not work; scripts/closing-line-reporter.ts says why, in one line.
@@ -8,6 +9,8 @@ if (unavailable) process.env[SANDBOX_ENV] = unavailable;
 else delete process.env[SANDBOX_ENV];
 
 export default defineConfig({
+  // The workspace packages resolve to their TypeScript sources (scripts/source-condition.ts says why).
+  ssr: { resolve: { conditions: VITEST_CONDITIONS } },
   test: {
     include: ["**/*.test.ts"],
     // test/tools/ (the compatibility matrix, npm run test:tools) and test/proxies (real nginx and HAProxy for a
@@ -22,8 +25,9 @@ export default defineConfig({
     // spies are restored after every test.
     isolate: false,
     // V8's parallel and concurrent GC threads in every worker fight over two cores with everything else:
-    // measured back to back, 88 s and 153 CPU-s with them, 74 s and 105 CPU-s without.
-    execArgv: ["--single-threaded-gc"],
+    // measured back to back, 88 s and 153 CPU-s with them, 74 s and 105 CPU-s without. The source condition
+    // for what Node itself loads there (worker threads and forked children inherit the flags).
+    execArgv: ["--single-threaded-gc", SOURCE_CONDITION_FLAG],
     restoreMocks: true,
     // Tests of a describe.concurrent at once (vitest's default is 5): the mutation self-test's runs each wait
     // on the demo's 1 s session delay, not on a core (12.7 s at 5, 6.8 s at 12).

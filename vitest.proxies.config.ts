@@ -1,9 +1,12 @@
 import { defineConfig } from "vitest/config";
+import { VITEST_CONDITIONS } from "./scripts/source-condition.ts";
 
 // `npm run test:proxies`: the README's reverse-proxy guide run in real nginx, HAProxy and Caddy (test/proxies/). Its own
 // step in CI after `npm test`, because it takes about a minute and needs nginx, haproxy and caddy installed; also the
 // whole suite over HTTP/2 through nginx with TLS (suite-through-nginx.test.ts).
 export default defineConfig({
+  // The workspace packages resolve to their TypeScript sources (scripts/source-condition.ts says why).
+  ssr: { resolve: { conditions: VITEST_CONDITIONS } },
   test: {
     include: ["test/proxies/**/*.test.ts"],
     testTimeout: 240_000,

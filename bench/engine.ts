@@ -26,6 +26,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
+import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 
 const SELF = fileURLToPath(import.meta.url);
 const TARGET_P99_MS_AT_64 = 5;
@@ -55,7 +56,7 @@ async function serve(
   });
   process.env.ANTHROPIC_BASE_URL = model.url;
   process.env.ANTHROPIC_API_KEY = "bench";
-  const { startDemoServer } = await import("../cli/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo.ts");
   const server = await startDemoServer(300, {
     dataDir,
     engine: "anthropic",
@@ -140,6 +141,7 @@ async function main() {
       process.execPath,
       [
         ...(values.profile ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(values.profile)}`] : []),
+        SOURCE_CONDITION_FLAG,
         SELF,
         "--role",
         "serve",

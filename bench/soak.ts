@@ -74,7 +74,7 @@ async function serve(
   upstream: boolean,
   checkpointMs: number | undefined,
 ): Promise<void> {
-  const { startDemoServer } = await import("../cli/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo.ts");
   const { server } = await startDemoServer(0, {
     dataDir,
     // ANTHROPIC_BASE_URL is the scripted model in its own process (set by the parent).

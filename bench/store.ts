@@ -28,7 +28,7 @@ import type { ServerConfig } from "../reference-server/config/types.ts";
 import type { AgentEngine } from "../reference-server/engine/types.ts";
 import type { SandboxManager } from "../reference-server/sandbox/types.ts";
 import { ConversationService, type ListQuery } from "../reference-server/service/conversations.ts";
-import { SessionRecorder } from "../reference-server/service/sessions.ts";
+import { SessionRecorder } from "../reference-server/service/session-recorder.ts";
 import type { Caller } from "../reference-server/service/types.ts";
 import { openSqliteStore } from "../reference-server/store/sqlite.ts";
 import type { Channel, ConversationRecord, Store } from "../reference-server/store/types.ts";

@@ -26,6 +26,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Agent, request } from "undici";
 import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
+import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 import { percentile } from "./stats.ts";
 
 const SELF = fileURLToPath(import.meta.url);
@@ -38,7 +39,7 @@ const TARGET_RATIO_AT_64 = 0.5;
 // Server roles (child processes)
 
 async function serveReference(dataDir: string): Promise<void> {
-  const { startDemoServer } = await import("../cli/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo.ts");
   // DATABASE_URL=postgres://… measures the PostgreSQL store instead of SQLite.
   const server = await startDemoServer(300, { dataDir, store: process.env.DATABASE_URL || undefined });
   process.stdout.write(`READY ${server.url}\n`);
@@ -98,7 +99,7 @@ interface Child {
 }
 
 async function startChild(args: string[], input?: string, nodeFlags: string[] = []): Promise<Child> {
-  const child = spawn(process.execPath, [...nodeFlags, SELF, ...args], {
+  const child = spawn(process.execPath, [...nodeFlags, SOURCE_CONDITION_FLAG, SELF, ...args], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   if (input !== undefined) child.stdin?.end(input);

@@ -5,7 +5,7 @@
  * parsing, but not incremental delivery (covered by the reference-server tests).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type PrismMock, startPrismMock } from "../cli/commands/mock.ts";
+import { type PrismMock, startPrismMock } from "../conformance/cli/mock.ts";
 import {
   AgentApiError,
   type AgentClient,

@@ -2,8 +2,9 @@
  * How the attachment checks read their evidence: file names in a reply normalised so one file mentioned
  * in several ways counts once, and a read tool's tool_result preferred over the reply text.
  */
+
+import { encodeSseEvent } from "@agent-api/client/sse";
 import { describe, expect, it } from "vitest";
-import { encodeSseEvent } from "../client/sse.ts";
 import { distinctMentions, ensureAttachmentRead, normaliseName, toolCalls } from "./checks/replies.ts";
 import type { CheckContext, Turn } from "./context.ts";
 import { CheckFailure } from "./outcomes.ts";

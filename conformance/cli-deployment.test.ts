@@ -7,7 +7,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DemoServer } from "../cli/demo.ts";
+import type { DemoServer } from "../reference-server/demo.ts";
+import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 import { type FrontServer, makeTestCa, startFront, type TestCa } from "./testing/front-server.ts";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -25,7 +26,7 @@ function runCli(
     );
     execFile(
       node,
-      ["cli/agent-api.ts", "check", "--no-color", ...args],
+      [SOURCE_CONDITION_FLAG, "conformance/cli/agent-api.ts", "check", "--no-color", ...args],
       { cwd: root, env: { ...base, ...env } },
       (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
@@ -39,7 +40,7 @@ let limited: FrontServer;
 let tls: FrontServer;
 
 beforeAll(async () => {
-  const { startDemoServer } = await import("../cli/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo.ts");
   demo = await startDemoServer(500, { unsafeNoIsolation: true });
   dir = await mkdtemp(join(tmpdir(), "acc-cli-deploy-"));
   ca = makeTestCa(dir);

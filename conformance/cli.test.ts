@@ -6,6 +6,7 @@ import { type AddressInfo, connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 import { envNameOf, resolveInputs, UsageError } from "./inputs.ts";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -20,7 +21,7 @@ function runCli(
     const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_")));
     execFile(
       node,
-      ["cli/agent-api.ts", "check", ...args],
+      [SOURCE_CONDITION_FLAG, "conformance/cli/agent-api.ts", "check", ...args],
       { cwd: root, env: { ...base, ...env } },
       (error, stdout, stderr) => {
         resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });

@@ -4,9 +4,9 @@
  * shared between checks. Conversations created here are remembered for the run's cleanup.
  */
 import { randomBytes } from "node:crypto";
+import type { components } from "@agent-api/client/api-types";
+import type { OperationId } from "@agent-api/client/protocol";
 import type { Dispatcher } from "undici";
-import type { components } from "../generated/api-types.ts";
-import type { OperationId } from "../generated/protocol.ts";
 import { describeDiagnosis, diagnoseForeignResponse, LARGE_BODY_BYTES } from "./deployment-errors.ts";
 import {
   type ConnectionOptions,

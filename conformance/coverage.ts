@@ -5,7 +5,7 @@
  * coverage.test.ts fails when the two disagree (an id the catalogue lacks, a check the map never names)
  * or when COVERAGE.md is stale.
  */
-import type { components } from "../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import type { CheckDef } from "./types.ts";
 
 export interface SeedRule {

@@ -22,6 +22,11 @@ describe("diagnoseForeignResponse", () => {
       "proxy_read_timeout",
     );
     expect(diagnoseForeignResponse(502, {}, "", post)?.cause).toContain("upstream");
+    expect(diagnoseForeignResponse(502, {}, "", post)?.cause).not.toContain("body size");
+    // Caddy's request_body max_size answers a cut upload with 502: for a large body, the limit comes first.
+    const large = diagnoseForeignResponse(502, {}, "", { ...post, bodyBytes: 14_700_000 });
+    expect(large?.cause).toMatch(/^a proxy's request body size limit is below this request's 14\.7 MB body/);
+    expect(large?.fix).toContain("request_body { max_size 16MB }");
     // A web app's catch-all answering the API's path with its index page.
     const spa = diagnoseForeignResponse(
       200,

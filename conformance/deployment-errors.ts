@@ -103,6 +103,15 @@ export function diagnoseForeignResponse(
       fix: "forward paths beginning /api/ to the API unchanged; if the API lives under a prefix, put it in --base-url (https://host/prefix)",
     };
   }
+  if (status === 502 && req.bodyBytes !== undefined && req.bodyBytes > LARGE_BODY_BYTES) {
+    // Caddy 2.6's `request_body { max_size }` stops the upload mid-way and its reverse_proxy then answers
+    // 502, not 413; a dead upstream answers every request so, not only the large one.
+    return {
+      problem,
+      cause: `a proxy's request body size limit is below this request's ${megabytes(req.bodyBytes)} body (Caddy answers 502, not 413, when request_body max_size cuts an upload), or the API upstream is down; 10 MiB of attachments take ~14 MB as JSON`,
+      fix: `raise the proxy's body size limit to at least ${SUGGESTED_LIMIT}; if smaller requests fail too, start the API and check the proxy's upstream address`,
+    };
+  }
   if (status === 502 || status === 503) {
     return {
       problem,

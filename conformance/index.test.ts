@@ -2,7 +2,7 @@
  * The library's promises: it judges any deployment without our server (nothing reachable from index.ts
  * imports reference-server/), and a run through `runConformance` names missing inputs by their option name.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, realpathSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { dirname, join, relative, resolve } from "node:path";
@@ -12,15 +12,28 @@ import { type ConformanceResults, catalogue, runConformance } from "./index.ts";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
-/** Every project file reachable from `entry` through static or dynamic relative imports. */
+/** The source a workspace package's export leads to (`@agent-api/client/sse` → client/sse.ts), by its source condition. */
+function packageSource(specifier: string): string {
+  const [, name, subpath] = /^@agent-api\/([^/]+)(\/.*)?$/.exec(specifier) ?? [];
+  const manifest = join(root, "node_modules", "@agent-api", name, "package.json");
+  const exports = JSON.parse(readFileSync(manifest, "utf8")).exports as Record<
+    string,
+    Record<string, string>
+  >;
+  const target = exports[`.${subpath ?? ""}`]?.["agent-api-source"];
+  if (!target) throw new Error(`${specifier}: no source export`);
+  return realpathSync(join(dirname(manifest), target));
+}
+
+/** Every project file reachable from `entry` through static or dynamic relative or workspace-package imports. */
 function reachable(entry: string): Set<string> {
   const seen = new Set<string>();
   const visit = (file: string) => {
     if (seen.has(file)) return;
     seen.add(file);
     const text = readFileSync(file, "utf8");
-    for (const match of text.matchAll(/(?:from|import\()\s*"(\.{1,2}\/[^"]+)"/g)) {
-      const target = resolve(dirname(file), match[1]);
+    for (const match of text.matchAll(/(?:from|import\()\s*"(\.{1,2}\/[^"]+|@agent-api\/[^"]+)"/g)) {
+      const target = match[1].startsWith(".") ? resolve(dirname(file), match[1]) : packageSource(match[1]);
       if (target.endsWith(".ts")) visit(target);
     }
   };

@@ -5,8 +5,8 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { encodeSseEvent } from "@agent-api/client/sse";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { encodeSseEvent } from "../client/sse.ts";
 import { DEFAULT_RETRY, retryDelayMs } from "./context.ts";
 import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS, resolveRunSettings, UsageError } from "./inputs.ts";
 import { runSuite } from "./runner.ts";

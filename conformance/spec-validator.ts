@@ -6,11 +6,11 @@
  * error body (the revoked key, `Conversation not found`) judge it themselves.
  */
 import { readFile } from "node:fs/promises";
+import { streamEventSchemas } from "@agent-api/client/protocol";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 // ajv-formats is CommonJS: Node's default import is its module.exports, the plugin itself, which the package
 // also names `.default` (the name its types give it), so `.default` is right at run time and for tsc.
 import ajvFormats from "ajv-formats";
-import { streamEventSchemas } from "../generated/protocol.ts";
 import { isRecord } from "./json.ts";
 import type { FailureDetail } from "./records.ts";
 

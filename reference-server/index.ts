@@ -4,7 +4,7 @@
  */
 import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { pino } from "pino";
+import { type DestinationStream, pino } from "pino";
 import { createDemo, demoKeys, formatEnvFile } from "./config/demo.ts";
 import { seedDemoConversations } from "./config/demo-data.ts";
 import { createKeyIndex } from "./config/keys.ts";
@@ -43,6 +43,8 @@ export interface ServerOptions {
   routingPrefix?: string;
   engine?: string;
   logLevel?: string;
+  /** Where the JSON log lines go (default stdout); tests read a turn's failure code from them. */
+  logDestination?: DestinationStream;
   /** Idle time after which a warm sandbox is reclaimed (files persist). */
   sandboxIdleMs?: number;
   unsafeNoIsolation?: boolean;
@@ -149,7 +151,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // it as them): search only, no listing; what lies inside is private to the server by its own mode.
   await chmod(dataDir, 0o711);
   const routingPrefix = options.routingPrefix ?? DEFAULTS.routingPrefix;
-  const logger = pino({ level: options.logLevel ?? "info" });
+  const logLevel = { level: options.logLevel ?? "info" };
+  const logger = options.logDestination ? pino(logLevel, options.logDestination) : pino(logLevel);
 
   const useDemo = options.demo === true || options.configFile === undefined;
   const demo = useDemo
@@ -235,7 +238,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // or tool cannot hold the shutdown (and with it a restart) for ever.
     let forced: NodeJS.Timeout | undefined;
     const grace = setTimeout(() => {
-      service.turns.interruptAll("The server is shutting down");
+      service.turns.interruptAll("AGENT_API_SERVER_STOPPING");
       // What is still open a moment later is no turn: a request whose body never finished arriving (a hung
       // client, a proxy that lost its own). Node would wait up to its 300 s request timeout for it.
       forced = setTimeout(() => app.server.closeAllConnections(), FORCE_CLOSE_AFTER_GRACE_MS);

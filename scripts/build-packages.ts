@@ -1,17 +1,18 @@
 /**
  * Builds the compiled packages (client, conformance, reference-server): their dist/ emptied, one `tsc -b`
  * over the asked packages' build configs (one compiler process parses the Node and library types once for
- * all of them: about 40% less CPU than a tsc per package), then for the suite and the server the protocol
- * imports pointed at @agent-api/client (link-client.ts) and the bundled spec copied in.
+ * all of them: about 40% less CPU than a tsc per package), then for the suite and the server the bundled
+ * spec their validators read copied in. Nothing is rewritten after tsc: the packages import each other by
+ * package name (`@agent-api/client/protocol`), which the compiled files keep as written.
  *
  * Usage: node scripts/build-packages.ts [client] [conformance] [reference-server]   (none: all three)
  * Each package's `build` (and so `npm pack`) runs it for itself.
  */
 import { execFileSync } from "node:child_process";
-import { cpSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
-import { projectRoot } from "./tool-bin.ts";
+import { projectRoot } from "../conformance/cli/tool-bin.ts";
 
 const PACKAGES = ["client", "conformance", "reference-server"] as const;
 type Package = (typeof PACKAGES)[number];
@@ -40,7 +41,7 @@ execFileSync(
 for (const name of packages) {
   if (name === "client") continue;
   const dist = join(projectRoot, name, "dist");
-  execFileSync(process.execPath, [join(projectRoot, "scripts", "link-client.ts"), dist], quiet);
+  mkdirSync(join(dist, "generated"), { recursive: true });
   cpSync(join(projectRoot, "generated", "openapi.json"), join(dist, "generated", "openapi.json"));
 }
 process.stderr.write(`build-packages: built ${packages.join(", ")}\n`);

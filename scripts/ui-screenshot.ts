@@ -7,10 +7,10 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startDemoServer } from "../cli/demo.ts";
 import { envNameOf } from "../conformance/inputs.ts";
 import { FORM_FIELDS } from "../conformance/ui/form.ts";
 import { startConformanceUi } from "../conformance/ui/server.ts";
+import { startDemoServer } from "../reference-server/demo.ts";
 import { startFaultProxy } from "../test/selftest/proxy.ts";
 import { launchChromium } from "../test/spec/browser.ts";
 

@@ -1,6 +1,6 @@
+import { encodeSseEvent, encodeSseFrame, splitSseFrames as splitFrames } from "@agent-api/client/sse";
 import { describe, expect, it } from "vitest";
-import { encodeSseEvent, encodeSseFrame, splitSseFrames as splitFrames } from "../../client/sse.ts";
-import { checkTurnStream, type GrammarCode, replyText } from "./grammar.ts";
+import { checkTurnStream, type GrammarCode, replyText, wholeBlock } from "./grammar.ts";
 
 /** One SSE frame as the API writes it. */
 function frame(event: string, data: unknown): string {
@@ -92,6 +92,16 @@ describe("SSE turn grammar", () => {
     expect(reading.blocks.map((b) => b.type)).toEqual(["thinking", "tool_use", "tool_result", "text"]);
     expect(replyText(reading)).toBe("Created a.txt.");
     expect(reading.model).toBe("demo-large");
+  });
+
+  it("assembles each block whole, as a client does: deltas applied to the start", () => {
+    const reading = checkTurnStream(GOOD_TOOL_TURN, { streamToolCalls: true });
+    expect(reading.blocks.map(wholeBlock)).toEqual([
+      { type: "thinking", thinking: "hmm", signature: "sig" },
+      { type: "tool_use", id: "tu_1", name: "write_file", input: { path: "a.txt", content: "x" } },
+      { type: "tool_result", tool_use_id: "tu_1", content: "ok", is_error: false },
+      { type: "text", text: "Created a.txt." },
+    ]);
   });
 
   it("accepts an empty turn, CRLF line endings, and an error event ending a 200 stream", () => {

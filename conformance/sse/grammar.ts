@@ -6,14 +6,14 @@
  * Usable on its own: `checkTurnStream(bytes, { streamToolCalls })` returns the violations and what was read.
  */
 
-import { type SseFrame, splitSseFrames } from "../../client/sse.ts";
 import {
   contentBlockTypes,
   deltaTypes,
   streamErrorType,
   streamEventNames,
   streamUsageFields,
-} from "../../generated/protocol.ts";
+} from "@agent-api/client/protocol";
+import { type SseFrame, splitSseFrames } from "@agent-api/client/sse";
 import { isRecord } from "../json.ts";
 
 export type { SseFrame };
@@ -406,6 +406,33 @@ function checkBlockDeltas(
       );
     }
   }
+}
+
+/**
+ * A block as a client assembles it: its start with its deltas applied (text and thinking appended, the
+ * signature set, a tool_use's input parsed from its partial JSON; input JSON that does not parse, which the
+ * grammar reports, leaves the start's input).
+ */
+export function wholeBlock(block: BlockSeen): Record<string, unknown> {
+  const whole: Record<string, unknown> = { ...block.start };
+  let json = "";
+  for (const delta of block.deltas) {
+    if (delta.type === "text_delta" && typeof delta.text === "string")
+      whole.text = `${typeof whole.text === "string" ? whole.text : ""}${delta.text}`;
+    else if (delta.type === "thinking_delta" && typeof delta.thinking === "string")
+      whole.thinking = `${typeof whole.thinking === "string" ? whole.thinking : ""}${delta.thinking}`;
+    else if (delta.type === "signature_delta") whole.signature = delta.signature;
+    else if (delta.type === "input_json_delta" && typeof delta.partial_json === "string")
+      json += delta.partial_json;
+  }
+  if (json !== "") {
+    try {
+      whole.input = JSON.parse(json);
+    } catch {
+      // Reported as SSE-TOOL-INPUT-JSON.
+    }
+  }
+  return whole;
 }
 
 /** The text of the turn's text blocks, joined by newlines (what the agent "replied"). */

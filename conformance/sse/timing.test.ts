@@ -5,8 +5,8 @@
  */
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { encodeSseEvent } from "@agent-api/client/sse";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { encodeSseEvent } from "../../client/sse.ts";
 import { createDispatcher, httpRequest } from "../http.ts";
 import { checkTurnStream } from "./grammar.ts";
 import { timelineText, turnTimeline } from "./timing.ts";

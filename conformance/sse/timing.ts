@@ -4,7 +4,7 @@
  * chunk by chunk through the kit's one SSE reader, so the frame positions here are those of the grammar's
  * reading of the same bytes (`checkTurnStream`).
  */
-import { SseFrameReader } from "../../client/sse.ts";
+import { SseFrameReader } from "@agent-api/client/sse";
 import type { TurnStreamReading } from "./grammar.ts";
 
 /** Arrival times of one response, in ms since its request was sent. */

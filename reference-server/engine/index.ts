@@ -64,5 +64,5 @@ export function createEngine(
 }
 
 export { serveScriptedModel } from "../scripted-model/scripted-transport.ts";
-export { LOOP_DEFAULTS } from "./loop.ts";
+export { LOOP_DEFAULTS, UpstreamError, type UpstreamFailureKind } from "./loop.ts";
 export type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome, TurnUsage } from "./types.ts";

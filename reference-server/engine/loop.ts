@@ -36,9 +36,18 @@ export function createLoopEngine(
   return { name, runTurn: (input) => runLoop(client(), resolved, input) };
 }
 
+/** What went wrong upstream, for the service to name with a code of its catalogue. */
+export type UpstreamFailureKind = "unreachable" | "overloaded" | "rate_limited" | "failed";
+
 /** A failure of the upstream, said the way a client of this API should read it (never the raw body). */
 export class UpstreamError extends Error {
   override name = "UpstreamError";
+  readonly kind: UpstreamFailureKind;
+
+  constructor(kind: UpstreamFailureKind, message: string) {
+    super(message);
+    this.kind = kind;
+  }
 }
 
 const EMPTY_USAGE: TurnUsage = {
@@ -308,16 +317,23 @@ function withCacheBreakpoint(messages: MessageParam[]): MessageParam[] {
 function upstreamError(error: unknown, forwarded: boolean): UpstreamError {
   const after = forwarded ? " after part of the answer was sent" : "";
   if (error instanceof Anthropic.APIConnectionError || !(error instanceof Anthropic.APIError))
-    return new UpstreamError(`The model's upstream could not be reached or dropped the connection${after}.`);
+    return new UpstreamError(
+      "unreachable",
+      `The model's upstream could not be reached or dropped the connection${after}.`,
+    );
   const type = (error.error as { error?: { type?: unknown } } | undefined)?.error?.type;
   const kind = typeof type === "string" ? type : error.type;
   if (error.status === 529 || kind === "overloaded_error")
-    return new UpstreamError(`The model is overloaded${after}; try again later.`);
+    return new UpstreamError("overloaded", `The model is overloaded${after}; try again later.`);
   if (error.status === 429 || kind === "rate_limit_error")
-    return new UpstreamError(`The model's rate limit was reached${after}; try again later.`);
+    return new UpstreamError("rate_limited", `The model's rate limit was reached${after}; try again later.`);
   if (error.status === undefined)
-    return new UpstreamError(`The model failed while answering (upstream ${kind ?? "error"})${after}.`);
+    return new UpstreamError(
+      "failed",
+      `The model failed while answering (upstream ${kind ?? "error"})${after}.`,
+    );
   return new UpstreamError(
+    "failed",
     `The model request failed (upstream status ${error.status}${kind ? ` ${kind}` : ""}).`,
   );
 }

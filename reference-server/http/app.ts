@@ -6,6 +6,7 @@
  */
 
 import { pipeline } from "node:stream";
+import type { components } from "@agent-api/client/api-types";
 import cors from "@fastify/cors";
 import Fastify, {
   type FastifyBaseLogger,
@@ -14,7 +15,6 @@ import Fastify, {
   type FastifyRequest,
   LogController,
 } from "fastify";
-import type { components } from "../../generated/api-types.ts";
 import type { KeyIndex } from "../config/keys.ts";
 import { hashKey } from "../config/keys.ts";
 import type { ServerConfig } from "../config/types.ts";
@@ -293,17 +293,25 @@ export function buildApp(options: AppOptions): FastifyInstance {
     }
   }
 
-  /** A turn's line: info when message_stop reached the client; warn, with how far it got, otherwise. */
+  /**
+   * A turn's line: info when message_stop reached the client; warn, with how far it got and the code of its
+   * failure, otherwise.
+   */
   function logTurnStream(
     request: FastifyRequest,
     reply: FastifyReply,
     conversation: string,
     outcome: StreamOutcome,
   ): void {
+    const { code, detail, ...stream } = outcome;
+    // `code`: the error catalogue's name of the turn's failure (reference-server/README.md), which the
+    // stream's error event, in the API's shape, does not carry.
     const fields = {
       ...requestFields(request, reply.raw.statusCode, reply.elapsedTime),
       conversation,
-      stream: outcome,
+      ...(code ? { code } : {}),
+      ...(detail ? { detail } : {}),
+      stream,
     };
     if (outcome.end === "complete") request.log.info(fields, "request");
     else if (outcome.end === "error") request.log.warn(fields, "turn stream ended with an error event");

@@ -5,14 +5,17 @@
  * What reached the client is returned, so a stream cut before `message_stop` can be logged as such.
  */
 import type { ServerResponse } from "node:http";
-import { encodeSseEvent } from "../../client/sse.ts";
+import { encodeSseEvent } from "@agent-api/client/sse";
+import type { ErrorCode } from "../service/errors.ts";
 import { conversationIdHeader } from "../service/prompt.ts";
-import { KEEP_ALIVE, type TurnStreamItem } from "../service/stream-events.ts";
+import { errorEvent, KEEP_ALIVE, type TurnStreamItem } from "../service/stream-events.ts";
 
 export function frame(event: TurnStreamItem): string {
   // A comment line: every SSE parser skips it, and it keeps idle-timing proxies from cutting the stream.
   if (event.type === "keep_alive") return ": keep-alive\n\n";
-  return encodeSseEvent(event.type ?? "error", event);
+  // The API's error event has a message and no code: the code goes to the log (StreamOutcome.code).
+  if (event.type === "turn_failed") return encodeSseEvent("error", errorEvent(event.failure.message));
+  return encodeSseEvent(event.type, event);
 }
 
 /** How long a client may leave written events unread before it is dropped (default). */
@@ -37,6 +40,10 @@ export interface StreamOutcome {
   end: "complete" | "error" | "cut";
   /** Why a stream was cut (the client went away, stopped reading), or the error event's message. */
   reason?: string;
+  /** The catalogue code of the turn's failure, also when its error event did not reach the client. */
+  code?: ErrorCode;
+  /** The failure's inside story for the operator (never sent): see ApiError.detail. */
+  detail?: string;
   /** Events sent (comment lines not counted). */
   events: number;
   lastEvent?: string;
@@ -102,6 +109,10 @@ export async function writeEventStream(
   rearm();
   try {
     for await (const event of run(abort.signal)) {
+      if (event.type === "turn_failed") {
+        outcome.code = event.failure.code;
+        if (event.failure.detail) outcome.detail = event.failure.detail;
+      }
       if (res.destroyed || res.writableEnded) continue;
       rearm();
       const written = res.write(frame(event));
@@ -110,9 +121,9 @@ export async function writeEventStream(
         outcome.lastEvent = event.type;
         if (event.type === "content_block_stop") outcome.blocks++;
         else if (event.type === "message_stop") outcome.end = "complete";
-        else if (event.type === "error") {
+        else if (event.type === "turn_failed") {
           outcome.end = "error";
-          outcome.reason = event.error.message;
+          outcome.reason = event.failure.message;
         }
       }
       if (!written && !(await drained(res, stallMs))) {

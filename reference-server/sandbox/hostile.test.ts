@@ -127,7 +127,7 @@ describe("a shutdown", { tags: ["sandbox"] }, () => {
       await s.close();
       const body = await reply;
       expect(body).toContain("event: error");
-      expect(body).toContain("The server is shutting down");
+      expect(await s.turnFailure("shutdown-grace")).toBe("AGENT_API_SERVER_STOPPING");
       expect(sandboxedSleeps(SLEEP_60)).toEqual([]);
     } finally {
       await s.close();

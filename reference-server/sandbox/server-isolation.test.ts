@@ -10,6 +10,7 @@ import { mkdir, mkdtemp, readdir, readFile, stat, symlink } from "node:fs/promis
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 import {
   type Attachment,
   base64,
@@ -447,10 +448,11 @@ async function serveWithoutBwrap(args: string[], dataDir: string) {
   const bin = path.join(dataDir, "bin");
   await mkdir(bin, { recursive: true });
   await symlink(resolveExecutable("git"), path.join(bin, "git")).catch(() => undefined);
-  const cli = new URL("../../cli/agent-api.ts", import.meta.url).pathname;
+  const cli = new URL("../../conformance/cli/agent-api.ts", import.meta.url).pathname;
   return startServeCommand(
     [
       process.execPath,
+      SOURCE_CONDITION_FLAG,
       cli,
       "serve",
       "--demo",

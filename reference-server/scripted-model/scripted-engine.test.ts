@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createEngine, createScriptedEngine, KNOWN_ENGINES } from "../engine/index.ts";
 import type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome } from "../engine/types.ts";
 import type { ToolName, ToolOutcome, ToolRunner } from "../sandbox/types.ts";
-import { loadHistory, type SessionTextEntry } from "../service/session-history.ts";
+import { loadHistory, type SessionTextEntry } from "../service/history-loader.ts";
 
 /** A resumed session written as plain text entries (the loader turns them into Messages history). */
 function ctx(entries: SessionTextEntry[]): Pick<TurnInput, "history" | "historyTokens"> {
@@ -191,7 +191,7 @@ describe("failure on request", () => {
     const generator = engine.runTurn(input({ prompt: "Fail this turn after it starts." }));
     const first = await nextBlock(generator);
     expect(first.value).toEqual({ kind: "text", text: "Starting, then failing as asked." });
-    await expect(generator.next()).rejects.toThrow(/The model failed while answering \(upstream api_error\)/);
+    await expect(generator.next()).rejects.toMatchObject({ name: "UpstreamError", kind: "failed" });
   });
 });
 

@@ -10,8 +10,8 @@
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { encodeSseEvent } from "@agent-api/client/sse";
 import type Anthropic from "@anthropic-ai/sdk";
-import { encodeSseEvent } from "../../client/sse.ts";
 import { type ScriptedAnswer, type ScriptedModelOptions, scriptedAnswer } from "./scripted-model.ts";
 
 export interface ScriptedUpstreamOptions extends ScriptedModelOptions {

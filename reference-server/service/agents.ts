@@ -1,5 +1,5 @@
 /** Agents as a caller's key sees them: only its own workspace's agents exist (others give 404). */
-import type { components } from "../../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import type { AgentConfig, ServerConfig } from "../config/types.ts";
 import { badRequest, notFound } from "./errors.ts";
 import type { Caller } from "./types.ts";

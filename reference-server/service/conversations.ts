@@ -3,7 +3,7 @@
  * toggle, fork and delete, with the API's visibility and owner-only rules.
  */
 import { randomUUID } from "node:crypto";
-import type { components } from "../../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import {
   type Channel,
   ConversationExistsError,
@@ -12,11 +12,12 @@ import {
 } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
+import type { SessionTextEntry } from "./history-loader.ts";
 import type { ConversationLocks } from "./leased-locks.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
-import type { SessionTextEntry } from "./session-history.ts";
-import type { SessionRecordings } from "./sessions.ts";
+import type { SessionRecordings } from "./session-recorder.ts";
+import type { InterruptCode } from "./turn-failure.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";
 
@@ -54,13 +55,13 @@ export class ConversationService {
   readonly #copyOrRemove = new KeyedMutex();
 
   /** Ends a conversation's running turn (delete does not wait for the agent to finish). */
-  readonly #interruptTurn: (conversationId: string, reason: string) => void;
+  readonly #interruptTurn: (conversationId: string, code: InterruptCode) => void;
 
   constructor(
     deps: ServiceDeps,
     sessions: SessionRecordings,
     locks: ConversationLocks = new KeyedMutex(),
-    interruptTurn: (conversationId: string, reason: string) => void = () => undefined,
+    interruptTurn: (conversationId: string, code: InterruptCode) => void = () => undefined,
   ) {
     this.#deps = deps;
     this.#sessions = sessions;
@@ -155,7 +156,7 @@ export class ConversationService {
     await this.#owned(caller, agent, id, "delete it");
     // A running turn is ended, not awaited; its lock is then taken so that the turn's last writes, the row
     // and the files all go before the id can be used again (by a send or a fork's child).
-    this.#interruptTurn(id, "The conversation was deleted during the turn");
+    this.#interruptTurn(id, "AGENT_API_CONVERSATION_DELETED");
     const releaseTurn = await this.#locks.acquire(id);
     const release = await this.#copyOrRemove.acquire(id);
     try {

@@ -85,8 +85,8 @@ export class FlowService {
       for await (const event of turn.events(new AbortController().signal)) {
         if (event.type === "content_block_delta" && event.delta.type === "text_delta")
           texts.push(event.delta.text);
-        if (event.type === "error") {
-          throw flowStepFailed(`Flow step ${step.name} failed: ${event.error.message}`);
+        if (event.type === "turn_failed") {
+          throw flowStepFailed(`Flow step ${step.name} failed: ${event.failure.message}`);
         }
       }
       previous = texts.join("\n\n");

@@ -4,8 +4,9 @@ import { ConversationService } from "./conversations.ts";
 import { FlowService } from "./flows.ts";
 import { LeasedLocks } from "./leased-locks.ts";
 import { KeyedMutex } from "./locks.ts";
-import { SessionRecorder } from "./sessions.ts";
+import { SessionRecorder } from "./session-recorder.ts";
 import { SharedSessionRecorder } from "./shared-session-recorder.ts";
+import { type InterruptCode, interruptCode } from "./turn-failure.ts";
 import { TurnService } from "./turns.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 
@@ -51,11 +52,12 @@ export async function createService(
   // A delete on another instance ends the turn running here (and one here, there).
   const interrupts = deps.store.turnInterrupts;
   const unsubscribe = interrupts
-    ? await interrupts.subscribe((id, reason) => turns.interrupt(id, reason))
+    ? await interrupts.subscribe((id, code) => turns.interrupt(id, interruptCode(code)))
     : undefined;
-  const interruptTurn = (id: string, reason: string) => {
-    turns.interrupt(id, reason);
-    void interrupts?.publish(id, reason).catch(() => undefined);
+  // Instances tell each other the interrupt's code; each says it in the words of its own catalogue.
+  const interruptTurn = (id: string, code: InterruptCode) => {
+    turns.interrupt(id, code);
+    void interrupts?.publish(id, code).catch(() => undefined);
   };
   return {
     conversations: new ConversationService(deps, sessions, locks, interruptTurn),

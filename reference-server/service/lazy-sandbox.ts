@@ -6,7 +6,7 @@
  */
 import { RepoRefusedError } from "../sandbox/index.ts";
 import type { FinishReport, ToolRunner, TurnSandbox } from "../sandbox/types.ts";
-import { repoRefused } from "./errors.ts";
+import { ApiError, repoRefused, sandboxFailed } from "./errors.ts";
 
 export class LazySandbox {
   readonly #acquire: () => Promise<TurnSandbox>;
@@ -19,9 +19,11 @@ export class LazySandbox {
     this.#signal = signal;
   }
 
-  /** The sandbox, prepared now if it was not yet. */
+  /** The sandbox, prepared now if it was not yet; one that cannot be is AGENT_API_SANDBOX_FAILED. */
   ready(): Promise<TurnSandbox> {
-    this.#sandbox ??= this.#acquire();
+    this.#sandbox ??= this.#acquire().catch((error: unknown) => {
+      throw sandboxFailed(error instanceof Error ? error.message : String(error));
+    });
     return this.#sandbox;
   }
 
@@ -32,14 +34,18 @@ export class LazySandbox {
 
   /**
    * Ends the turn in the sandbox (commit/push, publish outputs); null when it was never prepared. Changes the
-   * server would not commit or push end the turn with AGENT_API_REPO_REFUSED and the sandbox's reason.
+   * server would not commit or push end the turn with AGENT_API_REPO_REFUSED and the sandbox's reason; any
+   * other failure of the sandbox with AGENT_API_SANDBOX_FAILED.
    */
   async finish(outcome: "completed" | "failed" = "completed"): Promise<FinishReport | null> {
     if (!this.#sandbox) return null;
     try {
       return await (await this.#sandbox).finish(outcome);
     } catch (error) {
-      throw error instanceof RepoRefusedError ? repoRefused(error.message) : error;
+      if (error instanceof RepoRefusedError) throw repoRefused(error.message);
+      throw error instanceof ApiError
+        ? error
+        : sandboxFailed(error instanceof Error ? error.message : String(error));
     }
   }
 }

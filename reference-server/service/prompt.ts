@@ -1,5 +1,5 @@
 /** Reading a messages-API request the way the API says: only the newest user message's text is used. */
-import type { components } from "../../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import { badRequest } from "./errors.ts";
 
 type InputMessage = components["schemas"]["InputMessage"];

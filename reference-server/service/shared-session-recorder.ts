@@ -5,7 +5,7 @@
  * catches the recordings of an instance that died.
  */
 import type { ScheduledRecordings, SessionRecord } from "../store/types.ts";
-import type { SessionRecordings } from "./sessions.ts";
+import type { SessionRecordings } from "./session-recorder.ts";
 
 /** How often an instance records what is due (a dead instance's recordings land up to this late). */
 const DEFAULT_POLL_MS = 250;

@@ -2,8 +2,9 @@
  * Turns the engine's AgentEvents into the API's SSE events: whole blocks (start, one complete delta,
  * stop) with a running index, tool blocks only when `stream_tool_calls` is true, and the usage figures.
  */
-import type { components } from "../../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import type { AgentEvent, TurnUsage } from "../engine/types.ts";
+import type { TurnFailure } from "./turn-failure.ts";
 
 export type StreamEvent = components["schemas"]["StreamEvent"];
 type Usage = components["schemas"]["StreamUsage"];
@@ -13,7 +14,20 @@ export interface KeepAlive {
   type: "keep_alive";
 }
 
-export type TurnStreamItem = StreamEvent | KeepAlive;
+/**
+ * The turn failed after its stream opened: the writer sends the API's `error` event (its message only, the
+ * API's shape) and logs the catalogue code with the turn's line.
+ */
+export interface TurnFailed {
+  type: "turn_failed";
+  failure: TurnFailure;
+}
+
+/** What a turn yields: the API's events, except `error`, which only a TurnFailed becomes on the wire. */
+export type TurnStreamItem =
+  | Exclude<StreamEvent, components["schemas"]["ErrorEvent"]>
+  | KeepAlive
+  | TurnFailed;
 
 export const KEEP_ALIVE: KeepAlive = { type: "keep_alive" };
 
@@ -43,7 +57,7 @@ export function usageFor(usage: TurnUsage, price: ModelPrice = DEFAULT_PRICE): U
  * The turn's first event. `usage`: the input usage of the turn's first model call, when the upstream reported
  * it before the turn had anything else to send (clients such as LangChain read input usage only here).
  */
-export function messageStart(id: string, model: string, usage?: TurnUsage): StreamEvent {
+export function messageStart(id: string, model: string, usage?: TurnUsage): TurnStreamItem {
   return {
     type: "message_start",
     message: {
@@ -69,20 +83,21 @@ export function messageStart(id: string, model: string, usage?: TurnUsage): Stre
   };
 }
 
-export function messageEnd(usage: Usage, stopReason: string): StreamEvent[] {
+export function messageEnd(usage: Usage, stopReason: string): TurnStreamItem[] {
   return [
     { type: "message_delta", delta: { stop_reason: stopReason, stop_sequence: null }, usage },
     { type: "message_stop" },
   ];
 }
 
+/** The API's `error` event: its message only (the code of the failure is no field of it). */
 export function errorEvent(message: string): StreamEvent {
   return { type: "error", error: { type: "api_error", message } };
 }
 
 /** The events of one agent event as a block at `index`; [] when it is not streamed. */
-export function blockEvents(event: AgentEvent, index: number, streamToolCalls: boolean): StreamEvent[] {
-  const stop: StreamEvent = { type: "content_block_stop", index };
+export function blockEvents(event: AgentEvent, index: number, streamToolCalls: boolean): TurnStreamItem[] {
+  const stop: TurnStreamItem = { type: "content_block_stop", index };
   switch (event.kind) {
     case "text":
       return [

@@ -1,31 +1,38 @@
 /**
  * Send-message: everything decided before the stream opens (agent, role, delivery, conversation id
  * resolution, model and automation) happens in `prepare`, which throws ApiError for a status; the turn
- * itself runs in `PreparedTurn.events()`, where any failure becomes an SSE `error` event.
+ * itself runs in `PreparedTurn.events()`, where any failure becomes a coded TurnFailed item (turn-failure.ts):
+ * the SSE `error` event on the wire, the code in the log and the transcript.
  */
 import { randomUUID } from "node:crypto";
-import type { components } from "../../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
 import type { AgentEvent, TurnOutcome, TurnUsage } from "../engine/types.ts";
 import { newConversation } from "../store/new-conversation.ts";
 import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
-import { conversationNotFound, forbidden, notImplemented } from "./errors.ts";
+import { ApiError, conversationNotFound, forbidden, notImplemented } from "./errors.ts";
+import { type LoadedHistory, loadHistory } from "./history-loader.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
 import type { ConversationLocks, Release } from "./leased-locks.ts";
 import { checkConversationId, newestUserText, systemText, titleFrom } from "./prompt.ts";
-import { loadHistory, type StoredSession } from "./session-history.ts";
-import type { SessionRecordings } from "./sessions.ts";
+import type { SessionRecordings } from "./session-recorder.ts";
 import {
   blockEvents,
-  errorEvent,
   isOutput,
   messageEnd,
   messageStart,
   type TurnStreamItem,
   usageFor,
 } from "./stream-events.ts";
+import {
+  failureOf,
+  fixedFailure,
+  type InterruptCode,
+  storeFailureOf,
+  type TurnFailure,
+} from "./turn-failure.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { canSee, isOwner } from "./visibility.ts";
 
@@ -64,7 +71,7 @@ interface TurnResult {
   agentEvents: AgentEvent[];
   outcome: TurnOutcome | undefined;
   resumedSessionId: string | null;
-  failure: string | undefined;
+  failure: TurnFailure | undefined;
   /** Repo agents with read_only false: the commit pushed to the default branch. */
   pushedCommit: string | null;
 }
@@ -96,13 +103,13 @@ export class TurnService {
   }
 
   /** Ends the turn running on a conversation (a delete): it stops and finishes with an `error` event. */
-  interrupt(conversationId: string, reason: string): void {
-    this.#running.get(conversationId)?.abort(new TurnInterrupted(reason));
+  interrupt(conversationId: string, code: InterruptCode): void {
+    this.#running.get(conversationId)?.abort(new TurnInterrupted(code));
   }
 
   /** Ends every running turn (a shutdown past its grace period): each finishes with an `error` event. */
-  interruptAll(reason: string): void {
-    for (const controller of this.#running.values()) controller.abort(new TurnInterrupted(reason));
+  interruptAll(code: InterruptCode): void {
+    for (const controller of this.#running.values()) controller.abort(new TurnInterrupted(code));
   }
 
   /**
@@ -146,7 +153,7 @@ export class TurnService {
           isCompactSummary: false,
         },
       ],
-      events: [{ type: "error", message: SERVER_STOPPED }],
+      events: [errorRecord(fixedFailure("AGENT_API_SERVER_STOPPED"))],
       compaction: null,
       at: this.#now(),
       fence,
@@ -286,7 +293,7 @@ export class TurnService {
       signal,
     );
     let outcome: TurnOutcome | undefined;
-    let failure: string | undefined;
+    let failure: TurnFailure | undefined;
     let pushedCommit: string | null = null;
     // message_start waits for the upstream's first message_start, so it carries the input usage (only
     // keep-alive comments go before it); message_delta carries the turn's sums. Without it, it goes first.
@@ -336,19 +343,19 @@ export class TurnService {
       // A turn cut short is a failure whatever the engine returned: it must not move the session.
       if (signal.aborted) failure = cut.why();
     } catch (error) {
-      failure = signal.aborted ? cut.why() : error instanceof Error ? error.message : String(error);
+      failure = signal.aborted ? cut.why() : failureOf(error);
     }
     try {
       // Always awaited before the lock is released: it ends whatever process of the turn still runs.
       const finished = await sandbox.finish(failure === undefined ? "completed" : "failed");
       pushedCommit = finished?.pushedCommit ?? null;
     } catch (error) {
-      failure ??= error instanceof Error ? error.message : String(error);
+      failure ??= failureOf(error);
     }
     try {
       await this.#commit(plan, { agentEvents, outcome, resumedSessionId, failure, pushedCommit });
     } catch (error) {
-      failure ??= `The turn could not be stored: ${error instanceof Error ? error.message : String(error)}`;
+      failure ??= storeFailureOf(error);
     } finally {
       cut.dispose();
       if (this.#running.get(record.id) === interrupt) this.#running.delete(record.id);
@@ -356,7 +363,7 @@ export class TurnService {
     }
     if (!started) yield start();
     if (failure !== undefined || outcome === undefined) {
-      yield errorEvent(failure ?? "The turn ended without an outcome");
+      yield { type: "turn_failed", failure: failure ?? fixedFailure("AGENT_API_TURN_NO_OUTCOME") };
       return;
     }
     const price = modelConfig?.price;
@@ -375,7 +382,7 @@ export class TurnService {
       current.ownerMemberId !== plan.record.ownerMemberId ||
       current.workspaceId !== plan.record.workspaceId
     )
-      throw new Error("the conversation was deleted during the turn");
+      throw new ApiError("AGENT_API_CONVERSATION_DELETED", "the conversation was deleted during the turn");
     const completed = failure === undefined;
     const at = this.#now();
     const messages: Array<Omit<MessageRecord, "conversationId" | "turnIndex" | "seq" | "createdAt">> = [];
@@ -403,7 +410,7 @@ export class TurnService {
       messages.push({ role: "assistant", text: answer, ...system(), isCompactSummary: false });
     const events = agentEvents.map(rawEvent);
     if (result.pushedCommit) events.push({ type: "repo_push", commit: result.pushedCommit });
-    if (failure !== undefined) events.push({ type: "error", message: failure });
+    if (failure !== undefined) events.push(errorRecord(failure));
     // The API's states table: output records a session (the pointer a few seconds later; an existing one
     // is updated in place); a resumed turn without output clears the pointer so the next turn starts clean.
     // A turn that failed or was cut short moves nothing: it is stored with its error, the session kept.
@@ -413,7 +420,7 @@ export class TurnService {
     let session: TurnWrite["session"];
     let toRecord: SessionRecord | undefined;
     if (completed && producedOutput && outcome !== undefined) {
-      const context: StoredSession = { messages: outcome.history, tokens: outcome.historyTokens };
+      const context: LoadedHistory = { messages: outcome.history, tokens: outcome.historyTokens };
       if (resumed)
         session = { append: { id: resumedSessionId as string, history: context, kept: outcome.keptHistory } };
       else
@@ -471,11 +478,24 @@ function rawEvent(event: AgentEvent): Record<string, unknown> {
   return { type: kind, ...rest };
 }
 
-/** The error recorded for a turn the server process did not live to finish. */
-export const SERVER_STOPPED = "The server stopped before the turn finished";
+/**
+ * A failed turn's raw event in the transcript: the message its stream's `error` event carried, and the
+ * catalogue code (the API leaves the raw events' shape to the server, unlike the stream's event).
+ */
+function errorRecord(failure: TurnFailure): Record<string, unknown> {
+  return { type: "error", message: failure.message, code: failure.code };
+}
 
-/** Why a turn was ended early by the server (a delete), as opposed to a time-out or a client leaving. */
-class TurnInterrupted extends Error {}
+/** Why a turn was ended early by the server (a delete, a shutdown), as opposed to a time-out or a client leaving. */
+class TurnInterrupted extends Error {
+  readonly failure: TurnFailure;
+
+  constructor(code: InterruptCode) {
+    const failure = fixedFailure(code);
+    super(failure.message);
+    this.failure = failure;
+  }
+}
 
 /**
  * The signal that ends a turn: its client leaving, an interrupt (a delete), or its time-out.
@@ -516,12 +536,12 @@ class TurnSignal {
   }
 
   /** Why the turn was cut short, for its error event. */
-  why(): string {
+  why(): TurnFailure {
     if (this.#interrupt.aborted && this.#interrupt.reason instanceof TurnInterrupted)
-      return this.#interrupt.reason.message;
-    if (this.#timedOut) return "The turn timed out";
-    if (this.#client.aborted) return "The client disconnected before the turn finished";
-    return "The turn was interrupted";
+      return this.#interrupt.reason.failure;
+    if (this.#timedOut) return fixedFailure("AGENT_API_TURN_TIMED_OUT");
+    if (this.#client.aborted) return fixedFailure("AGENT_API_CLIENT_DISCONNECTED");
+    return fixedFailure("AGENT_API_TURN_INTERRUPTED");
   }
 
   dispose(): void {

@@ -2,7 +2,7 @@
  * The API's visibility and ownership rules, and the mapping of stored conversations to the API shape.
  * Visible to a caller: own conversations, conversations shared with the workspace, channel-owned ones.
  */
-import type { components } from "../../generated/api-types.ts";
+import type { components } from "@agent-api/client/api-types";
 import type { ConversationRecord } from "../store/types.ts";
 import type { Caller } from "./types.ts";
 

@@ -24,7 +24,7 @@ import {
   postgresSkipReason,
   textTurn,
 } from "./testing.ts";
-import type { ConversationRecord, ListFilter } from "./types.ts";
+import { type ConversationRecord, type ListFilter, TurnLeaseLostError } from "./types.ts";
 
 const skip = postgresSkipReason();
 /** A describe's title, with why it is skipped where there is no PostgreSQL. */
@@ -247,7 +247,7 @@ describe.skipIf(skip !== undefined)(
         const current = (await b.turnLeases?.tryAcquire("c1", "b", 60_000)) as number;
         // The paused holder wakes up and tries to write its turn.
         await expect(a.commitTurn({ ...textTurn("c1", 0), fence: stale })).rejects.toThrow(
-          /lost its conversation's lock/,
+          TurnLeaseLostError,
         );
         expect(await b.listMessages("c1")).toEqual([]);
         expect((await b.getConversation("c1"))?.turnCount).toBe(0);

@@ -29,6 +29,7 @@ import {
   type SessionHistory,
   type SessionRecord,
   type Store,
+  TurnLeaseLostError,
   type TurnWrite,
 } from "./types.ts";
 
@@ -368,8 +369,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
             "SELECT token FROM turn_leases WHERE conversation_id = $1 FOR UPDATE",
             [write.conversationId],
           );
-          if (lease === undefined || Number(lease.token) !== write.fence)
-            throw new Error("the turn lost its conversation's lock (its lease expired and another took it)");
+          if (lease === undefined || Number(lease.token) !== write.fence) throw new TurnLeaseLostError();
         }
         const bumped = await query(
           db,

@@ -264,3 +264,11 @@ export class ConversationExistsError extends Error {
     this.name = "ConversationExistsError";
   }
 }
+
+/** A turn's commit fenced by a lease that is no longer the conversation's: another instance holds its lock. */
+export class TurnLeaseLostError extends Error {
+  constructor() {
+    super("the turn lost its conversation's lock (its lease expired and another took it)");
+    this.name = "TurnLeaseLostError";
+  }
+}

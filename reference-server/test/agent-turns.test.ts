@@ -6,14 +6,14 @@
  */
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import {
   AgentApiError,
   type SendMessageRequest,
   StreamErrorEventError,
   type TurnEvent,
-} from "../../client/index.ts";
-import type { components } from "../../generated/api-types.ts";
+} from "@agent-api/client";
+import type { components } from "@agent-api/client/api-types";
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import { KEYS, PHRASES, runTurn, sleep, startTestServer, type TestServer } from "./helpers.ts";
 
 let t: TestServer;

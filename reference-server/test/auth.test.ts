@@ -4,8 +4,8 @@
  * own workspace's agents.
  */
 import { request as httpRequest } from "node:http";
+import { AgentApiError, StreamErrorEventError } from "@agent-api/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AgentApiError, StreamErrorEventError } from "../../client/index.ts";
 import {
   isErrorBody,
   KEYS,

@@ -4,8 +4,9 @@
  * create (owned by a channel, of a notebook) are inserted into the server's own SQLite file through the
  * store, next to the server's connection.
  */
+
+import { AgentApiError, type Conversation } from "@agent-api/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AgentApiError, type Conversation } from "../../client/index.ts";
 import { openSqliteStore } from "../store/sqlite.ts";
 import { conversationRecord } from "../store/testing.ts";
 import type { ConversationRecord } from "../store/types.ts";

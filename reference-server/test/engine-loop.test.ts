@@ -8,9 +8,9 @@ import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import type { AgentClient, SendMessageRequest, TurnEvent } from "@agent-api/client";
+import { StreamErrorEventError } from "@agent-api/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { StreamErrorEventError } from "../../client/errors.ts";
-import type { AgentClient, SendMessageRequest, TurnEvent } from "../../client/index.ts";
 import {
   type ScriptedModelServer,
   type ScriptedRequest,
@@ -56,25 +56,39 @@ afterAll(async () => {
 
 const toolsAvailable = () => t.server.isolation !== "unavailable";
 
-/** Like runTurn, but a turn that ends with an `error` event keeps it as its last event (the client throws). */
+/**
+ * Like runTurn, but a turn that ends with an `error` event keeps it (the client throws), its message, and the
+ * error catalogue's code the server logged for it.
+ */
 async function turnUntilEnd(
-  client: AgentClient,
+  server: TestServer,
   prompt: string,
   metadata?: SendMessageRequest["metadata"],
-): Promise<{ conversationId: string; events: TurnEvent[]; text: string; error?: string }> {
+  client: AgentClient = server.client(),
+): Promise<{
+  conversationId: string;
+  events: TurnEvent[];
+  text: string;
+  errorEvent?: unknown;
+  error?: string;
+  code?: string;
+}> {
   const turn = await client.sendMessage({ messages: [{ role: "user", content: prompt }], metadata });
   const events: TurnEvent[] = [];
   let error: string | undefined;
+  let errorEvent: unknown;
   try {
     for await (const event of turn) events.push(event);
   } catch (thrown) {
     if (!(thrown instanceof StreamErrorEventError)) throw thrown;
+    errorEvent = thrown.event;
     error = thrown.event.error.message;
   }
   const text = events
     .map((e) => (e.type === "content_block_delta" && e.delta.type === "text_delta" ? e.delta.text : ""))
     .join("");
-  return { conversationId: turn.conversationId, events, text, error };
+  const code = error === undefined ? undefined : await server.turnFailure(turn.conversationId);
+  return { conversationId: turn.conversationId, events, text, errorEvent, error, code };
 }
 
 function blocks(events: TurnEvent[]): Array<{ index: number; type: string }> {
@@ -212,10 +226,10 @@ describe("the loop against a Messages upstream over HTTP", () => {
     expect((await runTurn(t.client(), "Answer rate limited to the first 1 call. Hi.")).text).toContain(
       "You said:",
     );
-    const overloaded = await turnUntilEnd(t.client(), "Answer overloaded to the first 9 calls. Hi.");
-    expect(overloaded.error).toBe("The model is overloaded; try again later.");
-    const limitedTurn = await turnUntilEnd(t.client(), "Answer rate limited to the first 9 calls. Hi.");
-    expect(limitedTurn.error).toBe("The model's rate limit was reached; try again later.");
+    const overloaded = await turnUntilEnd(t, "Answer overloaded to the first 9 calls. Hi.");
+    expect(overloaded.code).toBe("AGENT_API_UPSTREAM_OVERLOADED");
+    const limitedTurn = await turnUntilEnd(t, "Answer rate limited to the first 9 calls. Hi.");
+    expect(limitedTurn.code).toBe("AGENT_API_UPSTREAM_RATE_LIMITED");
   });
 
   it("retries a dropped connection while no block was sent, and reports one that keeps dropping", async () => {
@@ -224,19 +238,17 @@ describe("the loop against a Messages upstream over HTTP", () => {
       "Answer by dropping the connection to the first 2 calls. Hi.",
     );
     expect(recovered.text).toContain("You said:");
-    const dropped = await turnUntilEnd(
-      t.client(),
-      "Answer by dropping the connection to the first 9 calls. Hi.",
-    );
-    expect(dropped.error).toBe("The model's upstream could not be reached or dropped the connection.");
+    const dropped = await turnUntilEnd(t, "Answer by dropping the connection to the first 9 calls. Hi.");
+    expect(dropped.code).toBe("AGENT_API_UPSTREAM_UNREACHABLE");
   });
 
   it("forwards the blocks done before an upstream error mid-stream, then an error event without the raw body", async () => {
-    const turn = await turnUntilEnd(t.client(), "Fail this turn after it starts.");
+    const turn = await turnUntilEnd(t, "Fail this turn after it starts.");
     expect(turn.text).toBe("Starting, then failing as asked.");
-    expect(turn.error).toBe(
-      "The model failed while answering (upstream api_error) after part of the answer was sent.",
-    );
+    expect(turn.code).toBe("AGENT_API_UPSTREAM_FAILED");
+    // The API's shape and nothing else (the code is the log's); the upstream's own message stays out of it.
+    expect(turn.errorEvent).toEqual({ type: "error", error: { type: "api_error", message: turn.error } });
+    expect(turn.error).not.toContain("The scripted model failed this turn");
     expect(turn.events.some((e) => e.type === "message_delta")).toBe(false);
   });
 
@@ -267,10 +279,13 @@ describe("the loop against a Messages upstream over HTTP", () => {
   it("ends a turn past its time-out with an error event; the cut tool call is stored with an error result", async (ctx) => {
     if (!toolsAvailable()) ctx.skip();
     const alice = limited.client();
-    const turn = await turnUntilEnd(alice, "Use your tools to run the shell command: sleep 3", {
-      stream_tool_calls: true,
-    });
-    expect(turn.error).toBe("The turn timed out");
+    const turn = await turnUntilEnd(
+      limited,
+      "Use your tools to run the shell command: sleep 3",
+      { stream_tool_calls: true },
+      alice,
+    );
+    expect(turn.code).toBe("AGENT_API_TURN_TIMED_OUT");
     const transcript = await alice.getTranscript(turn.conversationId);
     const results = transcript.events.filter((e) => (e as { type?: string }).type === "tool_result");
     expect(results).toHaveLength(1);

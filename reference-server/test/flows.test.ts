@@ -3,8 +3,9 @@
  * through the project's client: each step is a real agent turn, stored as a conversation of the member
  * the flow runs as.
  */
+
+import type { AgentApiError } from "@agent-api/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AgentApiError } from "../../client/index.ts";
 import { isErrorBody, KEYS, raw, startTestServer, type TestServer } from "./helpers.ts";
 
 let t: TestServer;

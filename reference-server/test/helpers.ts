@@ -7,15 +7,16 @@ import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { startDemoServer } from "../../cli/demo.ts";
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   type AgentClient,
   createAgentClient,
   type SendMessageRequest,
   type TurnEvent,
-} from "../../client/index.ts";
-import { errorTypes } from "../../generated/protocol.ts";
+} from "@agent-api/client";
+import { errorTypes } from "@agent-api/client/protocol";
 import { demoKeys } from "../config/demo.ts";
+import { startDemoServer } from "../demo.ts";
 import type { RunningServer, ServerOptions } from "../index.ts";
 
 /** The demo's keys (config/demo.ts). */
@@ -31,6 +32,13 @@ export interface TestServer {
   server: RunningServer;
   /** The project's client for one key and agent (defaults: alice, demo-agent). */
   client(key?: string, agent?: string): AgentClient;
+  /** The server's log lines of level warn and above, parsed (the newest 1,000), also once it stopped. */
+  logLines(): LogLine[];
+  /**
+   * The error catalogue's code the server logged for the newest failed turn of a conversation (its turn line's
+   * `code`), waiting up to 5 s for the line: a turn whose client left logs it once the turn is over.
+   */
+  turnFailure(conversationId: string): Promise<string | undefined>;
   /** Instructions of a configured agent, as the server loaded them. */
   instructions(agent: string): string;
   /** Stops the server; the data directory stays (restart tests start again on it). */
@@ -41,11 +49,37 @@ export interface TestServer {
 
 export type TestServerOptions = Partial<Omit<ServerOptions, "dataDir">> & { dataDir?: string };
 
+/** One JSON line of the server's pino log. */
+export type LogLine = Record<string, unknown> & { msg?: string; conversation?: string; code?: string };
+
+const LOG_LINES_KEPT = 1_000;
+
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), "agent-api-it-")));
-  const { server, stop } = await startDemoServer(300, { ...options, dataDir });
+  const lines: LogLine[] = [];
+  // Warn and above only: a turn that did not end with message_stop, a 5xx. pino writes one JSON line per call.
+  const logDestination = {
+    write(line: string) {
+      if (lines.length >= LOG_LINES_KEPT) lines.shift();
+      lines.push(JSON.parse(line) as LogLine);
+    },
+  };
+  const { server, stop } = await startDemoServer(300, {
+    logLevel: "warn",
+    logDestination,
+    ...options,
+    dataDir,
+  });
+  const loggedFailure = (conversationId: string) =>
+    lines.findLast((line) => line.conversation === conversationId && line.code !== undefined)?.code;
   return {
     url: server.url,
+    logLines: () => [...lines],
+    async turnFailure(conversationId) {
+      const deadline = Date.now() + 5_000;
+      while (loggedFailure(conversationId) === undefined && Date.now() < deadline) await sleep(20);
+      return loggedFailure(conversationId);
+    },
     dataDir,
     dbFile: join(dataDir, "agent-api.sqlite"),
     server,
@@ -210,7 +244,7 @@ async function fileTree(root: string): Promise<string[]> {
   return out.sort();
 }
 
-export { setTimeout as sleep } from "node:timers/promises";
+export { sleep };
 
 /** ISO 8601 UTC with milliseconds, as the API's conventions require. */
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

@@ -5,8 +5,8 @@
  * alive past the turn (`AbortSignal.timeout`, `AbortSignal.any`).
  */
 import { DatabaseSync } from "node:sqlite";
+import { collectText, StreamErrorEventError } from "@agent-api/client";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { StreamErrorEventError } from "../../client/index.ts";
 import { SCHEMA_VERSION } from "../store/sqlite-migrations.ts";
 import { PHRASES, runTurn, sleep, startTestServer, type TestServer, uid } from "./helpers.ts";
 
@@ -112,9 +112,11 @@ describe("after a burst of turns", () => {
       unsafeNoIsolation: true,
     });
     try {
-      await expect(runTurn(short.client(), "Keep using your tools without end.")).rejects.toThrow(
-        /timed out/,
-      );
+      const turn = await short.client().sendMessage({
+        messages: [{ role: "user", content: "Keep using your tools without end." }],
+      });
+      await expect(collectText(turn)).rejects.toThrow(StreamErrorEventError);
+      expect(await short.turnFailure(turn.conversationId)).toBe("AGENT_API_TURN_TIMED_OUT");
       expect(short.server.live()).toEqual({
         runningTurns: 0,
         turnTimers: 0,

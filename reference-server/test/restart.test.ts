@@ -8,8 +8,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createAgentClient } from "@agent-api/client";
 import { afterAll, describe, expect, it } from "vitest";
-import { createAgentClient } from "../../client/index.ts";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 import { KEYS, PHRASES, runTurn, sleep, startTestServer, type TestServer } from "./helpers.ts";
 
 const servers: TestServer[] = [];
@@ -137,7 +138,8 @@ describe("restart on the same data directory", () => {
     const child = spawn(
       process.execPath,
       [
-        fileURLToPath(new URL("../../cli/agent-api.ts", import.meta.url)),
+        SOURCE_CONDITION_FLAG,
+        fileURLToPath(new URL("../../conformance/cli/agent-api.ts", import.meta.url)),
         "serve",
         "--port",
         "0",
@@ -207,10 +209,10 @@ describe("restart on the same data directory", () => {
         },
       ]);
       expect(after.conversation.turn_count).toBe(3);
-      expect(after.events.at(-1)).toEqual({
+      expect(after.events.at(-1)).toMatchObject({
         turn_index: 2,
         type: "error",
-        message: "The server stopped before the turn finished",
+        code: "AGENT_API_SERVER_STOPPED",
       });
       // The session is the last completed turn's: memory survives, and the conversation goes on.
       expect((await runTurn(second.client(), PHRASES.recall, { conversation_id: id })).text).toBe("survivor");

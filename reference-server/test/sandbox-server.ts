@@ -1,11 +1,12 @@
 /**
  * Shared set-up for the end-to-end sandbox tests: the reference server's demo started in-process on a free
- * loopback port, turns sent over real HTTP, the SSE stream parsed back into blocks, transcripts read.
+ * loopback port, turns sent over real HTTP, the SSE stream read back into blocks by the suite's grammar of a
+ * turn's stream (which also fails a turn whose stream breaks the API's rules), transcripts read.
  * Nothing of the server is replaced: these helpers only speak HTTP to it and look at its data directory.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { rm } from "node:fs/promises";
-import { splitSseFrames } from "../../client/sse.ts";
+import { checkTurnStream, wholeBlock } from "../../conformance/sse/grammar.ts";
 import { DEMO_ADMIN_KEY as ADMIN_KEY } from "../config/demo.ts";
 import type { RunningServer, ServerOptions } from "../index.ts";
 import { sleep, startTestServer } from "./helpers.ts";
@@ -13,7 +14,7 @@ import { sleep, startTestServer } from "./helpers.ts";
 export { PHRASES } from "./helpers.ts";
 export { ADMIN_KEY, sleep };
 
-/** One block of the streamed answer, rebuilt from content_block_start / _delta / _stop. */
+/** One block of the streamed answer, as the grammar's reading assembles it (conformance/sse/grammar.ts). */
 export type StreamBlock =
   | { type: "text"; text: string }
   | { type: "thinking"; thinking: string }
@@ -58,44 +59,9 @@ export interface SandboxServer {
   bareRepo: string;
   turn(agent: string, prompt: string, metadata?: Record<string, unknown>): Promise<TurnReply>;
   transcript(agent: string, conversationId: string): Promise<Transcript>;
+  /** The error catalogue's code the server logged for the conversation's newest failed turn (test/helpers.ts). */
+  turnFailure(conversationId: string): Promise<string | undefined>;
   close(): Promise<void>;
-}
-
-/** An SSE body's events (comment frames left out), each `event: NAME` then `data: JSON`. */
-export function parseSse(body: string): Array<{ name: string; data: Record<string, unknown> }> {
-  return splitSseFrames(body)
-    .filter((frame) => frame.event !== undefined || frame.data !== undefined)
-    .map((frame) => ({ name: frame.event ?? "", data: JSON.parse(frame.data ?? "") }));
-}
-
-/** Rebuilds the blocks of a turn from its events, checking indexes are used start → deltas → stop. */
-export function blocksOf(events: Array<{ name: string; data: Record<string, unknown> }>): StreamBlock[] {
-  const blocks: StreamBlock[] = [];
-  const open = new Map<number, { block: Record<string, unknown>; json: string }>();
-  for (const { name, data } of events) {
-    const index = data.index as number;
-    if (name === "content_block_start") {
-      if (open.has(index)) throw new Error(`block ${index} started twice`);
-      open.set(index, { block: { ...(data.content_block as Record<string, unknown>) }, json: "" });
-    } else if (name === "content_block_delta") {
-      const entry = open.get(index);
-      if (!entry) throw new Error(`delta for block ${index} that is not open`);
-      const delta = data.delta as Record<string, string>;
-      if (delta.type === "text_delta") entry.block.text = `${entry.block.text ?? ""}${delta.text}`;
-      else if (delta.type === "thinking_delta")
-        entry.block.thinking = `${entry.block.thinking ?? ""}${delta.thinking}`;
-      else if (delta.type === "input_json_delta") entry.json += delta.partial_json;
-    } else if (name === "content_block_stop") {
-      const entry = open.get(index);
-      if (!entry) throw new Error(`stop for block ${index} that is not open`);
-      open.delete(index);
-      if (entry.block.type === "tool_use")
-        entry.block.input = entry.json === "" ? {} : JSON.parse(entry.json);
-      blocks.push(entry.block as StreamBlock);
-    }
-  }
-  if (open.size > 0) throw new Error(`blocks never stopped: ${[...open.keys()].join(", ")}`);
-  return blocks;
 }
 
 export async function sendTurn(
@@ -113,16 +79,19 @@ export async function sendTurn(
   });
   const body = await response.text();
   if (response.status !== 200) throw new Error(`turn answered ${response.status}: ${body}`);
-  const events = parseSse(body);
-  const blocks = blocksOf(events);
-  const errorEvent = events.find((e) => e.name === "error");
+  // The suite's grammar of a turn's stream reads it: frames, events, blocks, and what breaks the API's rules.
+  const reading = checkTurnStream(body, { streamToolCalls: metadata.stream_tool_calls === true });
+  const faults = reading.violations.filter((v) => v.severity === "error");
+  if (faults.length > 0)
+    throw new Error(`the turn's stream breaks the API's grammar: ${faults.map((v) => v.message).join("; ")}`);
+  const blocks = reading.blocks.map((block) => wholeBlock(block) as StreamBlock);
   return {
     status: response.status,
     conversationId: response.headers.get("x-conversation-id") ?? "",
-    eventNames: events.map((e) => e.name),
+    eventNames: reading.events.map((e) => e.name),
     blocks,
     text: blocks.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n\n"),
-    error: errorEvent ? String((errorEvent.data.error as { message: string }).message) : undefined,
+    error: reading.errorMessage,
   };
 }
 
@@ -189,6 +158,7 @@ export async function startSandboxServer(
     turn: (agent, prompt, metadata = {}) =>
       sendTurn(url, agent, prompt, { stream_tool_calls: true, ...metadata }),
     transcript: (agent, id) => getTranscript(url, agent, id),
+    turnFailure: (id) => test.turnFailure(id),
     close: () => test.stop(),
   };
 }

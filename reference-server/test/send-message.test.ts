@@ -3,8 +3,9 @@
  * text blocks, ignored fields, `system`, model fallback, automations, delivery), the conversation id
  * resolution table row by row, and the model-routed send.
  */
+
+import { AgentApiError, type TurnEvent } from "@agent-api/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AgentApiError, type TurnEvent } from "../../client/index.ts";
 import {
   isErrorBody,
   KEYS,

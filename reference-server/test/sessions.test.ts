@@ -3,8 +3,9 @@
  * output, the API's race (a turn sent before the recording resumes with no memory and no error), a
  * resumed turn with no output clearing it, and concurrent turns on one conversation.
  */
+
+import { AgentApiError } from "@agent-api/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AgentApiError } from "../../client/index.ts";
 import { KEYS, PHRASES, runTurn, sleep, startTestServer, type TestServer, uid } from "./helpers.ts";
 
 const DELAY_MS = 400;

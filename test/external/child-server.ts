@@ -1,6 +1,7 @@
 /** Starts test/external/serve-child.ts and reports how it ended, so a fuzz run can count crashes. */
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 
 export interface ChildServer {
   url: string;
@@ -28,7 +29,7 @@ export function startChildServer(
 ): Promise<ChildServer> {
   const child = spawn(
     process.execPath,
-    [script, options.logLevel ?? "error", String(options.sessionDelayMs ?? 300)],
+    [SOURCE_CONDITION_FLAG, script, options.logLevel ?? "error", String(options.sessionDelayMs ?? 300)],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   let out = "";

@@ -12,11 +12,11 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoServer, startDemoServer } from "../../cli/demo.ts";
 import { catalogue } from "../../conformance/catalogue.ts";
 import { resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { CheckResult, RunReport } from "../../conformance/types.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
 import {
   type PrismProxy,
   startPrismProxy,

@@ -12,7 +12,7 @@ import { createServer, request as httpRequest, type IncomingHttpHeaders, type Se
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { projectRoot, tools } from "../../scripts/tool-bin.ts";
+import { projectRoot, tools } from "../../conformance/cli/tool-bin.ts";
 
 export const bundledSpec = join(projectRoot, "generated", "openapi.json");
 

@@ -10,9 +10,9 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildDocs, REFERENCE_LABEL } from "../../cli/commands/docs.ts";
+import { buildDocs, REFERENCE_LABEL } from "../../conformance/cli/docs.ts";
+import { projectRoot, resolveBin, runTool } from "../../conformance/cli/tool-bin.ts";
 import { streamEventNames, streamEventSchemas } from "../../generated/protocol.ts";
-import { projectRoot, resolveBin, runTool } from "../../scripts/tool-bin.ts";
 import { chromium, renderedText } from "../spec/browser.ts";
 
 let dir: string;

@@ -187,6 +187,16 @@ it("runs `npx agent-api check` against a deployment", async () => {
   expect(stdout).not.toMatch(/^FAIL/m);
 }, 120_000);
 
+it("runs the installed `agent-api check` without a base URL against the demo of the installed server package", async () => {
+  // The suite's package does not carry the server: the command loads the demo by its package name.
+  const { stdout } = await run(agentApi(), ["check", "--only", "AUTH-401-*", "--no-color"], {
+    cwd: dir,
+    env,
+  });
+  expect(stdout).toContain("starting the reference server's demo in-process");
+  expect(stdout).toMatch(/all MUST checks that ran passed/);
+}, 120_000);
+
 /**
  * Starts the installed `agent-api serve` (on whatever `node` heads PATH in `runEnv`), runs check against it,
  * tools included, and stops it. `name` keeps each run's data and env file apart.

@@ -8,6 +8,7 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 import { WORST_CASES } from "./worst-cases.ts";
 
 const SCRIPT = fileURLToPath(new URL("./worst-cases.ts", import.meta.url));
@@ -26,9 +27,13 @@ function runCase(name: string): Promise<Outcome> {
   const started = Date.now();
   return new Promise((resolve) => {
     // 4 GiB of heap: a 32 MiB input and its copies must not fail for memory on a loaded machine.
-    const child = spawn(process.execPath, ["--max-old-space-size=4096", SCRIPT, name], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      ["--max-old-space-size=4096", SOURCE_CONDITION_FLAG, SCRIPT, name],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let output = "";
     child.stdout.on("data", (chunk: Buffer) => {
       output += chunk.toString();

@@ -32,7 +32,7 @@ import pg from "pg";
 import { freePort, nginxAvailable, startNginx } from "../../conformance/testing/nginx.ts";
 import { startPostgresCluster } from "../../scripts/postgres-cluster.ts";
 import { replaceOnce } from "../proxies/readme-configs.ts";
-import { check, parseEnvFile, type ServeProcess, serve, stop } from "./processes.ts";
+import { check, loggedTurnFailure, parseEnvFile, type ServeProcess, serve, stop } from "./processes.ts";
 
 const LEASE_MS = 2_000;
 const SESSION_DELAY_MS = 500;
@@ -108,7 +108,7 @@ async function transcript(
   conversationId: string,
 ): Promise<{
   messages: Array<{ role: string; content: Array<{ text: string }> }>;
-  events: Array<{ type: string; message?: string }>;
+  events: Array<{ type: string; code?: string }>;
 }> {
   const response = await fetch(
     `${baseUrl}/api/agents/${AGENT}/conversations/${encodeURIComponent(conversationId)}/messages`,
@@ -270,7 +270,9 @@ async function main(): Promise<number> {
       `a delete on instance 1 ends the 8 s turn running on instance 0 (204 in ${Math.round(deleteMs)} ms)`,
     );
     expect(
-      !interrupted.completed && /deleted during the turn/.test(interrupted.text),
+      !interrupted.completed &&
+        interrupted.text.includes("event: error") &&
+        (await loggedTurnFailure(instances[0], doomed)) === "AGENT_API_CONVERSATION_DELETED",
       "that turn's stream ends with an error event saying the conversation was deleted",
     );
 
@@ -370,7 +372,7 @@ async function main(): Promise<number> {
       "the killed turn's acknowledged user message is in the transcript",
     );
     expect(
-      after.events.some((e) => e.type === "error" && /stopped/.test(e.message ?? "")),
+      after.events.some((e) => e.type === "error" && e.code === "AGENT_API_SERVER_STOPPED"),
       "the killed turn is recorded with an error event",
     );
     expect(userTexts.at(-1) === "Say hello after the fault.", "the next turn comes after it");

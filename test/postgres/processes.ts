@@ -3,9 +3,10 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 
 export const root = fileURLToPath(new URL("../..", import.meta.url));
-const cli = join(root, "cli/agent-api.ts");
+const cli = join(root, "conformance/cli/agent-api.ts");
 
 export interface ServeProcess {
   child: ChildProcess;
@@ -14,7 +15,7 @@ export interface ServeProcess {
 
 /** Starts `agent-api serve ARGS` (which must include --write-env-file) and resolves once it listens. */
 export function serve(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [cli, "serve", ...args], {
+  const child = spawn(process.execPath, [SOURCE_CONDITION_FLAG, cli, "serve", ...args], {
     cwd: root,
     env,
     stdio: ["ignore", "pipe", "pipe"],
@@ -37,6 +38,33 @@ export function serve(args: string[], env: NodeJS.ProcessEnv = process.env): Pro
       reject(new Error(`the server exited (${code}) before listening:\n${output}`));
     });
   });
+}
+
+/**
+ * The error catalogue's code an instance logged for a conversation's newest failed turn (its turn line's
+ * `code`; the instance must log at warn or below), waiting up to 5 s for the line to arrive.
+ */
+export async function loggedTurnFailure(
+  instance: ServeProcess,
+  conversationId: string,
+): Promise<string | undefined> {
+  const find = () => {
+    let code: string | undefined;
+    for (const line of instance.output().split("\n")) {
+      if (!line.startsWith("{")) continue;
+      try {
+        const entry = JSON.parse(line) as { conversation?: unknown; code?: unknown };
+        if (entry.conversation === conversationId && typeof entry.code === "string") code = entry.code;
+      } catch {
+        // A line cut by the output bound, or not the log's.
+      }
+    }
+    return code;
+  };
+  const deadline = Date.now() + 5_000;
+  while (find() === undefined && Date.now() < deadline)
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  return find();
 }
 
 /** SIGTERM, then SIGKILL after 30 s. */
@@ -64,7 +92,7 @@ export function parseEnvFile(file: string): Record<string, string> {
 /** Runs `agent-api check ARGS` with `vars` (and no AGENT_API_* of ours); resolves with its exit code. */
 export function check(vars: Record<string, string>, args: string[]): Promise<number> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_")));
-  const child = spawn(process.execPath, [cli, "check", "--no-color", ...args], {
+  const child = spawn(process.execPath, [SOURCE_CONDITION_FLAG, cli, "check", "--no-color", ...args], {
     cwd: root,
     env: { ...base, ...vars },
     stdio: "inherit",

@@ -20,11 +20,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoServer, startDemoServer } from "../../cli/demo.ts";
 import { mustVerdict } from "../../conformance/reference-verdict.ts";
 import { makeTestCa, type TestCa } from "../../conformance/testing/front-server.ts";
 import type { RunReport } from "../../conformance/types.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
 import { type ServeCommand, startServeCommand } from "../../reference-server/test/sandbox-server.ts";
+import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 import { freePort, type RunningProxy, startCaddy, startHaproxy, startNginx } from "./proxy-processes.ts";
 import { caddyfile, haproxyConfig, nginxSite, readmeBlock, replaceOnce } from "./readme-configs.ts";
 
@@ -84,7 +85,15 @@ function check(proxyUrl: string, env: Record<string, string>, args: string[]): P
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
-      ["cli/agent-api.ts", "check", "--no-color", "--json", reportFile, ...args],
+      [
+        SOURCE_CONDITION_FLAG,
+        "conformance/cli/agent-api.ts",
+        "check",
+        "--no-color",
+        "--json",
+        reportFile,
+        ...args,
+      ],
       { cwd: ROOT, env: childEnv, maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         const code = error ? Number(error.code ?? 1) : 0;
@@ -265,6 +274,24 @@ describe("the README's reverse-proxy guide, run for real", () => {
       expect(run.report.results.find((r) => r.id === id)?.outcome, id).toBe("pass");
     }
   }, 240_000);
+
+  it("Caddy with a 1 MB body limit: the large-attachment check names the limit, though Caddy answers 502", async () => {
+    const port = await freePort();
+    const limited = replaceOnce(await readmeBlock("caddy"), "max_size 32MB", "max_size 1MB");
+    const config = caddyfile(limited, {
+      upstream: upstreamOf(server.url),
+      port,
+      certFile: certs.certFile,
+      keyFile: certs.keyFile,
+    });
+    const proxy = await startCaddy(join(dir, "caddy-limited"), config, port);
+    proxies.push(proxy);
+    const run = await check(proxy.url, serverEnv, ["--only", "LIMIT-ATTACHMENT-SIZE"]);
+    expect(run.code, run.stdout).toBe(1);
+    expect(run.stdout).toMatch(
+      /FAIL MUST +LIMIT-ATTACHMENT-SIZE .*502.*request body size limit.*request_body \{ max_size 16MB \}/s,
+    );
+  }, 120_000);
 
   it("Caddy told to buffer responses: the run exits 1 naming the streaming checks", async () => {
     const port = await freePort();

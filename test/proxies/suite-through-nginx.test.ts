@@ -8,13 +8,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { DemoServer } from "../../cli/demo.ts";
 import { catalogue } from "../../conformance/catalogue.ts";
 import { resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import { makeTestCa } from "../../conformance/testing/front-server.ts";
 import { freePort, type Nginx, nginxAvailable, startNginx } from "../../conformance/testing/nginx.ts";
 import type { RunReport } from "../../conformance/types.ts";
+import type { DemoServer } from "../../reference-server/demo.ts";
 
 const available = nginxAvailable();
 let demo: DemoServer | undefined;
@@ -24,7 +24,7 @@ let report: RunReport;
 
 beforeAll(async () => {
   if (!available) return;
-  const { startDemoServer } = await import("../../cli/demo.ts");
+  const { startDemoServer } = await import("../../reference-server/demo.ts");
   demo = await startDemoServer(1000, { unsafeNoIsolation: true });
   dir = await mkdtemp(join(tmpdir(), "acc-nginx-"));
   const ca = makeTestCa(dir);

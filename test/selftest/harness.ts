@@ -3,12 +3,12 @@
  * bounded parallelism, against one reference server. Shared by mutation.test.ts and score.ts.
  */
 
-import type { DemoServer } from "../../cli/demo.ts";
 import { catalogue } from "../../conformance/catalogue.ts";
 import { resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { SpecValidator } from "../../conformance/spec-validator.ts";
 import type { RunReport } from "../../conformance/types.ts";
+import type { DemoServer } from "../../reference-server/demo.ts";
 import type { Mutation } from "./mutations.ts";
 import { startFaultProxy } from "./proxy.ts";
 

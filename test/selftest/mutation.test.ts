@@ -7,11 +7,11 @@
  * suite catches it this test says to remove the marker.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DemoServer } from "../../cli/demo.ts";
-import { startDemoServer } from "../../cli/demo.ts";
 import { catalogue } from "../../conformance/catalogue.ts";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
 import type { RunReport } from "../../conformance/types.ts";
+import type { DemoServer } from "../../reference-server/demo.ts";
+import { startDemoServer } from "../../reference-server/demo.ts";
 import { type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
 import { AREA_CHECKS, type Area, mutations } from "./mutations.ts";
 import { startFaultProxy } from "./proxy.ts";

@@ -12,8 +12,8 @@
  */
 import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { type DemoServer, startDemoServer } from "../../cli/demo.ts";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
 import { type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
 import { checksFor, mutations } from "./mutations.ts";
 

@@ -3,10 +3,10 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main as docs, REFERENCE_LABEL, withReferenceBehaviorShown } from "../../cli/commands/docs.ts";
-import { main as lint } from "../../cli/commands/lint.ts";
-import { main as mock } from "../../cli/commands/mock.ts";
-import { projectRoot } from "../../scripts/tool-bin.ts";
+import { main as docs, REFERENCE_LABEL, withReferenceBehaviorShown } from "../../conformance/cli/docs.ts";
+import { main as lint } from "../../conformance/cli/lint.ts";
+import { main as mock } from "../../conformance/cli/mock.ts";
+import { projectRoot } from "../../conformance/cli/tool-bin.ts";
 import { chromium, renderedText } from "./browser.ts";
 
 let dir: string;

@@ -3,8 +3,11 @@
  * third-party generators, renderers and linters (test/tools/tools-dir.ts) and runs each of them.
  */
 import { defineConfig } from "vitest/config";
+import { VITEST_CONDITIONS } from "../../scripts/source-condition.ts";
 
 export default defineConfig({
+  // The workspace packages resolve to their TypeScript sources (scripts/source-condition.ts says why).
+  ssr: { resolve: { conditions: VITEST_CONDITIONS } },
   test: {
     include: ["test/tools/**/*.test.ts"],
     // Each file runs tools that use both cores (tsc, a browser).

@@ -14,9 +14,10 @@ import { fileURLToPath } from "node:url";
 
 /**
  * Absolute path of the project root (the folder holding package.json) in a checkout; in an installed
- * @agent-api/conformance, its dist/ folder (which holds generated/openapi.json as a checkout does).
+ * @agent-api/conformance, its dist/ folder (which holds generated/openapi.json as a checkout does): two
+ * folders up from conformance/cli/ in either.
  */
-export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 /** The bundled spec (one JSON document, internal refs only): in a checkout and in the installed package. */
 export const bundledSpecPath = join(projectRoot, "generated", "openapi.json");

@@ -6,8 +6,8 @@
  */
 import { randomInt } from "node:crypto";
 import { Command, Option } from "commander";
-import { realisticUpstreamOptions } from "../../reference-server/scripted-model/realistic-style.ts";
-import { serveScriptedModel } from "../../reference-server/scripted-model/scripted-transport.ts";
+import { realisticUpstreamOptions } from "../scripted-model/realistic-style.ts";
+import { serveScriptedModel } from "../scripted-model/scripted-transport.ts";
 import { integer, parseCommand } from "./options.ts";
 
 const STYLES = ["plain", "realistic"] as const;

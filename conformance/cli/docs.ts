@@ -15,7 +15,7 @@ import {
   specPackageFile,
   specPath,
   tools,
-} from "../../scripts/tool-bin.ts";
+} from "./tool-bin.ts";
 
 /** Where `agent-api docs` writes the page unless `--output` says otherwise (never into node_modules). */
 export const defaultDocsPath = inCheckout

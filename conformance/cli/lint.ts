@@ -1,6 +1,6 @@
 /** `agent-api lint`: Redocly lint of the spec with the project's redocly.yaml; Redocly's exit code is passed through. */
 import { Command } from "commander";
-import { inCheckout, projectRoot, runTool, specPath, toolOrSay, tools } from "../../scripts/tool-bin.ts";
+import { inCheckout, projectRoot, runTool, specPath, toolOrSay, tools } from "./tool-bin.ts";
 
 /** CLI entry: lints `--spec` (default spec/openapi.yaml); resolves to Redocly's exit code. */
 export async function main(args: string[]): Promise<number> {

@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { Command } from "commander";
-import { bundledSpecPath, projectRoot, toolOrSay, tools } from "../../scripts/tool-bin.ts";
+import { bundledSpecPath, projectRoot, toolOrSay, tools } from "./tool-bin.ts";
 
 /** The bundled spec Prism serves by default (internal refs only, so Prism resolves it quickly). */
 export { bundledSpecPath };

@@ -24,7 +24,7 @@ import {
   selectChecks,
   summaryText,
   timelineLines,
-} from "../../conformance/index.ts";
+} from "../index.ts";
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_IDLE_SECONDS,
@@ -36,9 +36,10 @@ import {
   resolveInputs,
   resolveRunSettings,
   UsageError,
-} from "../../conformance/inputs.ts";
-import { FORM_FIELDS } from "../../conformance/ui/form.ts";
-import { startConformanceUi } from "../../conformance/ui/server.ts";
+} from "../inputs.ts";
+import { FORM_FIELDS } from "../ui/form.ts";
+import { startConformanceUi } from "../ui/server.ts";
+import { isPackageMissing } from "./package-missing.ts";
 
 const EXIT_CODES_HELP = `
 Exit codes:
@@ -303,17 +304,16 @@ export async function main(args: string[]): Promise<number> {
   if (!baseUrl) {
     process.stdout.write("No --base-url given: starting the reference server's demo in-process…\n");
     try {
-      // A computed path, so that the conformance package (which has no server) does not compile the demo in.
-      const demoModule = new URL(
-        `../demo${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`,
-        import.meta.url,
-      );
-      const { startDemoServer } = (await import(demoModule.href)) as {
-        startDemoServer(): Promise<{ envVars: Record<string, string>; close(): Promise<void> }>;
-      };
+      // The reference server's package wires its demo in; the suite's library (../index.ts) never imports
+      // the server, so an installation without @agent-api/reference-server checks deployments all the same.
+      const { startDemoServer } = await import("@agent-api/reference-server/demo");
       demo = await startDemoServer();
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = isPackageMissing(error, "@agent-api/reference-server")
+        ? "@agent-api/reference-server is not installed"
+        : error instanceof Error
+          ? error.message
+          : String(error);
       process.stderr.write(
         `agent-api check: could not start the reference demo (${reason}); give --base-url\n`,
       );

@@ -10,7 +10,7 @@
 import { SUMMARY_MARKER } from "../engine/prompt-parts.ts";
 import type { MessageParam } from "../engine/types.ts";
 
-export interface StoredSession {
+export interface LoadedHistory {
   messages: MessageParam[];
   tokens: number;
 }
@@ -22,7 +22,7 @@ export interface SessionTextEntry {
   compactSummary?: boolean;
 }
 
-export function loadHistory(context: unknown): StoredSession {
+export function loadHistory(context: unknown): LoadedHistory {
   if (isStored(context)) return context;
   if (!Array.isArray(context)) return { messages: [], tokens: 0 };
   const messages: MessageParam[] = [];
@@ -44,11 +44,11 @@ export function loadHistory(context: unknown): StoredSession {
   return { messages, tokens: Math.ceil(chars / 4) };
 }
 
-function isStored(value: unknown): value is StoredSession {
+function isStored(value: unknown): value is LoadedHistory {
   return (
     typeof value === "object" &&
     value !== null &&
-    Array.isArray((value as StoredSession).messages) &&
-    typeof (value as StoredSession).tokens === "number"
+    Array.isArray((value as LoadedHistory).messages) &&
+    typeof (value as LoadedHistory).tokens === "number"
   );
 }

@@ -3,15 +3,15 @@
  * its local-only keys and a curl line that works when pasted.
  */
 import { Command, Option } from "commander";
-import { demoSummary } from "../../reference-server/config/demo.ts";
-import type { LimitsConfig } from "../../reference-server/config/types.ts";
-import { DEFAULT_LIMITS, DEFAULTS, demoKeys, startServer } from "../../reference-server/index.ts";
+import { demoSummary } from "../config/demo.ts";
+import type { LimitsConfig } from "../config/types.ts";
+import { DEFAULT_LIMITS, DEFAULTS, demoKeys, startServer } from "../index.ts";
 import {
   DEFAULT_SANDBOX_LIMITS,
   parseSandboxUser,
   parseSize,
   type SandboxUserSetting,
-} from "../../reference-server/sandbox/index.ts";
+} from "../sandbox/index.ts";
 import { integer, parseCommand, usage } from "./options.ts";
 
 const MiB = 1024 * 1024;
