@@ -180,6 +180,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     toolOutputCapBytes: options.toolOutputCapBytes ?? DEFAULTS.toolOutputCapBytes,
     sandboxUser: options.sandboxUser,
     limits: options.sandboxLimits,
+    // PostgreSQL: conversations' files live in the shared store, and --data holds a cache of them.
+    fileStore: store.fileStore,
   });
   for (const notice of sandbox.notices) logger.warn(notice);
   if (sandbox.isolation === "unavailable") {

@@ -7,9 +7,11 @@
  * "Warm" is in-memory knowledge about a prepared working directory; reclaiming it loses no files.
  */
 import { randomUUID } from "node:crypto";
-import { chown, mkdir, mkdtemp, rename } from "node:fs/promises";
+import { chown, mkdir, mkdtemp, readdir, rename } from "node:fs/promises";
 import path from "node:path";
+import { type FileStore, outputsSet, type WriteFence, workingFilesSet } from "../store/file-store.ts";
 import { writeAttachments } from "./attachments.ts";
+import { DirectorySync } from "./directory-sync.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
 import { detectHost, hostNotices } from "./host-setup.ts";
 import { prepareLayout } from "./layout.ts";
@@ -20,6 +22,7 @@ import type { HostUser } from "./sandbox-user.ts";
 import { anySignal } from "./signals.ts";
 import {
   listStoreFiles,
+  OUTPUTS_DIR,
   publishOutputs,
   type RestoreManifest,
   readStoreFile,
@@ -65,6 +68,29 @@ function agentKey(agent: SandboxAgent): string {
   ]);
 }
 
+const SWEEP_AFTER_MS = 60 * 60_000;
+const SWEEP_EVERY_MS = 10 * 60_000;
+
+/** The sync of local directories with the shared file store, or null where there is none (one instance). */
+async function sharedFilesOf(fileStore: FileStore | undefined, root: string): Promise<DirectorySync | null> {
+  if (!fileStore) return null;
+  const stateDir = path.join(root, "shared-state");
+  await mkdir(stateDir, { recursive: true, mode: 0o700 });
+  return new DirectorySync(fileStore, stateDir);
+}
+
+function fenceOf(request: { conversationId: string; fence?: number }): WriteFence | undefined {
+  return request.fence === undefined
+    ? undefined
+    : { conversationId: request.conversationId, token: request.fence };
+}
+
+/** Whether a directory holds anything (a missing one does not). */
+async function holdsEntries(dir: string): Promise<boolean> {
+  const entries = await readdir(dir).catch(() => []);
+  return entries.length > 0;
+}
+
 export interface CreateSandboxManagerOptions extends SandboxManagerOptions {
   /** bubblewrap executable; default `bwrap` on PATH (tests name a missing one to get no isolation). */
   bwrapCommand?: string;
@@ -86,6 +112,17 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   } = host;
   // What the server's git may check out or push: what one conversation's working directory may hold.
   const checkoutQuota = { bytes: limits.diskBytes, files: limits.files };
+
+  const sharedFiles = await sharedFilesOf(options.fileStore, layout.root);
+  /** What a working directory, or a conversation's outputs folder, may hold: what a restore may write. */
+  const syncLimits = { bytes: limits.diskBytes, entries: limits.files };
+
+  // Blobs no conversation refers to any more (deleted, overwritten, or uploaded by a turn that could not
+  // commit), swept by every instance now and then; an hour leaves any writer time to commit what it asked for.
+  const sweeper = options.fileStore
+    ? setInterval(() => void options.fileStore?.sweep(SWEEP_AFTER_MS).catch(() => undefined), SWEEP_EVERY_MS)
+    : undefined;
+  sweeper?.unref();
 
   const warm = new Map<string, WarmEntry>();
   /** The current turn of each working directory (by key), to end before anything else touches it. */
@@ -215,6 +252,16 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       gitWrote = head !== entry.ownedHead;
       entry.ownedHead = head;
     } else {
+      // Another instance may have run the last turn: the local copy is brought to the stored generation first.
+      if (sharedFiles) {
+        const pulled = await sharedFiles.pull(
+          workingFilesSet(request.conversationId),
+          workdir,
+          user,
+          syncLimits,
+        );
+        if (pulled.changed) changed = true;
+      }
       if (request.agent.filesDir) {
         const previous = entry.manifest;
         entry.manifest = await restoreAgentFiles(request.agent.filesDir, workdir, previous, user);
@@ -244,32 +291,68 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
         // Nothing of the turn may run while its changes are committed or published.
         await quiesce(key);
         try {
-          // A turn cut short (disconnect, time-out, failure) neither pushes nor publishes half its work.
-          if (outcome === "failed") return { pushedCommit: null, publishedOutputs: [] };
-          if (repo) {
-            if (request.readOnly) return { pushedCommit: null, publishedOutputs: [] };
-            const pushedCommit = await pushTurn(
-              repo,
-              entry.branch,
-              request.conversationId,
-              checkoutQuota,
-              baseline,
-              limits.diskBytes,
-            );
-            return { pushedCommit, publishedOutputs: [] };
+          if (!repo) {
+            // A turn cut short (disconnect, time-out, failure) does not publish half its work; its files
+            // stay, as they would on one instance: they are saved for whichever instance runs the next turn.
+            const publishedOutputs =
+              outcome === "failed"
+                ? []
+                : await publish(request.agent, request.conversationId, workdir, request.fence);
+            if (sharedFiles)
+              await sharedFiles.push(workingFilesSet(request.conversationId), workdir, syncLimits, {
+                // outputs/ is emptied at every turn's start: what it held is in the workspace store.
+                exclude: (rel) => rel === OUTPUTS_DIR || rel.startsWith(`${OUTPUTS_DIR}/`),
+                fence: fenceOf(request),
+              });
+            return { pushedCommit: null, publishedOutputs };
           }
-          const publishedOutputs = await publishOutputs(
-            workdir,
-            storeDir(request.agent.workspaceId, request.agent.name, request.conversationId),
+          // A turn cut short (disconnect, time-out, failure) does not push half its work.
+          if (outcome === "failed" || request.readOnly) return { pushedCommit: null, publishedOutputs: [] };
+          const pushedCommit = await pushTurn(
+            repo,
+            entry.branch,
+            request.conversationId,
+            checkoutQuota,
+            baseline,
             limits.diskBytes,
-            limits.files,
           );
-          return { pushedCommit: null, publishedOutputs };
+          return { pushedCommit, publishedOutputs: [] };
         } finally {
           if (warm.get(key) === entry) keepWarm(key, entry);
         }
       }),
     };
+  }
+
+  /**
+   * Copies `outputs/` to the conversation's folder of the workspace store. Shared, the folder is first
+   * brought to the stored generation (so the store folder's quota counts every instance's earlier outputs)
+   * and saved after.
+   */
+  async function publish(
+    agent: SandboxAgent,
+    conversationId: string,
+    workdir: string,
+    fence: number | undefined,
+  ): Promise<string[]> {
+    const folder = storeDir(agent.workspaceId, agent.name, conversationId);
+    if (!sharedFiles) return publishOutputs(workdir, folder, limits.diskBytes, limits.files);
+    // Most turns publish nothing: no query for them.
+    if (!(await holdsEntries(path.join(workdir, OUTPUTS_DIR)))) return [];
+    const set = outputsSet(agent.workspaceId, agent.name, conversationId);
+    await sharedFiles.pull(set, folder, null, syncLimits);
+    const published = await publishOutputs(workdir, folder, limits.diskBytes, limits.files);
+    if (published.length > 0)
+      await sharedFiles.push(set, folder, syncLimits, { fence: fenceOf({ conversationId, fence }) });
+    return published;
+  }
+
+  /** The conversation's outputs folder, brought to the stored generation where files are shared. */
+  async function outputsFolder(workspaceId: string, agent: string, conversationId: string): Promise<string> {
+    const folder = storeDir(workspaceId, agent, conversationId);
+    if (sharedFiles)
+      await sharedFiles.pull(outputsSet(workspaceId, agent, conversationId), folder, null, syncLimits);
+    return folder;
   }
 
   async function fork(parentConversationId: string, childConversationId: string): Promise<void> {
@@ -288,6 +371,13 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       await removeTree(to);
       await rename(scratch, to);
     }
+    // The stored files are the parent's as its last turn left them, wherever it ran; the local copy above
+    // only saves the child's first turn here the downloads.
+    if (options.fileStore)
+      await options.fileStore.copy(
+        workingFilesSet(parentConversationId),
+        workingFilesSet(childConversationId),
+      );
   }
 
   async function remove(conversationId: string): Promise<void> {
@@ -299,6 +389,11 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     quotas.delete(key);
     await removeTree(conversationDir(conversationId));
     await removeTree(gitDirOf(conversationId));
+    if (options.fileStore && sharedFiles) {
+      const set = workingFilesSet(conversationId);
+      await options.fileStore.remove(set);
+      await sharedFiles.forget(set);
+    }
   }
 
   return {
@@ -309,14 +404,15 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     sandboxUser: identity.mode,
     notices: hostNotices(host, layout.leftovers),
     cgroups: cgroups.version,
-    listWorkspaceOutputs: (workspaceId, agent, conversationId) =>
-      listStoreFiles(storeDir(workspaceId, agent, conversationId)),
-    readWorkspaceOutput: (workspaceId, agent, conversationId, relPath) =>
-      readStoreFile(storeDir(workspaceId, agent, conversationId), relPath),
+    listWorkspaceOutputs: async (workspaceId, agent, conversationId) =>
+      listStoreFiles(await outputsFolder(workspaceId, agent, conversationId)),
+    readWorkspaceOutput: async (workspaceId, agent, conversationId, relPath) =>
+      readStoreFile(await outputsFolder(workspaceId, agent, conversationId), relPath),
     async close() {
       await Promise.all([...activity.keys()].map(quiesce));
       for (const entry of warm.values()) if (entry.timer) clearTimeout(entry.timer);
       warm.clear();
+      clearInterval(sweeper);
       await cgroups.close();
       await removeTree(dirs.tmp).catch(() => undefined);
     },

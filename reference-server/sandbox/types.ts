@@ -3,6 +3,7 @@
  * processes. The service asks for a TurnSandbox at the start of a turn and finishes it at the end.
  */
 
+import type { FileStore } from "../store/file-store.ts";
 import type { SandboxLimits } from "./limits.ts";
 import type { SandboxUserSetting } from "./sandbox-user.ts";
 
@@ -45,6 +46,11 @@ export interface SandboxRequest {
   readOnly: boolean;
   /** Raw `metadata.attachments` from the request (unvalidated: malformed entries are dropped here). */
   attachments: unknown;
+  /**
+   * The fencing token of the conversation's turn lease, where the lock is one (several instances): files are
+   * saved to the shared file store only while the lease is still this turn's.
+   */
+  fence?: number;
 }
 
 export interface FinishReport {
@@ -83,6 +89,11 @@ export interface SandboxManagerOptions {
   limits?: Partial<SandboxLimits>;
   /** Host user of the commands (see sandbox-user.ts); default "auto". */
   sandboxUser?: SandboxUserSetting;
+  /**
+   * Where several instances share the store: storage agents' working files and published outputs live there,
+   * and the local directories are a cache of it. Absent (one instance), the local disk is the only copy.
+   */
+  fileStore?: FileStore;
 }
 
 export interface SandboxManager {

@@ -288,6 +288,8 @@ export class TurnService {
           isolated,
           readOnly,
           attachments: metadata.attachments,
+          // Files are saved to a shared store only while this turn still holds the conversation's lease.
+          fence: plan.release.fence,
         }),
       // Ends a running tool with the turn (disconnect, time-out, delete), whatever the engine passes.
       signal,

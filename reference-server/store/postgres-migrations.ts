@@ -144,6 +144,40 @@ const migrations: ReadonlyArray<string> = [
   );
   CREATE INDEX pending_recordings_by_due ON pending_recordings (due_at);
   `,
+  // 4: files as shared state (file-store.ts): content-addressed blobs, stored in chunks so no value
+  // is held whole in memory, and named sets of entries over them, each with a generation from one sequence
+  // (a set removed and written again never repeats one, so a stale local copy can never look current).
+  // Paths and link targets are bytea: a database's encoding must not refuse a file name.
+  `
+  CREATE TABLE file_blobs (
+    sha256     bytea PRIMARY KEY,
+    size       bigint NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+  );
+  CREATE TABLE file_chunks (
+    sha256 bytea NOT NULL REFERENCES file_blobs (sha256) ON DELETE CASCADE,
+    seq    integer NOT NULL,
+    bytes  bytea NOT NULL,
+    PRIMARY KEY (sha256, seq)
+  );
+  CREATE SEQUENCE file_set_generations;
+  CREATE TABLE file_sets (
+    set_key    text COLLATE "C" PRIMARY KEY,
+    generation bigint NOT NULL
+  );
+  CREATE TABLE file_entries (
+    set_key text COLLATE "C" NOT NULL REFERENCES file_sets (set_key) ON DELETE CASCADE,
+    path    bytea NOT NULL,
+    kind    text NOT NULL CHECK (kind IN ('file', 'dir', 'link')),
+    mode    integer NOT NULL,
+    size    bigint NOT NULL,
+    sha256  bytea REFERENCES file_blobs (sha256),
+    target  bytea,
+    PRIMARY KEY (set_key, path)
+  );
+  -- The sweep asks, for each old blob, whether any entry still refers to it.
+  CREATE INDEX file_entries_by_blob ON file_entries (sha256);
+  `,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = migrations.length;

@@ -16,6 +16,7 @@ import {
   rowToConversation,
 } from "./conversation-row.ts";
 import { listConversationsQuery, POSTGRES_DIALECT } from "./list-query.ts";
+import { createPostgresFileStore } from "./postgres-file-store.ts";
 import { migratePostgres } from "./postgres-migrations.ts";
 import {
   type CompactionRecord,
@@ -713,6 +714,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
         };
       },
     },
+
+    fileStore: createPostgresFileStore(pool),
 
     async close() {
       if (closed) return;

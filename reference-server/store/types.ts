@@ -4,6 +4,8 @@
  * database's driver does; each call is atomic on its own.
  */
 
+import type { FileStore } from "./file-store.ts";
+
 export const CHANNELS = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"] as const;
 export type Channel = (typeof CHANNELS)[number];
 
@@ -256,6 +258,11 @@ export interface Store {
   scheduledRecordings?: ScheduledRecordings;
   /** Present where several instances share the store (PostgreSQL: LISTEN/NOTIFY). */
   turnInterrupts?: TurnInterrupts;
+  /**
+   * Present where several instances share the store (PostgreSQL): conversations' files and published outputs,
+   * which every instance restores from. SQLite serves one process, whose local disk is the file store.
+   */
+  fileStore?: FileStore;
 }
 
 export class ConversationExistsError extends Error {
