@@ -17,21 +17,30 @@
  *   8% started by one of 4 automations, 1% hidden test runs, 1-3 turns each (activity spread over a
  *   year, out of creation order), and a few long conversations of 300 turns (600 messages).
  *
+ * On PostgreSQL (`--engine postgres`): each store is a database of a PostgreSQL cluster the bench starts
+ * for itself (scripts/postgres-cluster.ts; or `--store postgres://…` names one whose user may create
+ * databases), seeded through the same Store API with `--concurrency` conversations written at once (one at a
+ * time, a round trip per statement, 100,000 took too long), then VACUUM ANALYZE, as autovacuum would have.
+ *
  * Run: npm run bench:store [-- --n 100000 --baseline 1000 --samples 300 --long 10]
+ *      npm run bench:store -- --engine postgres [--store postgres://… --concurrency 16]
  */
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { parseArgs } from "node:util";
+import pg from "pg";
 import type { ServerConfig } from "../reference-server/config/types.ts";
 import type { AgentEngine } from "../reference-server/engine/types.ts";
 import type { SandboxManager } from "../reference-server/sandbox/types.ts";
 import { ConversationService, type ListQuery } from "../reference-server/service/conversations.ts";
 import { SessionRecorder } from "../reference-server/service/session-recorder.ts";
 import type { Caller } from "../reference-server/service/types.ts";
+import { openPostgresStore } from "../reference-server/store/postgres.ts";
 import { openSqliteStore } from "../reference-server/store/sqlite.ts";
 import type { Channel, ConversationRecord, Store } from "../reference-server/store/types.ts";
+import { type PostgresCluster, startPostgresCluster } from "../scripts/postgres-cluster.ts";
 import { percentile } from "./stats.ts";
 
 const WORKSPACE = "bench";
@@ -137,12 +146,15 @@ interface Seeded {
   seconds: number;
 }
 
-async function seed(store: Store, n: number, longCount: number): Promise<Seeded> {
+async function seed(store: Store, n: number, longCount: number, concurrency: number): Promise<Seeded> {
   const rnd = random(20261123);
   const owned: Seeded["owned"] = [];
   const long: Seeded["long"] = [];
   const started = performance.now();
   const longEvery = Math.max(1, Math.floor(n / longCount));
+  // The records are drawn in order (the same stores on every run); their writes overlap up to `concurrency`.
+  const inFlight = new Set<Promise<void>>();
+  let failure: unknown;
   for (let i = 0; i < n; i++) {
     const roll = rnd();
     const channel: Channel =
@@ -178,10 +190,22 @@ async function seed(store: Store, n: number, longCount: number): Promise<Seeded>
       turnModel: null,
       turnAutomation: null,
     };
-    await store.insertConversation(record);
-    await writeTurns(store, record, isLong ? LONG_TURNS : 1 + Math.floor(rnd() * 3), lastAt);
+    const turns = isLong ? LONG_TURNS : 1 + Math.floor(rnd() * 3);
+    const write: Promise<void> = (async () => {
+      await store.insertConversation(record);
+      await writeTurns(store, record, turns, lastAt);
+    })()
+      .catch((error: unknown) => {
+        failure ??= error;
+      })
+      .finally(() => inFlight.delete(write));
+    inFlight.add(write);
+    if (inFlight.size >= concurrency) await Promise.race(inFlight);
+    if (failure) throw failure;
     if (owner !== null && !record.hidden) (isLong ? long : owned).push({ id: record.id, owner });
   }
+  await Promise.all(inFlight);
+  if (failure) throw failure;
   return { owned, long, seconds: (performance.now() - started) / 1000 };
 }
 
@@ -311,14 +335,61 @@ function databaseSize(file: string): { bytes: number; parts: SizeRow[] } {
   }
 }
 
-async function openSubject(n: number, longCount: number): Promise<Subject> {
+/** The size of a PostgreSQL database, after VACUUM ANALYZE (the statistics its planner would have). */
+async function postgresSize(url: string): Promise<{ bytes: number; parts: SizeRow[] }> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query("VACUUM ANALYZE");
+    const total = await client.query<{ bytes: string }>(
+      "SELECT pg_database_size(current_database()) AS bytes",
+    );
+    // Tables with their TOAST, and indexes, each on its own row (the list indexes are conversations_list_*).
+    const { rows } = await client.query<{ name: string; bytes: string }>(
+      `SELECT relname AS name, CASE relkind WHEN 'r' THEN pg_table_size(oid) ELSE pg_relation_size(oid) END AS bytes
+       FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'i') ORDER BY 2 DESC`,
+    );
+    return {
+      bytes: Number(total.rows[0].bytes),
+      parts: rows.map((row) => ({ name: row.name, bytes: Number(row.bytes) })),
+    };
+  } finally {
+    await client.end();
+  }
+}
+
+/** Where the stores live: SQLite files, or databases of one PostgreSQL server. */
+interface StoreEngine {
+  name: "sqlite" | "postgres";
+  /** A server URL (its `postgres` database) on which the bench may create databases. */
+  postgresUrl?: string;
+  concurrency: number;
+}
+
+async function openSubject(n: number, longCount: number, where: StoreEngine): Promise<Subject> {
   const dir = mkdtempSync(path.join(tmpdir(), "bench-store-"));
-  const file = path.join(dir, "agent-api.sqlite");
-  const store = openSqliteStore(file);
+  let store: Store;
+  let size: () => Promise<{ bytes: number; parts: SizeRow[] }>;
+  if (where.name === "postgres" && where.postgresUrl) {
+    const database = `bench_store_${n}_${process.pid}`;
+    const admin = new pg.Client({ connectionString: where.postgresUrl });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS ${database}`);
+    await admin.query(`CREATE DATABASE ${database}`);
+    await admin.end();
+    const url = new URL(where.postgresUrl);
+    url.pathname = `/${database}`;
+    store = await openPostgresStore(url.href, { maxConnections: Math.max(4, where.concurrency) });
+    size = () => postgresSize(url.href);
+  } else {
+    const file = path.join(dir, "agent-api.sqlite");
+    store = openSqliteStore(file);
+    size = async () => databaseSize(file);
+  }
   process.stdout.write(`  seeding ${n.toLocaleString("en")} conversations through the Store API... `);
-  const seeded = await seed(store, n, longCount);
+  const seeded = await seed(store, n, longCount, where.concurrency);
   process.stdout.write(`${seeded.seconds.toFixed(1)} s\n`);
-  const { bytes, parts } = databaseSize(file);
+  const { bytes, parts } = await size();
   const config: ServerConfig = {
     workspaces: [{ id: WORKSPACE, name: WORKSPACE, members: MEMBERS.map((id) => ({ id, name: id })) }],
     keys: [],
@@ -491,17 +562,32 @@ async function main(): Promise<void> {
       baseline: { type: "string", default: "1000" },
       samples: { type: "string", default: "300" },
       long: { type: "string", default: "10" },
+      engine: { type: "string", default: "sqlite" },
+      store: { type: "string" },
+      concurrency: { type: "string" },
     },
   });
+  const engineName = values.engine === "postgres" || values.store ? "postgres" : "sqlite";
+  if (values.engine !== "sqlite" && values.engine !== "postgres")
+    throw new Error(`--engine must be sqlite or postgres (got ${values.engine})`);
+  let cluster: PostgresCluster | undefined;
+  const where: StoreEngine = {
+    name: engineName,
+    concurrency: Number(values.concurrency ?? (engineName === "postgres" ? 8 : 1)),
+  };
+  if (engineName === "postgres") {
+    if (!values.store) cluster = await startPostgresCluster();
+    where.postgresUrl = values.store ?? cluster?.url;
+  }
   const n = Number(values.n);
   const baselineN = Math.min(Number(values.baseline), n);
   const samples = Number(values.samples);
   const longCount = Number(values.long);
   console.log(
-    `bench:store: ${baselineN.toLocaleString("en")} (baseline) and ${n.toLocaleString("en")} conversations`,
+    `bench:store: ${baselineN.toLocaleString("en")} (baseline) and ${n.toLocaleString("en")} conversations on ${engineName === "postgres" ? `PostgreSQL (${cluster ? "a cluster of this run, fsync off" : "--store"}; the CPU column is this process's, not the server's)` : "SQLite"}`,
   );
-  const baseline = await openSubject(baselineN, longCount);
-  const large = await openSubject(n, longCount);
+  const baseline = await openSubject(baselineN, longCount, where);
+  const large = await openSubject(n, longCount, where);
   try {
     const subjects = [baseline, large];
     for (const operation of operations()) {
@@ -517,6 +603,7 @@ async function main(): Promise<void> {
   } finally {
     await closeSubject(baseline);
     await closeSubject(large);
+    await cluster?.stop();
   }
 }
 

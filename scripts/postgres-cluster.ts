@@ -50,7 +50,14 @@ export interface PostgresCluster {
   stop(): Promise<void>;
 }
 
-export async function startPostgresCluster(): Promise<PostgresCluster> {
+export interface PostgresClusterOptions {
+  /** More server settings, `name=value` each (the benchmarks load pg_stat_statements this way). */
+  settings?: string[];
+}
+
+export async function startPostgresCluster(
+  clusterOptions: PostgresClusterOptions = {},
+): Promise<PostgresCluster> {
   const bin = postgresBinDir();
   if (!bin) throw new Error("PostgreSQL is not installed (no /usr/lib/postgresql/<version>/bin/initdb)");
   const dir = mkdtempSync(join(tmpdir(), "agent-api-postgres-"));
@@ -84,6 +91,7 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
       "-c synchronous_commit=off",
       "-c full_page_writes=off",
       "-c max_connections=300",
+      ...(clusterOptions.settings ?? []).map((setting) => `-c ${setting}`),
     ].join(" ");
     await as("pg_ctl", ["-D", data, "-o", options, "-l", join(dir, "log"), "-w", "start"]);
     return {

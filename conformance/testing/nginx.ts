@@ -31,16 +31,22 @@ export interface Nginx {
 
 /**
  * Starts nginx with `serverBlock` (one `server { ... }`) under `dir`; resolves once `port` accepts
- * connections. The surrounding config keeps every path (pid, logs, temp files) inside `dir`.
+ * connections. The surrounding config keeps every path (pid, logs, temp files) inside `dir`;
+ * `workerConnections` (default 256) must exceed twice the streams it carries (each holds two connections).
  */
-export async function startNginx(dir: string, port: number, serverBlock: string): Promise<Nginx> {
+export async function startNginx(
+  dir: string,
+  port: number,
+  serverBlock: string,
+  options: { workerConnections?: number } = {},
+): Promise<Nginx> {
   mkdirSync(join(dir, "logs"), { recursive: true });
   const config = `
 ${process.getuid?.() === 0 ? "user root;" : ""}
 worker_processes 1;
 pid ${join(dir, "nginx.pid")};
 error_log ${join(dir, "logs", "error.log")} warn;
-events { worker_connections 256; }
+events { worker_connections ${options.workerConnections ?? 256}; }
 http {
   access_log off;
   client_body_temp_path ${join(dir, "client_body")};

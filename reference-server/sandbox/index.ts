@@ -380,7 +380,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       );
   }
 
-  async function remove(conversationId: string): Promise<void> {
+  async function evictLocal(conversationId: string): Promise<void> {
     const key = conversationDirName(conversationId);
     await quiesce(key);
     const entry = warm.get(key);
@@ -389,11 +389,12 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     quotas.delete(key);
     await removeTree(conversationDir(conversationId));
     await removeTree(gitDirOf(conversationId));
-    if (options.fileStore && sharedFiles) {
-      const set = workingFilesSet(conversationId);
-      await options.fileStore.remove(set);
-      await sharedFiles.forget(set);
-    }
+    await sharedFiles?.forget(workingFilesSet(conversationId));
+  }
+
+  async function remove(conversationId: string): Promise<void> {
+    await evictLocal(conversationId);
+    await options.fileStore?.remove(workingFilesSet(conversationId));
   }
 
   return {
@@ -401,6 +402,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     acquire,
     fork,
     remove,
+    evictLocal,
     sandboxUser: identity.mode,
     notices: hostNotices(host, layout.leftovers),
     cgroups: cgroups.version,

@@ -5,9 +5,19 @@
  * With each server's files on its own disk only (no shared file store), the second turn finds nothing.
  * Runs on the test run's cluster (scripts/postgres-cluster.ts); skipped without one.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, postgresSkipReason } from "../store/testing.ts";
-import { PHRASES, removeDir, type SandboxServer, startSandboxServer } from "../test/sandbox-server.ts";
+import {
+  ADMIN_KEY,
+  PHRASES,
+  removeDir,
+  type SandboxServer,
+  startSandboxServer,
+} from "../test/sandbox-server.ts";
+import { conversationDirName } from "./safe-paths.ts";
 
 const skip = postgresSkipReason();
 const titled = (title: string) => (skip === undefined ? title : `${title} (skipped: ${skip})`);
@@ -48,6 +58,22 @@ describe.skipIf(skip !== undefined)(
       const listed = await a.turn("demo-agent", PHRASES.run("ls -A; echo listed"), { conversation_id: id });
       expect(listed.text).toContain("listed");
       expect(listed.text).not.toContain("memo.txt");
+    });
+
+    it("a delete on one server removes the other's local copy of the conversation", async () => {
+      const [a, b] = servers;
+      const id = "deleted-elsewhere";
+      await a.turn("demo-agent", PHRASES.write("memo.txt", "kept-on-a"), { conversation_id: id });
+      const copyOnA = join(a.dataDir, "sandboxes", "conversations", conversationDirName(id));
+      expect(existsSync(join(copyOnA, "memo.txt"))).toBe(true);
+      const deleted = await fetch(`${b.url}/api/agents/demo-agent/conversations/${id}`, {
+        method: "DELETE",
+        headers: { "x-api-key": ADMIN_KEY },
+      });
+      expect(deleted.status).toBe(204);
+      const deadline = Date.now() + 10_000;
+      while (existsSync(copyOnA) && Date.now() < deadline) await sleep(50);
+      expect(existsSync(copyOnA)).toBe(false);
     });
   },
 );

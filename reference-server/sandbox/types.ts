@@ -110,6 +110,12 @@ export interface SandboxManager {
   fork(parentConversationId: string, childConversationId: string): Promise<void>;
   /** Deletes a conversation's files (delete). */
   remove(conversationId: string): Promise<void>;
+  /**
+   * Drops this instance's local copy of a conversation another instance deleted (its directories and what
+   * this instance knew of the shared set); the shared store is left alone. Without it, every instance would
+   * keep a copy of every conversation it ever served, deleted or not.
+   */
+  evictLocal(conversationId: string): Promise<void>;
   /** Files a conversation published to the workspace store (storage agents' outputs/). */
   listWorkspaceOutputs(workspaceId: string, agent: string, conversationId: string): Promise<string[]>;
   readWorkspaceOutput(

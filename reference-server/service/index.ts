@@ -52,8 +52,28 @@ export async function createService(
   // A delete on another instance ends the turn running here (and one here, there).
   const interrupts = deps.store.turnInterrupts;
   const unsubscribe = interrupts
-    ? await interrupts.subscribe((id, code) => turns.interrupt(id, interruptCode(code)))
+    ? await interrupts.subscribe((id, published) => {
+        const code = interruptCode(published);
+        turns.interrupt(id, code);
+        if (code === "AGENT_API_CONVERSATION_DELETED") void evictDeleted(id);
+      })
     : undefined;
+  // This instance's copy of a conversation deleted elsewhere goes once the delete is done: under the
+  // conversation's lock, which the deleting instance holds until its rows and shared files are gone, so no
+  // turn (of a conversation re-created with the id) runs here meanwhile.
+  async function evictDeleted(id: string): Promise<void> {
+    try {
+      const release = await locks.acquire(id);
+      try {
+        await deps.sandbox.evictLocal(id);
+      } finally {
+        release();
+      }
+    } catch {
+      // Only a cache is left behind (the lock's waiting line was full, the disk refused): the shared set is
+      // gone, so no turn ever restores from it, and the next turn of a re-created id replaces it.
+    }
+  }
   // Instances tell each other the interrupt's code; each says it in the words of its own catalogue.
   const interruptTurn = (id: string, code: InterruptCode) => {
     turns.interrupt(id, code);

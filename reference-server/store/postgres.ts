@@ -169,13 +169,16 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     if (history) await insertSessionMessages(db, record.id, history.messages, 0, 0, record.turnIndex ?? null);
   }
 
-  /** Inserts messages[from..] as rows seq, seq + 1, ... written by turn `turnIndex`, in one statement. */
+  /**
+   * Inserts messages[from..] as rows seq, seq + 1, ... written by turn `turnIndex`, in one statement; `seq`
+   * null: after the session's last row (the caller holds the session's row lock).
+   */
   async function insertSessionMessages(
     db: Queryable,
     sessionId: string,
     messages: unknown[],
     from: number,
-    seq: number,
+    seq: number | null,
     turnIndex: number | null,
   ): Promise<void> {
     if (from >= messages.length) return;
@@ -183,7 +186,9 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     await query(
       db,
       `INSERT INTO session_messages (session_id, seq, message, turn_index)
-       SELECT $1, $2::integer + ordinality::integer - 1, message, $4 FROM unnest($3::text[]) WITH ORDINALITY AS m (message, ordinality)`,
+       SELECT $1, COALESCE($2::integer, (SELECT COALESCE(MAX(seq) + 1, 0) FROM session_messages WHERE session_id = $1)::integer)
+         + ordinality::integer - 1, message, $4
+       FROM unnest($3::text[]) WITH ORDINALITY AS m (message, ordinality)`,
       [sessionId, seq, json, turnIndex],
     );
   }
@@ -223,14 +228,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
            ORDER BY seq DESC LIMIT $3)`,
         [turnIndex, sessionId, length - from],
       );
-    const next = (
-      (await one<{ next: number }>(
-        db,
-        "SELECT COALESCE(MAX(seq) + 1, 0)::integer AS next FROM session_messages WHERE session_id = $1",
-        [sessionId],
-      )) as { next: number }
-    ).next;
-    await insertSessionMessages(db, sessionId, messages, from, next, turnIndex);
+    await insertSessionMessages(db, sessionId, messages, from, null, turnIndex);
     await query(
       db,
       "UPDATE sessions SET context = 'null', history_tokens = $1, history_length = $2, updated_at = $3 WHERE id = $4",
@@ -372,23 +370,30 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
           );
           if (lease === undefined || Number(lease.token) !== write.fence) throw new TurnLeaseLostError();
         }
+        // One round trip each (a turn's commit is most of its statements): the pending turn goes with the
+        // row's update, the messages with the events, each numbered after the last under the row's lock.
         const bumped = await query(
           db,
-          "UPDATE conversations SET updated_at = $1, turn_count = $2 WHERE id = $3",
+          `WITH finished AS (DELETE FROM pending_turns WHERE conversation_id = $3)
+           UPDATE conversations SET updated_at = $1, turn_count = $2 WHERE id = $3`,
           [write.at, write.turnIndex + 1, write.conversationId],
         );
         if (bumped.rowCount === 0) throw new Error(`commitTurn: no conversation ${write.conversationId}`);
-        await query(db, "DELETE FROM pending_turns WHERE conversation_id = $1", [write.conversationId]);
-        if (write.messages.length > 0) {
+        if (write.messages.length > 0 || events.length > 0) {
           await query(
             db,
-            `INSERT INTO messages (conversation_id, seq, turn_index, role, text, author_member_id, author_name, is_compact_summary, created_at)
-             SELECT $1, $2::integer + ordinality::integer - 1, $3, role, text, author_member_id, author_name, is_compact_summary, $4
-             FROM unnest($5::text[], $6::bytea[], $7::text[], $8::text[], $9::boolean[]) WITH ORDINALITY
-               AS m (role, text, author_member_id, author_name, is_compact_summary, ordinality)`,
+            `WITH added_messages AS (
+               INSERT INTO messages (conversation_id, seq, turn_index, role, text, author_member_id, author_name, is_compact_summary, created_at)
+               SELECT $1, (SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE conversation_id = $1)::integer + ordinality::integer - 1,
+                 $2, role, text, author_member_id, author_name, is_compact_summary, $3
+               FROM unnest($4::text[], $5::bytea[], $6::text[], $7::text[], $8::boolean[]) WITH ORDINALITY
+                 AS m (role, text, author_member_id, author_name, is_compact_summary, ordinality))
+             INSERT INTO events (conversation_id, seq, turn_index, event, created_at)
+             SELECT $1, (SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE conversation_id = $1)::integer + ordinality::integer - 1,
+               $2, event, $3
+             FROM unnest($9::text[]) WITH ORDINALITY AS e (event, ordinality)`,
             [
               write.conversationId,
-              await nextSeq(db, "messages", write.conversationId),
               write.turnIndex,
               write.at,
               write.messages.map((m) => m.role),
@@ -396,20 +401,6 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
               write.messages.map((m) => m.authorMemberId),
               write.messages.map((m) => m.authorName),
               write.messages.map((m) => m.isCompactSummary),
-            ],
-          );
-        }
-        if (events.length > 0) {
-          await query(
-            db,
-            `INSERT INTO events (conversation_id, seq, turn_index, event, created_at)
-             SELECT $1, $2::integer + ordinality::integer - 1, $3, event, $4
-             FROM unnest($5::text[]) WITH ORDINALITY AS e (event, ordinality)`,
-            [
-              write.conversationId,
-              await nextSeq(db, "events", write.conversationId),
-              write.turnIndex,
-              write.at,
               events,
             ],
           );
