@@ -13,6 +13,7 @@ import type { LimitsConfig, ServerConfig } from "./config/types.ts";
 import { createEngine, LOOP_DEFAULTS } from "./engine/index.ts";
 import { Admission, DEFAULT_ADMISSION_LIMITS } from "./http/admission.ts";
 import { buildApp, SLOW_CLIENT_DEFAULTS } from "./http/app.ts";
+import { trackListener } from "./http/listener-close.ts";
 import { KEEP_ALIVE_MS } from "./http/sse.ts";
 import { createSandboxManager, type SandboxLimits, type SandboxUserSetting } from "./sandbox/index.ts";
 import { createService, type ServiceLive } from "./service/index.ts";
@@ -77,6 +78,16 @@ export interface ServerOptions {
   checkpointIntervalMs?: number;
   /** Write the AGENT_API_* variables for the conformance suite here (demo only). */
   envFile?: string;
+  /**
+   * The demo repository agent's remote: a path (instances on one machine share it; the first creates it) or
+   * a git URL (given the demo's initial commit when empty). Default: a bare repository in `dataDir`.
+   */
+  demoRemote?: string;
+  /**
+   * The address clients use (a balancer's, e.g. http://lb:8080): the base URL of the AGENT_API_* variables
+   * and of the demo's start-up lines. Default: this instance's own URL.
+   */
+  publicUrl?: string;
 }
 
 export interface RunningServer {
@@ -95,6 +106,12 @@ export interface RunningServer {
   live(): ServiceLive & { requestsInFlight: number; bodyBytesHeld: number };
   close(): Promise<void>;
 }
+
+/**
+ * At a shutdown, how long a connection accepted just before the listener closed may take to bring its
+ * request (a balancer's request on its way); one that brings none by then is closed.
+ */
+const FRESH_CONNECTION_WAIT_MS = 1_000;
 
 /** After the grace period: time for the interrupted turns to send their error event before sockets close. */
 const FORCE_CLOSE_AFTER_GRACE_MS = 1_000;
@@ -139,7 +156,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const useDemo = options.demo === true || options.configFile === undefined;
   const demo = useDemo
-    ? await createDemo(dataDir, { baseUrl: "http://placeholder", routingPrefix })
+    ? await createDemo(dataDir, {
+        baseUrl: "http://placeholder",
+        routingPrefix,
+        remote: options.demoRemote,
+      })
     : undefined;
   const config = demo ? demo.config : await loadConfigFile(options.configFile as string);
 
@@ -210,6 +231,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     requestTimeoutMs: limits.requestTimeoutMs,
     headersTimeoutMs: limits.headersTimeoutMs,
   });
+  const listener = trackListener(app.server);
   let closed = false;
   const closeAll = async () => {
     if (closed) return;
@@ -223,6 +245,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       // client, a proxy that lost its own). Node would wait up to its 300 s request timeout for it.
       forced = setTimeout(() => app.server.closeAllConnections(), FORCE_CLOSE_AFTER_GRACE_MS);
     }, options.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs);
+    await listener.closeListener(FRESH_CONNECTION_WAIT_MS);
     await app.close();
     clearTimeout(grace);
     clearTimeout(forced);
@@ -241,8 +264,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const host = options.host ?? DEFAULTS.host;
   const url = `http://${host.includes(":") ? `[${host}]` : host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`;
 
+  const publicUrl = options.publicUrl ?? url;
   const envVars: Record<string, string> = demo
-    ? { ...demo.envVars, AGENT_API_BASE_URL: url, AGENT_API_FLOW_URL: url }
+    ? { ...demo.envVars, AGENT_API_BASE_URL: publicUrl, AGENT_API_FLOW_URL: publicUrl }
     : {};
   if (options.envFile && demo) await writeFile(options.envFile, formatEnvFile(envVars));
   return {

@@ -25,6 +25,21 @@ const cpusOption = usage("serve", (value: string) => {
   return cpus;
 });
 
+/** The address clients reach the server at (a balancer's): an http(s) URL, kept without a trailing slash. */
+const publicUrlOption = usage("serve", (value: string) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error(`--public-url must be an http:// or https:// URL, got ${JSON.stringify(value)}`);
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.search !== "" || url.hash !== "")
+    throw new Error(
+      `--public-url must be an http:// or https:// URL without query or fragment, got ${value}`,
+    );
+  return value.replace(/\/+$/, "");
+});
+
 /** A count of 1 or more (a cap of 0 would refuse everything). */
 function positive(name: string) {
   return usage("serve", (value: string) => {
@@ -101,6 +116,15 @@ function buildProgram(): Command {
       .option(
         "--write-env-file <file>",
         "with the demo: write the AGENT_API_* variables for `agent-api check` here (alias --env-file)",
+      )
+      .option(
+        "--public-url <url>",
+        "with the demo: the address clients use, e.g. a balancer's http://lb:8080, as the base URL of --write-env-file and the start-up lines (default this instance's)",
+        publicUrlOption,
+      )
+      .option(
+        "--demo-remote <path-or-url>",
+        "with the demo: the repository agent's remote; instances behind one balancer name the same one: a path on one machine (the first instance creates it) or a git server's URL (given the demo's first commit when empty) (default <data>/demo/acme-widgets.git)",
       )
       // --env-file is the name users expect, but Node itself claims `--env-file` anywhere on its command line
       // (nodejs/node#54232): under npx/npm it works only once the file exists. The bin/agent-api wrapper
@@ -207,6 +231,13 @@ export async function main(args: string[]): Promise<number> {
   const exit = parseCommand(program, args, "serve");
   if (exit !== null) return exit;
   const opts = program.opts<Record<string, string | number | boolean | undefined>>();
+  if (opts.config !== undefined && opts.demo !== true) {
+    const demoOnly = ["--demo-remote", "--public-url"].filter((flag) => opts[optionKey(flag)] !== undefined);
+    if (demoOnly.length > 0) {
+      process.stderr.write(`agent-api serve: ${demoOnly.join(" and ")} apply to the demo, not to --config\n`);
+      return 2;
+    }
+  }
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
     server = await startServer({
@@ -218,6 +249,8 @@ export async function main(args: string[]): Promise<number> {
       configFile: opts.config as string | undefined,
       demo: opts.demo === true,
       envFile: (opts.writeEnvFile ?? opts.envFile) as string | undefined,
+      publicUrl: opts.publicUrl as string | undefined,
+      demoRemote: opts.demoRemote as string | undefined,
       sessionDelayMs: opts.sessionDelayMs as number | undefined,
       routingPrefix: opts.routingPrefix as string | undefined,
       engine: opts.engine as string | undefined,
@@ -262,7 +295,7 @@ export async function main(args: string[]): Promise<number> {
   ];
   process.stdout.write(`${startup.join("\n")}\n`);
   if (Object.keys(server.envVars).length > 0) {
-    process.stdout.write(demoSummary(demoKeys, server.url));
+    process.stdout.write(demoSummary(demoKeys, server.envVars.AGENT_API_BASE_URL ?? server.url));
     const envFile = opts.writeEnvFile ?? opts.envFile;
     if (envFile) process.stdout.write(`Wrote the conformance variables to ${envFile}\n`);
   }

@@ -1,9 +1,17 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDemo, DEMO_ADMIN_KEY, demoSummary, formatEnvFile } from "./demo.ts";
+import { createDemo, DEMO_ADMIN_KEY, demoSummary, formatEnvFile, isGitUrl } from "./demo.ts";
 import { createKeyIndex } from "./keys.ts";
 import { loadConfigFile } from "./load.ts";
 
@@ -96,6 +104,79 @@ describe("createDemo", () => {
   it("writes a demo config file that loads back to the same configuration", async () => {
     const { config } = await createDemo(dir, opts);
     expect(await loadConfigFile(join(dir, "demo", "demo-config.yaml"))).toEqual(config);
+  });
+});
+
+describe("createDemo with a shared remote (--demo-remote)", () => {
+  it("instances starting at once on one path create one repository, and all name it", async () => {
+    const shared = join(dir, "shared", "acme-widgets.git");
+    const demos = await Promise.all(
+      [1, 2, 3, 4].map((i) => createDemo(join(dir, `instance-${i}`), { ...opts, remote: shared })),
+    );
+    for (const demo of demos) {
+      expect(demo.envVars.AGENT_API_REPO_URL).toBe(shared);
+      expect(demo.config.agents[2].repoUrl).toBe(shared);
+    }
+    expect(git(shared, "rev-list", "--count", "main")).toBe("1");
+    expect(git(shared, "symbolic-ref", "HEAD")).toBe("refs/heads/main");
+    // Each instance built its copy aside; the losers' copies are gone.
+    expect(readdirSync(join(dir, "shared"))).toEqual(["acme-widgets.git"]);
+    // No instance made a repository of its own.
+    expect(existsSync(join(dir, "instance-1", "demo", "acme-widgets.git"))).toBe(false);
+  });
+
+  it("leaves a remote that has main alone, and gives an empty bare repository its first commit", async () => {
+    const shared = join(dir, "shared", "acme-widgets.git");
+    const before = git(shared, "rev-parse", "main");
+    await createDemo(join(dir, "instance-5"), { ...opts, remote: shared });
+    expect(git(shared, "rev-parse", "main")).toBe(before);
+
+    const empty = join(dir, "empty.git");
+    execFileSync("git", ["init", "--quiet", "--bare", empty]);
+    await Promise.all([1, 2].map((i) => createDemo(join(dir, `empty-${i}`), { ...opts, remote: empty })));
+    // The same commit as anywhere else: fixed identity and dates.
+    expect(git(empty, "rev-parse", "main")).toBe(before);
+  });
+
+  it("names a relative path absolutely, and refuses a path that is not a repository", async () => {
+    const remote = relative(process.cwd(), join(dir, "rel", "acme.git"));
+    const demo = await createDemo(join(dir, "relative"), { ...opts, remote });
+    expect(demo.envVars.AGENT_API_REPO_URL).toBe(join(dir, "rel", "acme.git"));
+    const notRepo = join(dir, "not-a-repo");
+    mkdirSync(notRepo);
+    writeFileSync(join(notRepo, "file.txt"), "x");
+    await expect(createDemo(join(dir, "bad"), { ...opts, remote: notRepo })).rejects.toThrow(
+      /not a git repository the demo can use/,
+    );
+  });
+
+  it("gives a git URL's empty repository the demo's first commit, once", async () => {
+    const server = join(dir, "git-server", "acme.git");
+    execFileSync("git", ["init", "--quiet", "--bare", "--initial-branch=main", server]);
+    const url = `file://${server}`;
+    const demos = await Promise.all(
+      [1, 2, 3].map((i) => createDemo(join(dir, `url-${i}`), { ...opts, remote: url })),
+    );
+    for (const demo of demos) expect(demo.envVars.AGENT_API_REPO_URL).toBe(url);
+    expect(git(server, "rev-list", "--count", "main")).toBe("1");
+    const clone = join(dir, "url-clone");
+    execFileSync("git", ["clone", "--quiet", url, clone]);
+    expect(readFileSync(join(clone, "widgets.txt"), "utf8")).toBe("sprocket\ngear\nflange\n");
+    await expect(
+      createDemo(join(dir, "url-bad"), { ...opts, remote: `file://${join(dir, "no-such-server.git")}` }),
+    ).rejects.toThrow(/not reachable or refused/);
+  });
+
+  it("tells git URLs from paths as git does", () => {
+    for (const url of [
+      "https://git.example/acme.git",
+      "ssh://git@host/acme.git",
+      "git@host:acme.git",
+      "file:///srv/acme.git",
+    ])
+      expect(isGitUrl(url), url).toBe(true);
+    for (const path of ["/srv/git/acme.git", "./acme.git", "acme.git", "dir/with:colon.git"])
+      expect(isGitUrl(path), path).toBe(false);
   });
 });
 

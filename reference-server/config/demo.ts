@@ -3,11 +3,14 @@
  * a storage agent with files, a repo agent over a local bare repository, an automation and a flow.
  * The demo is written in the config file format and goes through parseConfig, so it is checked like any
  * user config. Creating it again in the same data directory reuses what exists.
+ *
+ * Several instances serving one demo (a shared store) name one repository remote (`demoRemote`): a path
+ * every instance reaches (one machine) or a git URL (a git server); the first instance to start creates it.
  */
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { chmod, mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { stringify as stringifyYaml } from "yaml";
 import { DEMO_CHANNEL_ID, DEMO_NOTEBOOK_PATH } from "./demo-data.ts";
@@ -69,8 +72,21 @@ These files are restored fresh for every turn of notes-agent (a storage-backed d
 The token NOTES-FILE-PRESENT proves the agent can read them.
 `;
 
+/** The repository agent's remote when none is named: a bare repository in the data directory. */
+export function defaultDemoRemote(dataDir: string): string {
+  return join(resolve(dataDir), "demo", "acme-widgets.git");
+}
+
+/**
+ * A git URL (`scheme://…`, or scp-like `host:path` with the colon before any slash, as git reads it) names a
+ * remote on a git server; anything else is a local path.
+ */
+export function isGitUrl(remote: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(remote) || /^[^/]+:/.test(remote);
+}
+
 /** The demo in the config file format; `dataDir`-relative locations are absolute here. */
-export function demoConfigFile(dataDir: string): ConfigFile {
+export function demoConfigFile(dataDir: string, remote = defaultDemoRemote(dataDir)): ConfigFile {
   const demoDir = join(resolve(dataDir), "demo");
   return {
     workspaces: [
@@ -134,7 +150,7 @@ export function demoConfigFile(dataDir: string): ConfigFile {
         default_model: "demo-large",
         models: [DEMO_LARGE],
         instructions: "You are the agent of the acme/widgets repository.",
-        repo_url: join(demoDir, "acme-widgets.git"),
+        repo_url: remote,
       },
       {
         name: "other-agent",
@@ -176,9 +192,16 @@ const gitEnv = {
 };
 
 async function git(gitDir: string, args: string[], input?: string): Promise<string> {
-  // Plumbing against the bare repository: no working tree, no user git config needed.
+  // Plumbing against the bare repository: no working tree, no user git config needed; a remote that asks
+  // for credentials fails instead of waiting on a terminal.
   const child = run("git", [`--git-dir=${gitDir}`, ...args], {
-    env: { ...process.env, ...gitEnv, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" },
+    env: {
+      ...process.env,
+      ...gitEnv,
+      GIT_CONFIG_NOSYSTEM: "1",
+      GIT_CONFIG_GLOBAL: "/dev/null",
+      GIT_TERMINAL_PROMPT: "0",
+    },
   });
   if (input !== undefined) {
     child.child.stdin?.end(input);
@@ -186,21 +209,18 @@ async function git(gitDir: string, args: string[], input?: string): Promise<stri
   return (await child).stdout.trim();
 }
 
-/** A bare repository with default branch main and one initial commit; left alone when main exists. */
-export async function ensureDemoRepository(gitDir: string): Promise<void> {
-  if (existsSync(join(gitDir, "HEAD"))) {
-    try {
-      await git(gitDir, ["rev-parse", "--verify", "--quiet", "refs/heads/main"]);
-      return;
-    } catch {
-      // A repository without main (an interrupted earlier run): give it its commit below.
-    }
-  } else {
-    await mkdir(gitDir, { recursive: true });
-    await run("git", ["init", "--quiet", "--bare", gitDir], {
-      env: { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null" },
-    });
+async function hasMain(gitDir: string): Promise<boolean> {
+  if (!existsSync(join(gitDir, "HEAD"))) return false;
+  try {
+    await git(gitDir, ["rev-parse", "--verify", "--quiet", "refs/heads/main"]);
+    return true;
+  } catch {
+    return false;
   }
+}
+
+/** Writes the demo's initial commit into `gitDir` and points HEAD at main; main itself is not set. */
+async function writeInitialCommit(gitDir: string): Promise<string> {
   await git(gitDir, ["symbolic-ref", "HEAD", "refs/heads/main"]);
   const readme = await git(
     gitDir,
@@ -213,8 +233,73 @@ export async function ensureDemoRepository(gitDir: string): Promise<void> {
     ["mktree"],
     `100644 blob ${readme}\tREADME.md\n100644 blob ${widgets}\twidgets.txt\n`,
   );
-  const commit = await git(gitDir, ["commit-tree", tree, "-m", "Initial commit"]);
-  await git(gitDir, ["update-ref", "refs/heads/main", commit]);
+  return git(gitDir, ["commit-tree", tree, "-m", "Initial commit"]);
+}
+
+/**
+ * A bare repository with default branch main and one initial commit; left alone when main exists. Several
+ * instances may create the same path at once: each builds the repository aside and renames it into place, so
+ * the first rename wins and the others find it there; an existing repository without main (an interrupted
+ * earlier run, a bare repository made empty by hand) gets main only if it still has none.
+ */
+export async function ensureDemoRepository(gitDir: string): Promise<void> {
+  if (await hasMain(gitDir)) return;
+  if (!existsSync(join(gitDir, "HEAD"))) {
+    await mkdir(dirname(gitDir), { recursive: true });
+    const aside = await mkdtemp(`${gitDir}.tmp-`);
+    try {
+      await chmod(aside, 0o755);
+      await run("git", ["init", "--quiet", "--bare", aside], {
+        env: { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null" },
+      });
+      await git(aside, ["update-ref", "refs/heads/main", await writeInitialCommit(aside)]);
+      try {
+        // Onto a missing or empty directory only: a repository another instance put there stays.
+        await rename(aside, gitDir);
+        return;
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code !== "ENOTEMPTY" && code !== "EEXIST") throw error;
+      }
+    } finally {
+      await rm(aside, { recursive: true, force: true });
+    }
+    if (await hasMain(gitDir)) return;
+  }
+  try {
+    // The empty old value: created only if main does not exist yet.
+    await git(gitDir, ["update-ref", "refs/heads/main", await writeInitialCommit(gitDir), ""]);
+  } catch (error) {
+    if (await hasMain(gitDir)) return;
+    throw new Error(
+      `${gitDir} is not a git repository the demo can use: ${error instanceof Error ? error.message.trim() : String(error)}`,
+    );
+  }
+}
+
+/**
+ * The demo's remote on a git server: given its initial commit when it has no main (the commit is the same
+ * on every machine, so instances pushing it at once agree), left alone otherwise. `localDir` is a bare
+ * repository of this instance's to push from.
+ */
+async function ensureDemoRemoteUrl(url: string, localDir: string): Promise<void> {
+  const hasRemoteMain = async () => (await git(localDir, ["ls-remote", url, "refs/heads/main"])) !== "";
+  await ensureDemoRepository(localDir);
+  try {
+    if (await hasRemoteMain()) return;
+    await git(localDir, ["push", "--quiet", url, "refs/heads/main:refs/heads/main"]);
+  } catch (error) {
+    if (await hasRemoteMain().catch(() => false)) return;
+    throw new Error(
+      `the demo remote ${url} is not reachable or refused the demo's initial commit: ${error instanceof Error ? error.message.trim() : String(error)}`,
+    );
+  }
+}
+
+/** Makes the demo's remote ready: a path is created (once), a git URL given the initial commit if empty. */
+export async function ensureDemoRemote(remote: string, dataDir: string): Promise<void> {
+  if (isGitUrl(remote)) await ensureDemoRemoteUrl(remote, defaultDemoRemote(dataDir));
+  else await ensureDemoRepository(resolve(remote));
 }
 
 export interface DemoOptions {
@@ -222,6 +307,11 @@ export interface DemoOptions {
   baseUrl: string;
   /** Routing prefix of the model-routed send (`<prefix>--<agent>`). */
   routingPrefix: string;
+  /**
+   * The repository agent's remote: a path (created once, by whichever instance comes first) or a git URL;
+   * default a bare repository in the data directory.
+   */
+  remote?: string;
 }
 
 export interface Demo {
@@ -233,13 +323,13 @@ export interface Demo {
 
 export async function createDemo(dataDir: string, opts: DemoOptions): Promise<Demo> {
   const demoDir = join(resolve(dataDir), "demo");
-  const file = demoConfigFile(dataDir);
+  const remote = opts.remote === undefined ? defaultDemoRemote(dataDir) : normalRemote(opts.remote);
+  const file = demoConfigFile(dataDir, remote);
   const notesDir = join(demoDir, "notes-files");
   await mkdir(notesDir, { recursive: true });
   const notesReadmePath = join(notesDir, "README.md");
   if (!existsSync(notesReadmePath)) await writeFile(notesReadmePath, notesReadme);
-  const repoDir = join(demoDir, "acme-widgets.git");
-  await ensureDemoRepository(repoDir);
+  await ensureDemoRemote(remote, dataDir);
   // The demo as a config file, for users to copy as a starting point.
   await writeFile(
     join(demoDir, "demo-config.yaml"),
@@ -257,7 +347,7 @@ export async function createDemo(dataDir: string, opts: DemoOptions): Promise<De
     AGENT_API_AUTOMATION: "nightly-summary",
     AGENT_API_STORAGE_AGENT: "notes-agent",
     AGENT_API_REPO_AGENT: "acme-widgets",
-    AGENT_API_REPO_URL: repoDir,
+    AGENT_API_REPO_URL: remote,
     AGENT_API_FLOW_URL: opts.baseUrl,
     AGENT_API_FLOW_ID: "demo-flow",
     AGENT_API_FLOW_KEY: DEMO_FLOW_KEY,
@@ -268,6 +358,13 @@ export async function createDemo(dataDir: string, opts: DemoOptions): Promise<De
     AGENT_API_NOTEBOOK_PATH: DEMO_NOTEBOOK_PATH,
   };
   return { config, keys: { ...demoKeys }, envVars };
+}
+
+/** A path made absolute (instances started from different directories name one place); a URL as given. */
+function normalRemote(remote: string): string {
+  if (remote.trim() === "")
+    throw new Error("the demo remote must be a path or a git URL, got an empty string");
+  return isGitUrl(remote) ? remote : resolve(remote);
 }
 
 /** A value the shell reads back verbatim under `set -a; . file`: bare when safe, else single-quoted. */

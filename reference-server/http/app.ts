@@ -18,7 +18,7 @@ import Fastify, {
 import type { KeyIndex } from "../config/keys.ts";
 import { hashKey } from "../config/keys.ts";
 import type { ServerConfig } from "../config/types.ts";
-import { ApiError, badRequest, notFound, revokedKey } from "../service/errors.ts";
+import { ApiError, badRequest, notFound, overCap, revokedKey } from "../service/errors.ts";
 import type { Service } from "../service/index.ts";
 import { Admission, type AdmissionTicket, countedBody, declaredLength } from "./admission.ts";
 import { type AuthenticatedCaller, authenticate, headerValue, presentedKey } from "./auth.ts";
@@ -119,7 +119,9 @@ export function buildApp(options: AppOptions): FastifyInstance {
     // Path parameters are never refused by the router for length (the request head is capped at 16 KiB
     // anyway): an overlong conversation id is simply not found, as the spec documents.
     routerOptions: { maxParamLength: 16_384, ignoreTrailingSlash: true },
-    return503OnClosing: true,
+    // A request that reaches a closing server (on a connection already open: the listener is closed first)
+    // gets the API's 503 with Retry-After from the hook below instead of Fastify's bare one.
+    return503OnClosing: false,
     // Requests Node's HTTP parser refuses (a head over 16 KiB: 431, garbage: 400) get our error body and an
     // explicit Connection: close, so a keep-alive client knows the socket is done.
     clientErrorHandler: (error, socket) => {
@@ -180,9 +182,19 @@ export function buildApp(options: AppOptions): FastifyInstance {
     });
   }
 
+  // Draining (a restart's SIGTERM): the turns running finish, new work goes to another instance. Nothing of
+  // the request was done, so a client or balancer may send it again at once.
+  let draining = false;
+  app.addHook("preClose", async () => {
+    draining = true;
+  });
   // Admission first, before the key is checked and before a byte of body is read: a flood is refused at
   // the cost of its head. Callers are told apart by the key they present (hashed, as keys are stored).
   app.addHook("onRequest", async (request, reply) => {
+    if (draining) {
+      reply.header("connection", "close");
+      throw overCap("server", "This server instance is shutting down: send the request again", 1);
+    }
     const presented = presentedKey(request.headers);
     const declared = declaredLength(request.headers);
     // A body over the limit is refused with 413 by Fastify before it is read: nothing to reserve.

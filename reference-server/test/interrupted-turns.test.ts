@@ -174,3 +174,79 @@ describe("a shutdown with a request that never finishes sending its body", () =>
     await socketClosed;
   }, 30_000);
 });
+
+describe("a request reaching a draining server", () => {
+  it("gets the API's 503 with Retry-After once the running turn has finished", {
+    tags: ["sandbox"],
+    timeout: 30_000,
+  }, async () => {
+    const s = await startTestServer({ shutdownGraceMs: 10_000 });
+    const socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    let received = "";
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString("utf8");
+    });
+    socket.on("error", () => undefined);
+    const socketClosed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    const body = JSON.stringify({
+      messages: [{ role: "user", content: "Use your tools to run the shell command: sleep 1" }],
+    });
+    socket.write(
+      `POST /api/agents/demo-agent/v1/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${KEYS.admin}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    while (!received.includes("event: message_start")) await sleep(20);
+    // A restart's SIGTERM: the listener closes, the turn runs on; a request already on its way on this open
+    // connection (a keep-alive client, a balancer's pooled connection) must learn to go elsewhere.
+    const closed = s.close();
+    await sleep(100);
+    socket.write(
+      `GET /api/agents/demo-agent/conversations HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${KEYS.admin}\r\n\r\n`,
+    );
+    await socketClosed;
+    await closed;
+    const [turn, refusal] = received.split(/(?=HTTP\/1\.1 503)/);
+    expect(turn).toContain("event: message_stop");
+    expect(refusal).toMatch(/^HTTP\/1\.1 503/);
+    expect(refusal.toLowerCase()).toContain("retry-after: 1\r\n");
+    expect(refusal.toLowerCase()).toContain("connection: close\r\n");
+    expect(refusal).toContain('"type":"overloaded_error"');
+    expect(refusal).toContain("shutting down");
+  });
+});
+
+describe("a connection accepted just before a shutdown", () => {
+  it("brings its request after the listener closed and gets it served, not a reset", async () => {
+    const s = await startTestServer();
+    // A balancer's connection: accepted, its request still on the way when the server is told to stop.
+    const socket = connect(Number(new URL(s.url).port), "127.0.0.1");
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    let received = "";
+    let failure = "";
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString("utf8");
+    });
+    socket.on("error", (error) => {
+      failure = error.message;
+    });
+    const socketClosed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    await sleep(50);
+    const closed = s.close();
+    await sleep(100);
+    socket.write(
+      `GET /api/agents/demo-agent/conversations HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${KEYS.admin}\r\n\r\n`,
+    );
+    await socketClosed;
+    await closed;
+    expect(failure).toBe("");
+    expect(received).toMatch(/^HTTP\/1\.1 200 /);
+    expect(received).toContain('"conversations"');
+    // A new connection is refused: the listener is closed.
+    const refused = await new Promise<string>((resolve) => {
+      const late = connect(Number(new URL(s.url).port), "127.0.0.1");
+      late.once("connect", () => resolve("accepted"));
+      late.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? "error"));
+    });
+    expect(refused).toBe("ECONNREFUSED");
+  });
+});

@@ -2,12 +2,13 @@
  * `agent-api serve` as users run it: the real command in a child process, with a YAML --config of its own
  * (not the demo), and the pino request log it prints: one JSON line per request, never a key or a prompt.
  */
+import { spawnSync } from "node:child_process";
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServeCommand, startServeCommand } from "./sandbox-server.ts";
+import { bareGit, type ServeCommand, sleep, startServeCommand } from "./sandbox-server.ts";
 
 const BIN = fileURLToPath(new URL("../../bin/agent-api", import.meta.url));
 const ADMIN_KEY = "acme-ann-admin-key-1";
@@ -157,5 +158,61 @@ describe("agent-api serve --demo --env-file", () => {
     } finally {
       await demo.stop();
     }
+  });
+});
+
+describe("agent-api serve --demo behind a balancer", () => {
+  it("--public-url names the balancer in the variables and the start-up lines; --demo-remote the shared remote", async () => {
+    const envFile = join(dir, "balanced.env");
+    const remote = join(dir, "shared", "acme-widgets.git");
+    const demo = await serve([
+      "--demo",
+      "--data",
+      join(dir, "balanced"),
+      "--port",
+      "0",
+      "--write-env-file",
+      envFile,
+      "--public-url",
+      "http://lb.example:8080/",
+      "--demo-remote",
+      remote,
+    ]);
+    try {
+      const vars = Object.fromEntries(
+        (await readFile(envFile, "utf8"))
+          .trim()
+          .split("\n")
+          .map((line) => line.split(/=(.*)/s).slice(0, 2)),
+      );
+      expect(vars.AGENT_API_BASE_URL).toBe("http://lb.example:8080");
+      expect(vars.AGENT_API_FLOW_URL).toBe("http://lb.example:8080");
+      expect(vars.AGENT_API_REPO_URL).toBe(remote);
+      expect(bareGit(remote, "rev-list", "--count", "main").trim()).toBe("1");
+      // The instance itself still answers on its own address.
+      expect(
+        (
+          await fetch(`${demo.url}/api/agents/demo-agent/conversations`, {
+            headers: { "x-api-key": "demo-admin-key" },
+          })
+        ).status,
+      ).toBe(200);
+      const deadline = Date.now() + 10_000;
+      while (!demo.stdout().includes("curl -N") && Date.now() < deadline) await sleep(50);
+      expect(demo.stdout()).toContain("Demo workspace ready at http://lb.example:8080 ");
+      expect(demo.stdout()).toContain("curl -N http://lb.example:8080/api/agents/demo-agent/v1/messages");
+    } finally {
+      await demo.stop();
+    }
+  });
+
+  it("refuses a --public-url that is not an http(s) URL, and the demo's flags with --config", () => {
+    const run = (args: string[]) => spawnSync(BIN, ["serve", ...args], { encoding: "utf8", timeout: 60_000 });
+    const badUrl = run(["--public-url", "ftp://lb.example", "--port", "0"]);
+    expect(badUrl.status).toBe(2);
+    expect(badUrl.stderr).toContain("--public-url must be an http:// or https:// URL");
+    const withConfig = run(["--config", join(dir, "server.yaml"), "--demo-remote", join(dir, "x.git")]);
+    expect(withConfig.status).toBe(2);
+    expect(withConfig.stderr).toContain("--demo-remote apply to the demo, not to --config");
   });
 });
