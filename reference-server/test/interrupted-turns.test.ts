@@ -114,22 +114,25 @@ describe("a client that stops reading", () => {
     socket.write(body);
     socket.pause(); // never read
     try {
+      // Bounds far above the cost (a 16 MiB body parsed and echoed, then 400 ms of stall): they catch a turn
+      // that never ends, not a slow machine (the 10 s bound failed once at load 20).
       let stored: Record<string, unknown> | undefined;
-      for (let i = 0; i < 40 && stored?.turn_count !== 1; i++) {
+      const deadline = Date.now() + 40_000;
+      while (stored?.turn_count !== 1 && Date.now() < deadline) {
         await sleep(250);
         stored = await conversation(id);
       }
       expect(stored?.turn_count).toBe(1);
-      // The lock is free: another turn on the conversation runs at once.
+      // The lock is free: another turn on the conversation runs (a held lock would keep it waiting for good).
       const next = await Promise.race([
         runTurn(t.client(), "hi", { conversation_id: id }).then((r) => r.status),
-        sleep(5000).then(() => "still waiting for the lock"),
+        sleep(20_000).then(() => "still waiting for the lock"),
       ]);
       expect(next).toBe(200);
     } finally {
       socket.destroy();
     }
-  });
+  }, 90_000);
 });
 
 describe("edge cases of a turn's inputs", () => {
