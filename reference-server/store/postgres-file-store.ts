@@ -14,6 +14,7 @@ import {
   type StoredEntry,
   type StoredSet,
 } from "./file-store.ts";
+import { inTransaction } from "./postgres-transaction.ts";
 
 /** Bytes per chunk row: large enough that a chunk's round trip is cheap, small enough to hold in memory. */
 const CHUNK_BYTES = SMALL_BLOB_BYTES;
@@ -63,20 +64,7 @@ function toEntry(row: Record<string, unknown>): StoredEntry {
 }
 
 export function createPostgresFileStore(pool: pg.Pool): FileStore {
-  async function transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await pool.connect();
-    try {
-      await client.query("BEGIN");
-      const result = await work(client);
-      await client.query("COMMIT");
-      return result;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
-  }
+  const transaction = <T>(work: (client: pg.PoolClient) => Promise<T>) => inTransaction(pool, work);
 
   async function generationOf(db: pg.Pool | pg.PoolClient, set: string, lock = ""): Promise<number> {
     const { rows } = await db.query<{ generation: string }>(

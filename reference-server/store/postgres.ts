@@ -18,6 +18,7 @@ import {
 import { listConversationsQuery, POSTGRES_DIALECT } from "./list-query.ts";
 import { createPostgresFileStore } from "./postgres-file-store.ts";
 import { migratePostgres } from "./postgres-migrations.ts";
+import { inTransaction } from "./postgres-transaction.ts";
 import {
   type CompactionRecord,
   ConversationExistsError,
@@ -131,20 +132,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
   let closed = false;
 
-  async function transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await pool.connect();
-    try {
-      await client.query("BEGIN");
-      const result = await work(client);
-      await client.query("COMMIT");
-      return result;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
-  }
+  const transaction = <T>(work: (client: pg.PoolClient) => Promise<T>) => inTransaction(pool, work);
 
   async function one<T>(db: Queryable, sql: string, params: unknown[] = []): Promise<T | undefined> {
     const { rows } = await query(db, sql, params);
