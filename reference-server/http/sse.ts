@@ -94,7 +94,10 @@ export async function writeEventStream(
     "x-accel-buffering": "no",
     "x-conversation-id": conversationIdHeader(conversationId),
   });
-  // No flushHeaders(): the headers go out with message_start, which follows at once, in one write.
+  // Sent now: message_start waits for the upstream's first answer (it carries the input usage), and the
+  // headers must not wait with it (a client and a proxy's first-byte time-out would see nothing for the
+  // model's latency; reference-server/test/engine-loop.test.ts).
+  res.flushHeaders();
   // Every silence is covered, not only the model's: attachments being written, a tool, the commit and push.
   let keepAlive: NodeJS.Timeout | undefined;
   const beat = () => {

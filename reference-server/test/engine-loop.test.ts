@@ -302,6 +302,39 @@ describe("the loop against a Messages upstream over HTTP", () => {
     expect(body).toContain(": keep-alive\n\n");
     expect(body).toContain("event: message_stop");
   });
+
+  it("sends the response headers as the turn starts, not when the upstream first answers", async () => {
+    // message_start waits for the upstream's first answer (it carries the input usage): the headers must
+    // not wait with it, or a client (and a proxy's first-byte time-out) sees nothing for the model's latency.
+    const stalled = await serveScriptedModel({ latencyMs: 60_000 });
+    const previous = process.env.ANTHROPIC_BASE_URL;
+    process.env.ANTHROPIC_BASE_URL = stalled.url;
+    const server = await startTestServer({
+      engine: "anthropic",
+      keepAliveMs: 60_000,
+      unsafeNoIsolation: true,
+    });
+    process.env.ANTHROPIC_BASE_URL = previous;
+    const abort = new AbortController();
+    try {
+      const started = performance.now();
+      const res = await fetch(`${server.url}/api/agents/demo-agent/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": "demo-admin-key", "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "Hi." }] }),
+        signal: abort.signal,
+      });
+      // Far below the upstream's 60 s and the 60 s keep-alive, far above a request's cost on a loaded machine.
+      expect(performance.now() - started).toBeLessThan(15_000);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+      expect(res.headers.get("x-conversation-id")).toBeTruthy();
+    } finally {
+      abort.abort();
+      await server.close();
+      await stalled.close();
+    }
+  });
 });
 
 /** The first model call of the turn whose prompt this is: the request that carried the resumed history. */
