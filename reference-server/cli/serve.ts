@@ -114,6 +114,11 @@ function buildProgram(): Command {
         "with a postgres:// store: lease of a conversation's turn lock, how soon a dead instance's conversations are free (default 10000)",
         integer("serve", "--turn-lease-ms"),
       )
+      .option(
+        "--shutdown-grace-ms <n>",
+        "on SIGTERM, how long running turns may go on before they end with an error event (default 10000); set it above your longest turn for rolling restarts",
+        integer("serve", "--shutdown-grace-ms"),
+      )
       .option("--config <file>", "config file (YAML or JSON); without it the demo workspace is served")
       .option("--demo", "serve the demo workspace (the default without --config)")
       .option(
@@ -247,6 +252,7 @@ export async function main(args: string[]): Promise<number> {
       dataDir: String(opts.data),
       store: (opts.store as string | undefined) ?? (process.env.DATABASE_URL || undefined),
       turnLeaseMs: opts.turnLeaseMs as number | undefined,
+      shutdownGraceMs: opts.shutdownGraceMs as number | undefined,
       port: opts.port as number | undefined,
       host: opts.host as string | undefined,
       configFile: opts.config as string | undefined,

@@ -212,6 +212,51 @@ describe("agent-api serve --demo behind a balancer", () => {
     }
   });
 
+  it("--shutdown-grace-ms bounds how long SIGTERM waits for a running turn, which then ends with an error event", async () => {
+    const short = await serve([
+      "--config",
+      join(dir, "server.yaml"),
+      "--data",
+      join(dir, "data-grace"),
+      "--port",
+      "0",
+      "--shutdown-grace-ms",
+      "300",
+      "--unsafe-no-isolation",
+    ]);
+    try {
+      const turn = await fetch(`${short.url}/api/agents/helper/v1/messages`, {
+        method: "POST",
+        headers: { "x-api-key": ADMIN_KEY, "content-type": "application/json" },
+        body: JSON.stringify({
+          messages: [{ role: "user", content: "Use your tools to run the shell command: sleep 60" }],
+        }),
+      });
+      expect(turn.status).toBe(200);
+      const body = turn.text();
+      await sleep(300); // the tool is running
+      // To the server alone, as a balancer's rolling restart does (the whole group would end the tool too).
+      const stopped = performance.now();
+      process.kill(short.pid, "SIGTERM");
+      const alive = () => {
+        try {
+          process.kill(short.pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      while (alive() && performance.now() - stopped < 30_000) await sleep(50);
+      // The default grace (10 s) would hold the exit past this bound; 300 ms and the 1 s close after it do not.
+      expect(performance.now() - stopped).toBeLessThan(8_000);
+      const text = await body;
+      expect(text).toContain("event: error");
+      expect(text).toContain("The server is shutting down");
+    } finally {
+      await short.stop();
+    }
+  });
+
   it("refuses a --public-url that is not an http(s) URL, and the demo's flags with --config", () => {
     const run = (args: string[]) => spawnSync(BIN, ["serve", ...args], { encoding: "utf8", timeout: 60_000 });
     const badUrl = run(["--public-url", "ftp://lb.example", "--port", "0"]);
