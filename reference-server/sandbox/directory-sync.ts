@@ -85,6 +85,8 @@ const LIST_TIMEOUT_MS = 60_000;
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
+const PERMISSION_BITS = 0o777;
+
 const partsOf = (rel: string) => rel.split("/");
 
 /** Small files in batches of at most BATCH_BYTES and BATCH_BLOBS (each file is at most SMALL_BLOB_BYTES). */
@@ -184,7 +186,12 @@ export class DirectorySync {
     if (known !== null && known.generation === current) return unchanged;
     // Never stored, and nothing known of the local copy: it predates sharing, and the next push stores it.
     if (known === null && current === 0) return unchanged;
-    const remote = await this.#store.read(set);
+    const stored = await this.#store.read(set);
+    // Permission bits only, whoever wrote the rows: a setuid, setgid or sticky bit is never restored.
+    const remote = {
+      generation: stored.generation,
+      entries: stored.entries.map((entry) => ({ ...entry, mode: entry.mode & PERMISSION_BITS })),
+    };
     const bytes = remote.entries.reduce((sum, entry) => sum + entry.size, 0);
     if (bytes > limits.bytes || remote.entries.length > limits.entries)
       throw new OverQuotaError(

@@ -354,4 +354,38 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     expect((await readFile(path.join(restored.workdir, "random.bin"))).equals(original)).toBe(true);
     await restored.finish();
   });
+  it("a stored row's setuid, setgid or sticky bit is never restored, and a row naming a path outside the directory restores nothing", async () => {
+    const [, b] = await instances();
+    const files = store.fileStore as FileStore;
+    const bytes = Buffer.from("#!/bin/sh\nid\n");
+    const sha256 = createHash("sha256").update(bytes).digest("hex");
+    await files.putBlobs([{ sha256, bytes }]);
+    const file = { kind: "file" as const, size: bytes.length, sha256, target: null };
+    const dir = { kind: "dir" as const, size: 0, sha256: null, target: null };
+    // Rows no push of this server writes (it lists permission bits only): an older or other writer's.
+    await files.commit(workingFilesSet("conv-modes"), {
+      expected: 0,
+      upserts: [
+        { ...file, path: "suid.sh", mode: 0o4755 },
+        { ...dir, path: "shared", mode: 0o3777 },
+      ],
+      deletes: [],
+    });
+    const sandbox = await b.manager.acquire(turnRequest("conv-modes", storageAgent()));
+    expect((await stat(path.join(sandbox.workdir, "suid.sh"))).mode & 0o7777).toBe(0o755);
+    expect((await stat(path.join(sandbox.workdir, "shared"))).mode & 0o7777).toBe(0o777);
+    await sandbox.finish();
+
+    await files.commit(workingFilesSet("conv-escape"), {
+      expected: 0,
+      upserts: [{ ...file, path: "../../escaped.sh", mode: 0o644 }],
+      deletes: [],
+    });
+    await b.manager.acquire(turnRequest("conv-escape", storageAgent())).then(
+      (escaped) => escaped.finish(),
+      () => undefined,
+    );
+    const found = execFileSync("find", [b.root, "-name", "escaped.sh"], { encoding: "utf8" });
+    expect(found).toBe("");
+  });
 });
