@@ -387,5 +387,21 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     );
     const found = execFileSync("find", [b.root, "-name", "escaped.sh"], { encoding: "utf8" });
     expect(found).toBe("");
+
+    // A link to a directory outside, then a file beneath the link: the file lands in a real directory here.
+    const outside = await bed.dir("outside");
+    await files.commit(workingFilesSet("conv-through-link"), {
+      expected: 0,
+      upserts: [
+        { kind: "link", size: 0, sha256: null, target: outside, path: "out", mode: 0o777 },
+        { ...file, path: "out/planted.sh", mode: 0o755 },
+      ],
+      deletes: [],
+    });
+    await b.manager.acquire(turnRequest("conv-through-link", storageAgent())).then(
+      (through) => through.finish(),
+      () => undefined,
+    );
+    expect(execFileSync("ls", ["-A", outside], { encoding: "utf8" })).toBe("");
   });
 });
