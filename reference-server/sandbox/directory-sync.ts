@@ -236,7 +236,10 @@ export class DirectorySync {
     // Parents before children (sorted paths); modes last, so a read-only directory is filled first.
     for (const entry of remote.entries) {
       const have = local.get(entry.path);
-      if (entry.kind === "dir" && have?.kind !== "dir") await this.#makeDir(dir, entry.path, owner);
+      if (entry.kind === "dir" && have?.kind !== "dir") {
+        await this.#makeDir(dir, entry.path, owner);
+        report.changed = true;
+      }
       if (entry.kind === "link" && (have?.kind !== "link" || have.target !== entry.target)) {
         await this.#writeLink(dir, entry, owner);
         report.changed = true;
@@ -250,15 +253,21 @@ export class DirectorySync {
           ? true
           : (await this.#hashLocal(dir, entry.path))?.sha256 === entry.sha256);
       if (same) {
-        if (have.mode !== entry.mode) await this.#chmod(dir, entry.path, entry.mode);
+        if (have.mode !== entry.mode) {
+          await this.#chmod(dir, entry.path, entry.mode);
+          report.changed = true;
+        }
         sources.set(entry.sha256 as string, entry.path);
       } else toWrite.push(entry);
     }
     report.downloaded = await this.#writeContents(dir, toWrite, sources, owner);
     for (const entry of remote.entries)
-      if (entry.kind === "dir" && local.get(entry.path)?.mode !== entry.mode)
+      if (entry.kind === "dir" && local.get(entry.path)?.mode !== entry.mode) {
         await this.#chmod(dir, entry.path, entry.mode);
-    report.changed ||= report.downloaded > 0 || report.removed > 0;
+        report.changed = true;
+      }
+    // Files copied from a local file holding their content count too: they are written, though not downloaded.
+    report.changed ||= toWrite.length > 0 || report.removed > 0;
 
     // The stamps of what is now on disk, for the next turn's push and pull to trust.
     const after = report.changed

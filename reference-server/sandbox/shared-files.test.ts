@@ -15,6 +15,7 @@ import { FileSetConflictError, type FileStore, workingFilesSet } from "../store/
 import { openPostgresStore } from "../store/postgres.ts";
 import { createTestDatabase, postgresSkipReason } from "../store/testing.ts";
 import type { Store } from "../store/types.ts";
+import { DirectorySync } from "./directory-sync.ts";
 import type { CreateSandboxManagerOptions } from "./index.ts";
 import { storageAgent, TestBed, turnRequest } from "./testing.ts";
 import type { SandboxManager } from "./types.ts";
@@ -403,5 +404,33 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
       () => undefined,
     );
     expect(execFileSync("ls", ["-A", outside], { encoding: "utf8" })).toBe("");
+  });
+  it("a restore that only adds a directory, changes a mode or copies a local file reports the directory changed (the quota measures it anew)", async () => {
+    const files = store.fileStore as FileStore;
+    const source = await bed.dir("sync-source");
+    const copy = await bed.dir("sync-copy");
+    const limits = { bytes: 1024 * 1024, entries: 1000 };
+    const set = workingFilesSet("conv-dirs-only");
+    const writer = new DirectorySync(files, await bed.dir("state-writer"));
+    const reader = new DirectorySync(files, await bed.dir("state-reader"));
+    await writeFile(path.join(source, "kept.txt"), "kept");
+    await writer.push(set, source, limits);
+    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+
+    execFileSync("mkdir", [path.join(source, "new-dir")]);
+    await writer.push(set, source, limits);
+    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    expect((await stat(path.join(copy, "new-dir"))).isDirectory()).toBe(true);
+
+    execFileSync("chmod", ["600", path.join(source, "kept.txt")]);
+    await writer.push(set, source, limits);
+    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    expect((await stat(path.join(copy, "kept.txt"))).mode & 0o777).toBe(0o600);
+
+    // A new file whose content a local file holds already is copied here, not downloaded: a change all the same.
+    execFileSync("cp", ["-p", path.join(source, "kept.txt"), path.join(source, "copied.txt")]);
+    await writer.push(set, source, limits);
+    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    expect(await readFile(path.join(copy, "copied.txt"), "utf8")).toBe("kept");
   });
 });
