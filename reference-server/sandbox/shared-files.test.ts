@@ -433,4 +433,14 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
     expect(await readFile(path.join(copy, "copied.txt"), "utf8")).toBe("kept");
   });
+  it("two writers storing the same new small blobs in opposite orders at once both succeed (no deadlock)", async () => {
+    const files = store.fileStore as FileStore;
+    for (let round = 0; round < 20; round++) {
+      const blobs = Array.from({ length: 300 }, (_, i) => {
+        const bytes = Buffer.from(`round ${round} blob ${i} ${Math.random()}`);
+        return { sha256: createHash("sha256").update(bytes).digest("hex"), bytes };
+      });
+      await Promise.all([files.putBlobs(blobs), files.putBlobs([...blobs].reverse())]);
+    }
+  });
 });
