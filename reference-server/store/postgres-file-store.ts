@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import type pg from "pg";
 import {
   FileSetConflictError,
+  FileSetLeaseLostError,
   type FileStore,
   type SetChange,
   SMALL_BLOB_BYTES,
@@ -202,7 +203,7 @@ export function createPostgresFileStore(pool: pg.Pool): FileStore {
             [change.fence.conversationId],
           );
           if (rows.length === 0 || Number(rows[0].token) !== change.fence.token)
-            throw new FileSetConflictError("the turn lost its lease on the conversation: files not saved");
+            throw new FileSetLeaseLostError();
         }
         const current = await generationOf(db, set, "FOR UPDATE");
         if (current !== change.expected)
