@@ -17,6 +17,7 @@ import {
   lchown,
   mkdir,
   open,
+  opendir,
   readFile,
   rename,
   rm,
@@ -107,6 +108,18 @@ function smallBatches(entries: StoredEntry[]): StoredEntry[][] {
   return batches;
 }
 
+/** Whether the record says the copy holds entries while its directory is missing or empty. */
+async function copyLost(dir: string, known: KnownState): Promise<boolean> {
+  if (known.entries.length === 0) return false;
+  const listing = await opendir(dir).catch(() => null);
+  if (listing === null) return true;
+  try {
+    return (await listing.read()) === null;
+  } finally {
+    await listing.close();
+  }
+}
+
 /** Whether two entries describe the same content (stamps aside). */
 function sameEntry(a: StoredEntry, b: StoredEntry): boolean {
   return (
@@ -183,7 +196,9 @@ export class DirectorySync {
     const unchanged = { downloaded: 0, removed: 0, changed: false };
     const known = await this.#loadState(set);
     const current = await this.#store.generation(set);
-    if (known !== null && known.generation === current) return unchanged;
+    // Current, unless the copy itself is gone (its directory removed, a cache cleared): saved as it is at the
+    // turn's end, the empty directory would delete every stored file.
+    if (known !== null && known.generation === current && !(await copyLost(dir, known))) return unchanged;
     // Never stored, and nothing known of the local copy: it predates sharing, and the next push stores it.
     if (known === null && current === 0) return unchanged;
     const stored = await this.#store.read(set);

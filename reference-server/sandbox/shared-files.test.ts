@@ -443,4 +443,19 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
       await Promise.all([files.putBlobs(blobs), files.putBlobs([...blobs].reverse())]);
     }
   });
+  it("a local copy gone from the disk (a cache cleared) while its record stays is restored, not saved as empty", async () => {
+    const [a] = await instances();
+    const { sandbox } = await turn(a.manager, "conv-cleared", async (run) => {
+      await run("printf kept > kept.txt");
+    });
+    execFileSync("rm", ["-rf", sandbox.workdir]);
+    // The instance restarted on its --data (cold), and as it ran (warm).
+    const restarted = await bed.manager(a.root, { fileStore: store.fileStore as FileStore });
+    for (const manager of [restarted, a.manager])
+      await turn(manager, "conv-cleared", async (run) => {
+        expect(await run("cat kept.txt")).toBe("kept");
+      });
+    const stored = await store.fileStore?.read(workingFilesSet("conv-cleared"));
+    expect(stored?.entries.map((entry) => entry.path)).toContain("kept.txt");
+  });
 });
