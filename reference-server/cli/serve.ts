@@ -33,14 +33,17 @@ const publicUrlOption = usage("serve", (value: string) => {
   } catch {
     throw new Error(`--public-url must be an http:// or https:// URL, got ${JSON.stringify(value)}`);
   }
-  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.search !== "" || url.hash !== "")
+  // A bare `?` or `#` leaves search and hash empty, yet a client appending a path to it would address nothing.
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || value.includes("?") || value.includes("#"))
     throw new Error(
       `--public-url must be an http:// or https:// URL without query or fragment, got ${value}`,
     );
+  // The URL as parsed (spaces around it dropped, others percent-encoded), not as typed.
+  const href = url.href;
   // A scan, not /\/+$/: that pattern retries from every slash of a long run (quadratic; npm run test:linear).
-  let end = value.length;
-  while (end > 0 && value[end - 1] === "/") end--;
-  return value.slice(0, end);
+  let end = href.length;
+  while (end > 0 && href[end - 1] === "/") end--;
+  return href.slice(0, end);
 });
 
 /** A count of 1 or more (a cap of 0 would refuse everything). */

@@ -17,6 +17,7 @@ import {
   lchown,
   mkdir,
   open,
+  opendir,
   readFile,
   rename,
   rm,
@@ -85,6 +86,8 @@ const LIST_TIMEOUT_MS = 60_000;
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 
+const PERMISSION_BITS = 0o777;
+
 const partsOf = (rel: string) => rel.split("/");
 
 /** Small files in batches of at most BATCH_BYTES and BATCH_BLOBS (each file is at most SMALL_BLOB_BYTES). */
@@ -103,6 +106,18 @@ function smallBatches(entries: StoredEntry[]): StoredEntry[][] {
   }
   if (batch.length > 0) batches.push(batch);
   return batches;
+}
+
+/** Whether the record says the copy holds entries while its directory is missing or empty. */
+async function copyLost(dir: string, known: KnownState): Promise<boolean> {
+  if (known.entries.length === 0) return false;
+  const listing = await opendir(dir).catch(() => null);
+  if (listing === null) return true;
+  try {
+    return (await listing.read()) === null;
+  } finally {
+    await listing.close();
+  }
 }
 
 /** Whether two entries describe the same content (stamps aside). */
@@ -181,10 +196,17 @@ export class DirectorySync {
     const unchanged = { downloaded: 0, removed: 0, changed: false };
     const known = await this.#loadState(set);
     const current = await this.#store.generation(set);
-    if (known !== null && known.generation === current) return unchanged;
+    // Current, unless the copy itself is gone (its directory removed, a cache cleared): saved as it is at the
+    // turn's end, the empty directory would delete every stored file.
+    if (known !== null && known.generation === current && !(await copyLost(dir, known))) return unchanged;
     // Never stored, and nothing known of the local copy: it predates sharing, and the next push stores it.
     if (known === null && current === 0) return unchanged;
-    const remote = await this.#store.read(set);
+    const stored = await this.#store.read(set);
+    // Permission bits only, whoever wrote the rows: a setuid, setgid or sticky bit is never restored.
+    const remote = {
+      generation: stored.generation,
+      entries: stored.entries.map((entry) => ({ ...entry, mode: entry.mode & PERMISSION_BITS })),
+    };
     const bytes = remote.entries.reduce((sum, entry) => sum + entry.size, 0);
     if (bytes > limits.bytes || remote.entries.length > limits.entries)
       throw new OverQuotaError(
@@ -229,7 +251,10 @@ export class DirectorySync {
     // Parents before children (sorted paths); modes last, so a read-only directory is filled first.
     for (const entry of remote.entries) {
       const have = local.get(entry.path);
-      if (entry.kind === "dir" && have?.kind !== "dir") await this.#makeDir(dir, entry.path, owner);
+      if (entry.kind === "dir" && have?.kind !== "dir") {
+        await this.#makeDir(dir, entry.path, owner);
+        report.changed = true;
+      }
       if (entry.kind === "link" && (have?.kind !== "link" || have.target !== entry.target)) {
         await this.#writeLink(dir, entry, owner);
         report.changed = true;
@@ -243,15 +268,21 @@ export class DirectorySync {
           ? true
           : (await this.#hashLocal(dir, entry.path))?.sha256 === entry.sha256);
       if (same) {
-        if (have.mode !== entry.mode) await this.#chmod(dir, entry.path, entry.mode);
+        if (have.mode !== entry.mode) {
+          await this.#chmod(dir, entry.path, entry.mode);
+          report.changed = true;
+        }
         sources.set(entry.sha256 as string, entry.path);
       } else toWrite.push(entry);
     }
     report.downloaded = await this.#writeContents(dir, toWrite, sources, owner);
     for (const entry of remote.entries)
-      if (entry.kind === "dir" && local.get(entry.path)?.mode !== entry.mode)
+      if (entry.kind === "dir" && local.get(entry.path)?.mode !== entry.mode) {
         await this.#chmod(dir, entry.path, entry.mode);
-    report.changed ||= report.downloaded > 0 || report.removed > 0;
+        report.changed = true;
+      }
+    // Files copied from a local file holding their content count too: they are written, though not downloaded.
+    report.changed ||= toWrite.length > 0 || report.removed > 0;
 
     // The stamps of what is now on disk, for the next turn's push and pull to trust.
     const after = report.changed

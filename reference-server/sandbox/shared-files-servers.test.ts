@@ -8,6 +8,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, postgresSkipReason } from "../store/testing.ts";
 import {
@@ -74,6 +75,27 @@ describe.skipIf(skip !== undefined)(
       const deadline = Date.now() + 10_000;
       while (existsSync(copyOnA) && Date.now() < deadline) await sleep(50);
       expect(existsSync(copyOnA)).toBe(false);
+    });
+
+    it("a turn whose lease another instance took while it ran ends with the lease-lost code, not a sandbox failure", async () => {
+      const [a] = servers;
+      const id = "lease-taken-mid-turn";
+      const admin = new pg.Client({ connectionString: database.url });
+      await admin.connect();
+      try {
+        const reply = a.turn("demo-agent", PHRASES.run("touch started.txt; sleep 3; echo saved > late.txt"), {
+          conversation_id: id,
+        });
+        const started = join(a.dataDir, "sandboxes", "conversations", conversationDirName(id), "started.txt");
+        const deadline = Date.now() + 30_000;
+        while (!existsSync(started) && Date.now() < deadline) await sleep(50);
+        // Another holder's token, as when the lease ran out and another instance took it.
+        await admin.query("UPDATE turn_leases SET token = token + 1000000 WHERE conversation_id = $1", [id]);
+        expect((await reply).eventNames.at(-1)).toBe("error");
+        expect(await a.turnFailure(id)).toBe("AGENT_API_TURN_LEASE_LOST");
+      } finally {
+        await admin.end();
+      }
     });
   },
 );

@@ -15,6 +15,7 @@ import { FileSetConflictError, type FileStore, workingFilesSet } from "../store/
 import { openPostgresStore } from "../store/postgres.ts";
 import { createTestDatabase, postgresSkipReason } from "../store/testing.ts";
 import type { Store } from "../store/types.ts";
+import { DirectorySync } from "./directory-sync.ts";
 import type { CreateSandboxManagerOptions } from "./index.ts";
 import { storageAgent, TestBed, turnRequest } from "./testing.ts";
 import type { SandboxManager } from "./types.ts";
@@ -353,5 +354,108 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     const restored = await b.manager.acquire(turnRequest("conv-chunks", storageAgent()));
     expect((await readFile(path.join(restored.workdir, "random.bin"))).equals(original)).toBe(true);
     await restored.finish();
+  });
+  it("a stored row's setuid, setgid or sticky bit is never restored, and a row naming a path outside the directory restores nothing", async () => {
+    const [, b] = await instances();
+    const files = store.fileStore as FileStore;
+    const bytes = Buffer.from("#!/bin/sh\nid\n");
+    const sha256 = createHash("sha256").update(bytes).digest("hex");
+    await files.putBlobs([{ sha256, bytes }]);
+    const file = { kind: "file" as const, size: bytes.length, sha256, target: null };
+    const dir = { kind: "dir" as const, size: 0, sha256: null, target: null };
+    // Rows no push of this server writes (it lists permission bits only): an older or other writer's.
+    await files.commit(workingFilesSet("conv-modes"), {
+      expected: 0,
+      upserts: [
+        { ...file, path: "suid.sh", mode: 0o4755 },
+        { ...dir, path: "shared", mode: 0o3777 },
+      ],
+      deletes: [],
+    });
+    const sandbox = await b.manager.acquire(turnRequest("conv-modes", storageAgent()));
+    expect((await stat(path.join(sandbox.workdir, "suid.sh"))).mode & 0o7777).toBe(0o755);
+    expect((await stat(path.join(sandbox.workdir, "shared"))).mode & 0o7777).toBe(0o777);
+    await sandbox.finish();
+
+    await files.commit(workingFilesSet("conv-escape"), {
+      expected: 0,
+      upserts: [{ ...file, path: "../../escaped.sh", mode: 0o644 }],
+      deletes: [],
+    });
+    await b.manager.acquire(turnRequest("conv-escape", storageAgent())).then(
+      (escaped) => escaped.finish(),
+      () => undefined,
+    );
+    const found = execFileSync("find", [b.root, "-name", "escaped.sh"], { encoding: "utf8" });
+    expect(found).toBe("");
+
+    // A link to a directory outside, then a file beneath the link: the file lands in a real directory here.
+    const outside = await bed.dir("outside");
+    await files.commit(workingFilesSet("conv-through-link"), {
+      expected: 0,
+      upserts: [
+        { kind: "link", size: 0, sha256: null, target: outside, path: "out", mode: 0o777 },
+        { ...file, path: "out/planted.sh", mode: 0o755 },
+      ],
+      deletes: [],
+    });
+    await b.manager.acquire(turnRequest("conv-through-link", storageAgent())).then(
+      (through) => through.finish(),
+      () => undefined,
+    );
+    expect(execFileSync("ls", ["-A", outside], { encoding: "utf8" })).toBe("");
+  });
+  it("a restore that only adds a directory, changes a mode or copies a local file reports the directory changed (the quota measures it anew)", async () => {
+    const files = store.fileStore as FileStore;
+    const source = await bed.dir("sync-source");
+    const copy = await bed.dir("sync-copy");
+    const limits = { bytes: 1024 * 1024, entries: 1000 };
+    const set = workingFilesSet("conv-dirs-only");
+    const writer = new DirectorySync(files, await bed.dir("state-writer"));
+    const reader = new DirectorySync(files, await bed.dir("state-reader"));
+    await writeFile(path.join(source, "kept.txt"), "kept");
+    await writer.push(set, source, limits);
+    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+
+    execFileSync("mkdir", [path.join(source, "new-dir")]);
+    await writer.push(set, source, limits);
+    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    expect((await stat(path.join(copy, "new-dir"))).isDirectory()).toBe(true);
+
+    execFileSync("chmod", ["600", path.join(source, "kept.txt")]);
+    await writer.push(set, source, limits);
+    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    expect((await stat(path.join(copy, "kept.txt"))).mode & 0o777).toBe(0o600);
+
+    // A new file whose content a local file holds already is copied here, not downloaded: a change all the same.
+    execFileSync("cp", ["-p", path.join(source, "kept.txt"), path.join(source, "copied.txt")]);
+    await writer.push(set, source, limits);
+    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    expect(await readFile(path.join(copy, "copied.txt"), "utf8")).toBe("kept");
+  });
+  it("two writers storing the same new small blobs in opposite orders at once both succeed (no deadlock)", async () => {
+    const files = store.fileStore as FileStore;
+    for (let round = 0; round < 20; round++) {
+      const blobs = Array.from({ length: 300 }, (_, i) => {
+        const bytes = Buffer.from(`round ${round} blob ${i} ${Math.random()}`);
+        return { sha256: createHash("sha256").update(bytes).digest("hex"), bytes };
+      });
+      await Promise.all([files.putBlobs(blobs), files.putBlobs([...blobs].reverse())]);
+    }
+  });
+  it("a local copy gone from the disk (a cache cleared) while its record stays is restored, not saved as empty", async () => {
+    const [a] = await instances();
+    const { sandbox } = await turn(a.manager, "conv-cleared", async (run) => {
+      await run("printf kept > kept.txt");
+    });
+    execFileSync("rm", ["-rf", sandbox.workdir]);
+    // The instance restarted on its --data (cold), and as it ran (warm).
+    const restarted = await bed.manager(a.root, { fileStore: store.fileStore as FileStore });
+    for (const manager of [restarted, a.manager])
+      await turn(manager, "conv-cleared", async (run) => {
+        expect(await run("cat kept.txt")).toBe("kept");
+      });
+    const stored = await store.fileStore?.read(workingFilesSet("conv-cleared"));
+    expect(stored?.entries.map((entry) => entry.path)).toContain("kept.txt");
   });
 });

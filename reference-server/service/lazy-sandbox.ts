@@ -6,6 +6,8 @@
  */
 import { RepoRefusedError } from "../sandbox/index.ts";
 import type { FinishReport, ToolRunner, TurnSandbox } from "../sandbox/types.ts";
+import { FileSetLeaseLostError } from "../store/file-store.ts";
+import { TurnLeaseLostError } from "../store/types.ts";
 import { ApiError, repoRefused, sandboxFailed } from "./errors.ts";
 
 export class LazySandbox {
@@ -34,8 +36,9 @@ export class LazySandbox {
 
   /**
    * Ends the turn in the sandbox (commit/push, publish outputs); null when it was never prepared. Changes the
-   * server would not commit or push end the turn with AGENT_API_REPO_REFUSED and the sandbox's reason; any
-   * other failure of the sandbox with AGENT_API_SANDBOX_FAILED.
+   * server would not commit or push end the turn with AGENT_API_REPO_REFUSED and the sandbox's reason; files
+   * not saved for a lease another instance took, with AGENT_API_TURN_LEASE_LOST; any other failure of the
+   * sandbox with AGENT_API_SANDBOX_FAILED.
    */
   async finish(outcome: "completed" | "failed" = "completed"): Promise<FinishReport | null> {
     if (!this.#sandbox) return null;
@@ -43,6 +46,9 @@ export class LazySandbox {
       return await (await this.#sandbox).finish(outcome);
     } catch (error) {
       if (error instanceof RepoRefusedError) throw repoRefused(error.message);
+      // The turn's files were not saved because another instance holds its conversation now: the turn's
+      // failure is that, as its commit's would be, not a fault of the sandbox.
+      if (error instanceof FileSetLeaseLostError) throw new TurnLeaseLostError();
       throw error instanceof ApiError
         ? error
         : sandboxFailed(error instanceof Error ? error.message : String(error));

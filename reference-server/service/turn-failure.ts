@@ -45,6 +45,8 @@ export function failureOf(error: unknown): TurnFailure {
     return { code: error.code, message: error.message, ...(error.detail ? { detail: error.detail } : {}) };
   }
   if (error instanceof UpstreamError) return { code: UPSTREAM_CODES[error.kind], message: error.message };
+  // The sandbox's save of the turn's files met the fence before the transcript's commit could.
+  if (error instanceof TurnLeaseLostError) return storeFailureOf(error);
   return { ...fixedFailure("AGENT_API_INTERNAL"), detail: messageOf(error) };
 }
 

@@ -90,6 +90,14 @@ export class FileSetConflictError extends Error {
   }
 }
 
+/** The writer no longer holds the conversation's turn lease (its fencing token is stale): nothing was written. */
+export class FileSetLeaseLostError extends FileSetConflictError {
+  constructor() {
+    super("the turn lost its lease on the conversation: files not saved");
+    this.name = "FileSetLeaseLostError";
+  }
+}
+
 /** A conversation's working directory. */
 export function workingFilesSet(conversationId: string): string {
   return JSON.stringify(["work", conversationId]);

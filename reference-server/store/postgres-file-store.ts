@@ -8,6 +8,7 @@ import { createHash } from "node:crypto";
 import type pg from "pg";
 import {
   FileSetConflictError,
+  FileSetLeaseLostError,
   type FileStore,
   type SetChange,
   SMALL_BLOB_BYTES,
@@ -142,8 +143,11 @@ export function createPostgresFileStore(pool: pg.Pool): FileStore {
           throw new Error(`a small blob does not match its hash ${blob.sha256}`);
       await transaction(async (db) => {
         // Blobs another writer stored meanwhile are left as they are (ON CONFLICT): only new ones get a chunk.
+        // In hash order: a writer waits on a row another holds uncommitted, and two writers claiming the same
+        // new blobs in opposite orders (two conversations writing the same files) would wait on each other.
         const { rows } = await db.query<{ sha256: Buffer }>(
-          `INSERT INTO file_blobs (sha256, size) SELECT * FROM unnest($1::bytea[], $2::bigint[])
+          `INSERT INTO file_blobs (sha256, size)
+           SELECT * FROM unnest($1::bytea[], $2::bigint[]) AS t (sha256, size) ORDER BY sha256
            ON CONFLICT (sha256) DO NOTHING RETURNING sha256`,
           [blobs.map((blob) => unhex(blob.sha256)), blobs.map((blob) => blob.bytes.length)],
         );
@@ -199,7 +203,7 @@ export function createPostgresFileStore(pool: pg.Pool): FileStore {
             [change.fence.conversationId],
           );
           if (rows.length === 0 || Number(rows[0].token) !== change.fence.token)
-            throw new FileSetConflictError("the turn lost its lease on the conversation: files not saved");
+            throw new FileSetLeaseLostError();
         }
         const current = await generationOf(db, set, "FOR UPDATE");
         if (current !== change.expected)

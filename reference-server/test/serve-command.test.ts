@@ -262,6 +262,12 @@ describe("agent-api serve --demo behind a balancer", () => {
     const badUrl = run(["--public-url", "ftp://lb.example", "--port", "0"]);
     expect(badUrl.status).toBe(2);
     expect(badUrl.stderr).toContain("--public-url must be an http:// or https:// URL");
+    // An empty fragment or query parses to no hash or search, and would still end every address built on it.
+    for (const bare of ["http://lb.example:8080/#", "http://lb.example:8080?"]) {
+      const refused = run(["--public-url", bare, "--port", "0"]);
+      expect(refused.status).toBe(2);
+      expect(refused.stderr).toContain("without query or fragment");
+    }
     const withConfig = run(["--config", join(dir, "server.yaml"), "--demo-remote", join(dir, "x.git")]);
     expect(withConfig.status).toBe(2);
     expect(withConfig.stderr).toContain("--demo-remote apply to the demo, not to --config");
