@@ -1,10 +1,10 @@
 /**
- * The disk quota of one working directory: bytes and files. Usage is measured by `find` (blocks actually
- * allocated and entries, links not followed, one file system), after every command and every 250 ms while
- * one runs (and each second by the command's launcher itself, which holds while the server cannot: see
- * launcher.ts). A command may grow one file by at most
- * what is left (RLIMIT_FSIZE, set by the launcher); once usage is past the limit, no file may grow at all
- * (RLIMIT_FSIZE 0) until the turn removes files, and every tool call says so.
+ * The disk quota of one working directory: bytes and files. Usage is measured by `find` (for each entry the
+ * larger of its blocks allocated and its size; entries; links not followed; one file system), after every
+ * command and every 250 ms while one runs (and each second by the command's launcher itself, which holds
+ * while the server cannot: see launcher.ts). A command may grow one file by at most what is left
+ * (RLIMIT_FSIZE, set by the launcher); once usage is past the limit, no file may grow at all (RLIMIT_FSIZE 0)
+ * until the turn removes files, and every tool call says so.
  */
 import { sumFind } from "./tree-ops.ts";
 
@@ -37,14 +37,24 @@ export interface Usage {
 }
 
 /**
- * Blocks allocated and entries below dir, in one process: `find -xdev -printf '%b\n'` prints each entry's
- * 512-byte blocks (one spawn instead of two du runs: spawning is most of a small directory's cost). Links are
- * not followed and the walk stays on dir's file system; a walk that times out counts as Infinity.
+ * Bytes and entries below dir, in one process: `find -xdev -printf '%b %s\n'` prints each entry's 512-byte
+ * blocks and its size (one spawn instead of two du runs: spawning is most of a small directory's cost), and
+ * each counts the larger: a sparse file counts what it takes once copied (a restore on another instance, an
+ * archive), not the few blocks it holds here. Links are not followed and the walk stays on dir's file system;
+ * a walk that times out counts as Infinity.
  */
 async function measureTree(dir: string): Promise<Usage> {
-  const walk = await sumFind([dir, "-xdev", "-printf", "%b\\n"], MEASURE_TIMEOUT_MS);
+  const walk = await sumFind([dir, "-xdev", "-printf", "%b %s\\n"], MEASURE_TIMEOUT_MS, entryBytes);
   if (walk === null) return { bytes: Number.POSITIVE_INFINITY, files: Number.POSITIVE_INFINITY };
-  return { bytes: walk.sum * 512, files: walk.lines };
+  return { bytes: walk.sum, files: walk.lines };
+}
+
+/** One `%b %s` line: the larger of the blocks allocated and the size. */
+function entryBytes(line: string): number {
+  const space = line.indexOf(" ");
+  const blocks = (Number(line.slice(0, space)) || 0) * 512;
+  const size = Number(line.slice(space + 1)) || 0;
+  return Math.max(blocks, size);
 }
 
 export function exceededMessage(usedBytes: number, limitBytes: number): string {

@@ -42,6 +42,7 @@ import type {
   TurnSandbox,
 } from "./types.ts";
 
+export { OverQuotaError } from "./directory-sync.ts";
 export { DEFAULT_SANDBOX_LIMITS, parseSize, type SandboxLimits } from "./limits.ts";
 export { RepoRefusedError } from "./repo.ts";
 export { SandboxPathError } from "./safe-paths.ts";

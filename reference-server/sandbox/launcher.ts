@@ -105,14 +105,15 @@ const whole = (n: number) =>
 /**
  * The disk quota held without the server: a background loop of the launcher (as the server's user, in the
  * command's cgroup, so its walks cost the command's CPU share) measures the working directory like the server
- * does (blocks allocated and entries, one file system, links not followed) and KILLs what the launcher became
- * (the wall clock, or bubblewrap: the sandbox goes with it) once the directory is past the quota and grew
- * since its previous look. It holds no descriptor of the command's output (the call ends when the command
- * does) and ends when the launcher's process is gone. The server's own, finer check runs while it can.
+ * does (the larger of blocks and size per entry; entries; one file system; links not followed) and KILLs what
+ * the launcher became (the wall clock, or bubblewrap: the sandbox goes with it) once the directory is past the
+ * quota and grew since its previous look. It holds no descriptor of the command's output (the call ends when
+ * the command does) and ends when the launcher's process is gone. The server's own, finer check runs while it can.
  */
 function quotaWatcher(watch: QuotaWatch, lastFd: number): string {
   // mawk's %d stops at 2^31: bytes are printed as a float without decimals.
-  const measure = `find "$watch_dir" -xdev -printf '%b\\n' 2>/dev/null | awk '{ b += $1 } END { printf "%.0f %d\\n", b * 512, NR }'`;
+  // Each entry counts the larger of its blocks and its size, as disk-quota.ts measures (sparse files).
+  const measure = `find "$watch_dir" -xdev -printf '%b %s\\n' 2>/dev/null | awk '{ x = $1 * 512; if ($2 > x) x = $2; b += x } END { printf "%.0f %d\\n", b, NR }'`;
   return [
     "(",
     // Not bubblewrap's pipes either (3 ... lastFd).

@@ -11,6 +11,8 @@ import { lstat, readFile, readlink, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { ApiError } from "../service/errors.ts";
+import { LazySandbox } from "../service/lazy-sandbox.ts";
 import { FileSetConflictError, type FileStore, workingFilesSet } from "../store/file-store.ts";
 import { openPostgresStore } from "../store/postgres.ts";
 import { createTestDatabase, postgresSkipReason } from "../store/testing.ts";
@@ -213,6 +215,20 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     );
     const local = execFileSync("find", [small.root, "-name", "big.bin"], { encoding: "utf8" });
     expect(local).toBe("");
+  });
+
+  it("sparse files count their size: the model is told at once, and the save past the quota says why", async () => {
+    const [a] = await instances({ limits: { diskBytes: 256 * 1024 } });
+    const sandbox = new LazySandbox(() => a.manager.acquire(turnRequest("conv-sparse", storageAgent())));
+    // Two holes of 200 KiB hold no blocks; copied (restored on another instance) they take 400 KiB.
+    const made = await sandbox.tools.run("run_command", {
+      command: "truncate -s 200K a.bin && truncate -s 200K b.bin && echo made",
+    });
+    expect(made.content).toContain("disk quota exceeded");
+    const refusal = await sandbox.finish().catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(ApiError);
+    expect(refusal).toMatchObject({ code: "AGENT_API_FILES_OVER_QUOTA" });
+    expect((refusal as ApiError).message).toMatch(/past the quota .*not saved/);
   });
 
   it("fork copies the stored files (no blob copied), delete removes them for every instance", async () => {

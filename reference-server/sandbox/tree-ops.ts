@@ -89,7 +89,11 @@ export async function copyTree(from: string, to: string): Promise<void> {
  * their sum. It runs at low priority (a courtesy to other turns); a walk past `timeoutMs` (a tree of
  * millions of entries) is killed and gives null.
  */
-export function sumFind(args: string[], timeoutMs: number): Promise<{ lines: number; sum: number } | null> {
+export function sumFind(
+  args: string[],
+  timeoutMs: number,
+  lineValue: (line: string) => number = (line) => Number(line) || 0,
+): Promise<{ lines: number; sum: number } | null> {
   return new Promise((resolve) => {
     // Niced: a courtesy to other turns, not a requirement.
     const child = spawnProcess({ file: "find", args, env: { LANG: "C" }, stdout: true, nice: 10 });
@@ -101,7 +105,7 @@ export function sumFind(args: string[], timeoutMs: number): Promise<{ lines: num
       rest = parts.pop() ?? "";
       for (const line of parts) {
         lines++;
-        sum += Number(line) || 0;
+        sum += lineValue(line);
       }
     });
     const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);

@@ -124,6 +124,11 @@ export const errorCatalogue = {
     afterStreamOpens: true,
   },
   /** The turn's sandbox could not be prepared (attachments, restore, clone) or finished (publish, push). */
+  /**
+   * Several instances: the conversation's working files are past the disk quota, so they are not saved to
+   * the shared store (or stored ones are past this instance's quota, so not restored).
+   */
+  AGENT_API_FILES_OVER_QUOTA: { status: 507, type: "api_error", afterStreamOpens: true },
   AGENT_API_SANDBOX_FAILED: {
     status: 500,
     type: "api_error",
@@ -180,6 +185,8 @@ export function overCap(scope: "server" | "key" | "conversation", message: strin
 }
 export const flowStepFailed = (message: string) => new ApiError("AGENT_API_FLOW_STEP_FAILED", message);
 export const repoRefused = (message: string) => new ApiError("AGENT_API_REPO_REFUSED", message);
+export const filesOverQuota = (message: string) => new ApiError("AGENT_API_FILES_OVER_QUOTA", message);
+
 export function sandboxFailed(detail: string): ApiError {
   const error = new ApiError("AGENT_API_SANDBOX_FAILED");
   error.detail = detail;

@@ -4,11 +4,11 @@
  * rest of such a turn, and nothing could observe them. The first tool call prepares it, so from the agent's
  * side the files, repository and secrets are live for the whole turn all the same.
  */
-import { RepoRefusedError } from "../sandbox/index.ts";
+import { OverQuotaError, RepoRefusedError } from "../sandbox/index.ts";
 import type { FinishReport, ToolRunner, TurnSandbox } from "../sandbox/types.ts";
 import { FileSetLeaseLostError } from "../store/file-store.ts";
 import { TurnLeaseLostError } from "../store/types.ts";
-import { ApiError, repoRefused, sandboxFailed } from "./errors.ts";
+import { ApiError, filesOverQuota, repoRefused, sandboxFailed } from "./errors.ts";
 
 export class LazySandbox {
   readonly #acquire: () => Promise<TurnSandbox>;
@@ -21,9 +21,13 @@ export class LazySandbox {
     this.#signal = signal;
   }
 
-  /** The sandbox, prepared now if it was not yet; one that cannot be is AGENT_API_SANDBOX_FAILED. */
+  /**
+   * The sandbox, prepared now if it was not yet; stored files past this server's quota are
+   * AGENT_API_FILES_OVER_QUOTA, any other failure to prepare it AGENT_API_SANDBOX_FAILED.
+   */
   ready(): Promise<TurnSandbox> {
     this.#sandbox ??= this.#acquire().catch((error: unknown) => {
+      if (error instanceof OverQuotaError) throw filesOverQuota(error.message);
       throw sandboxFailed(error instanceof Error ? error.message : String(error));
     });
     return this.#sandbox;
@@ -37,8 +41,9 @@ export class LazySandbox {
   /**
    * Ends the turn in the sandbox (commit/push, publish outputs); null when it was never prepared. Changes the
    * server would not commit or push end the turn with AGENT_API_REPO_REFUSED and the sandbox's reason; files
-   * not saved for a lease another instance took, with AGENT_API_TURN_LEASE_LOST; any other failure of the
-   * sandbox with AGENT_API_SANDBOX_FAILED.
+   * not saved for a lease another instance took, with AGENT_API_TURN_LEASE_LOST; files past the disk quota,
+   * which are not saved, with AGENT_API_FILES_OVER_QUOTA; any other failure of the sandbox with
+   * AGENT_API_SANDBOX_FAILED.
    */
   async finish(outcome: "completed" | "failed" = "completed"): Promise<FinishReport | null> {
     if (!this.#sandbox) return null;
@@ -46,6 +51,8 @@ export class LazySandbox {
       return await (await this.#sandbox).finish(outcome);
     } catch (error) {
       if (error instanceof RepoRefusedError) throw repoRefused(error.message);
+      // The reason (sizes and counts, no path) is the caller's to read: the files are theirs to remove.
+      if (error instanceof OverQuotaError) throw filesOverQuota(error.message);
       // The turn's files were not saved because another instance holds its conversation now: the turn's
       // failure is that, as its commit's would be, not a fault of the sandbox.
       if (error instanceof FileSetLeaseLostError) throw new TurnLeaseLostError();
