@@ -72,6 +72,15 @@ async function transcriptConversation(ctx: CheckContext, id: string, options?: C
   return res.body.conversation;
 }
 
+/** The `messages` of a 200 transcript. */
+async function transcriptMessages(ctx: CheckContext, id: string, options?: CallOptions): Promise<unknown[]> {
+  const res = await ctx.transcript(id, options);
+  ensureStatus(res, 200, "transcript");
+  if (!isRecord(res.body) || !Array.isArray(res.body.messages))
+    fail("the transcript has no messages array", res.text.slice(0, 300));
+  return res.body.messages;
+}
+
 /**
  * Reads one conversation through the single fetch, the list and the transcript, as `options`' caller, and
  * fails on any field the routes disagree on. The single fetch is read before and after the others; when it
@@ -172,7 +181,7 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: CONVERSATION,
     title:
-      "A shared conversation shows the same fields to a member on every route (is_owner false, shared true)",
+      "A shared conversation shows the same fields and the same transcript messages to a member on every route (is_owner false, shared true)",
     needs: ["memberKey"],
     async run(ctx) {
       const member = { key: ctx.inputs.memberKey };
@@ -187,6 +196,13 @@ export const consistencyChecks: CheckDef[] = [
         fail(
           `shared is ${JSON.stringify(owners.shared)} for the owner and ${JSON.stringify(members.shared)} for a member after sharing`,
         );
+      const ownerMessages = await transcriptMessages(ctx, conv.id);
+      const memberMessages = await transcriptMessages(ctx, conv.id, member);
+      if (!sameValue(ownerMessages, memberMessages))
+        fail(
+          `the transcript shows a member other messages than the owner: ${ownerMessages.length} message(s) for the owner, ${memberMessages.length} for a member`,
+          JSON.stringify(memberMessages).slice(0, 300),
+        );
       const { is_owner: _o, ...ownerRest } = owners;
       const { is_owner: _m, ...memberRest } = members;
       const diff = disagreements(ownerRest, memberRest);
@@ -199,7 +215,7 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/Fork a conversation",
     title:
-      "A fork's child reads back as the fork result says (parent, turn, owned, private) on every route; the parent is unchanged",
+      "A fork's child reads back as the fork result says (parent, turn, owned, private) on every route; the parent is unchanged, and its later turns are not the child's",
     needs: [],
     async run(ctx) {
       const parent: SettledConversation = await settledConversation(ctx);
@@ -227,6 +243,18 @@ export const consistencyChecks: CheckDef[] = [
       const parentAfter = await fetched(ctx, parent.id);
       const diff = disagreements(parentBefore, parentAfter);
       if (diff.length > 0) fail(`forking changed the parent: ${diff.join("; ")}`);
+      // The child copies the history as of the fork: a later turn on the parent is not the child's.
+      const childMessages = await transcriptMessages(ctx, childId);
+      ensureTurnOk(
+        await ctx.turn({ conversationId: parent.id, prompt: prompts.hello }),
+        "the parent's turn after the fork",
+      );
+      const childLater = await transcriptMessages(ctx, childId);
+      if (!sameValue(childMessages, childLater))
+        fail(
+          `a turn on the parent after the fork changed the child's transcript (${childMessages.length} message(s) before, ${childLater.length} after)`,
+          JSON.stringify(childLater.slice(childMessages.length)).slice(0, 300),
+        );
     },
   }),
   check({
@@ -259,13 +287,145 @@ export const consistencyChecks: CheckDef[] = [
     },
   }),
   check({
+    id: "CONSIST-ROUTED-SAME-RULES",
+    level: "MUST",
+    section: "Endpoints/Model-routed send",
+    title:
+      "The model-routed send reads the body as send-message does: a named conversation resumes, system applies, stream_tool_calls adds tool blocks, delivery async gives 501",
+    needs: [],
+    async run(ctx) {
+      const routed = { routed: true, model: ctx.inputs.agent };
+      const conv = await settledConversation(ctx);
+      const before = await fetched(ctx, conv.id);
+      const resumed = await ctx.turn({ ...routed, conversationId: conv.id, prompt: prompts.hello });
+      ensureTurnOk(resumed, "routed turn naming the caller's conversation");
+      if (resumed.conversationId !== undefined && resumed.conversationId !== conv.id)
+        fail(
+          `the routed turn naming ${conv.id} answered X-Conversation-Id ${JSON.stringify(resumed.conversationId)}`,
+        );
+      const after = await fetched(ctx, conv.id);
+      if (
+        typeof after.turn_count !== "number" ||
+        typeof before.turn_count !== "number" ||
+        after.turn_count <= before.turn_count
+      )
+        fail(
+          `a routed turn naming ${conv.id} did not resume it: turn_count ${JSON.stringify(before.turn_count)} before, ${JSON.stringify(after.turn_count)} after`,
+        );
+      const token = ctx.nonce();
+      const directed = await ctx.turn({ ...routed, prompt: prompts.hello, system: prompts.token(token) });
+      ensureTurnOk(directed, "routed turn with system");
+      if (!directed.text.includes(token))
+        fail(`the routed turn's reply does not follow the system text (token ${token})`, directed.text);
+      const tools = await ctx.turn({
+        ...routed,
+        prompt: prompts.writeFile(`acc-${ctx.nonce()}.txt`, ctx.nonce()),
+        streamToolCalls: true,
+      });
+      ensureTurnOk(tools, "routed turn with stream_tool_calls");
+      if (!tools.reading.blocks.some((b) => b.type === "tool_use"))
+        fail("the routed turn with stream_tool_calls, asked to use its tools, streamed no tool_use block");
+      const later = await ctx.turn({
+        ...routed,
+        conversationId: ctx.newConversationId(),
+        prompt: prompts.hello,
+        metadata: { delivery: "async" },
+      });
+      ensureStatus(later.response, 501, 'routed turn with delivery "async"');
+    },
+  }),
+  check({
+    id: "CONSIST-ROUTED-REFUSALS",
+    level: "MUST",
+    section: "Endpoints/Model-routed send",
+    title:
+      "The model-routed send refuses as send-message does: 403 for a Viewer key, 403 for a turn into another member's shared conversation",
+    needs: ["viewerKey", "memberKey"],
+    async run(ctx) {
+      const routed = { routed: true, model: ctx.inputs.agent };
+      const viewer = await ctx.turn({
+        ...routed,
+        key: ctx.inputs.viewerKey,
+        conversationId: ctx.newConversationId(),
+        prompt: prompts.hello,
+      });
+      ensureStatus(viewer.response, 403, "model-routed send with a Viewer key");
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle by the owner");
+      const member = await ctx.turn({
+        ...routed,
+        key: ctx.inputs.memberKey,
+        conversationId: conv.id,
+        prompt: prompts.hello,
+      });
+      ensureStatus(member.response, 403, "model-routed send into another member's shared conversation");
+    },
+  }),
+  check({
+    id: "CONSIST-DELETED-ID-NEW",
+    level: "MUST",
+    section: "States and transitions",
+    title:
+      "A deleted conversation's id, sent again, creates a new conversation with exactly that id and none of the deleted one's messages",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.deleteConversation(conv.id), 204, "delete");
+      const prompt = `Say hello again ${ctx.nonce()}.`;
+      const turn = await ctx.turn({ conversationId: conv.id, prompt });
+      ensureTurnOk(turn, "a turn naming the deleted conversation's id (an unknown id now)");
+      const res = await ctx.transcript(conv.id);
+      ensureStatus(res, 200, "transcript of the conversation created anew");
+      const texts = userTexts(res.body);
+      if (texts.some((t) => t.includes(conv.firstPrompt)))
+        fail(
+          "the conversation created anew with a deleted conversation's id shows the deleted conversation's messages",
+          JSON.stringify(texts).slice(0, 300),
+        );
+      if (!texts.some((t) => t.includes(prompt)))
+        fail(
+          "the conversation created anew does not hold the turn just sent",
+          JSON.stringify(texts).slice(0, 300),
+        );
+    },
+  }),
+  check({
+    id: "MEANING-TRANSCRIPT-ORDER",
+    level: "MUST",
+    section: "Resources/Transcript (response of the messages route)",
+    title:
+      "The transcript's messages are in the order the turns ran: an earlier turn's user message comes first",
+    needs: [],
+    async run(ctx) {
+      const round = await memoryRound(ctx);
+      const res = await ctx.transcript(round.id);
+      ensureStatus(res, 200, "transcript");
+      const texts = userTexts(res.body);
+      const first = texts.findIndex((t) => t.includes(round.nonce));
+      const second = texts.findIndex((t) => t.includes(prompts.recall));
+      if (first < 0 || second < 0)
+        fail("the transcript does not hold both turns' user messages", JSON.stringify(texts).slice(0, 300));
+      if (first > second)
+        fail(
+          `the second turn's user message comes before the first's (positions ${second} and ${first}): messages are not oldest first`,
+        );
+      const messages = isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : [];
+      const firstRole = messages.find((m) => isRecord(m) && m.is_compact_summary !== true);
+      if (isRecord(firstRole) && firstRole.role !== "user")
+        fail(
+          `the transcript starts with a ${JSON.stringify(firstRole.role)} message, not the first turn's user message`,
+        );
+    },
+  }),
+  check({
     id: "CONSIST-KEY-HEADER-CASE",
     level: "MUST",
     section: "Authentication",
     title:
-      "The key header is read whatever the case of its name (x-api-key, X-API-KEY): HTTP header names are case-insensitive",
+      "The key header is read whatever the case of its name (x-api-key, X-API-KEY) on every route, both sends included: HTTP header names are case-insensitive",
     needs: [],
     async run(ctx) {
+      const conv = await settledConversation(ctx);
       for (const keyHeader of ["x-api-key", "X-API-KEY", "X-Api-Key"]) {
         const res = await ctx.call("listModels", {
           method: "GET",
@@ -274,6 +434,32 @@ export const consistencyChecks: CheckDef[] = [
           keyHeader,
         });
         ensureStatus(res, 200, `models list with the key in a header spelled ${keyHeader}`);
+      }
+      // Every route reads the same header: a gateway or a route of its own may compare names verbatim.
+      for (const keyHeader of ["x-api-key", "X-API-KEY"]) {
+        const options = { keyHeader };
+        const reads: Array<[string, () => Promise<{ status: number; text: string }>]> = [
+          ["list conversations", () => ctx.listConversations({}, options)],
+          ["single fetch", () => ctx.getConversation(conv.id, options)],
+          ["transcript", () => ctx.transcript(conv.id, options)],
+          ["last compaction", () => ctx.lastCompaction(conv.id, options)],
+          ["share toggle", () => ctx.share(conv.id, { shared: false }, options)],
+        ];
+        for (const [route, call] of reads)
+          ensureStatus(await call(), [200, 204], `${route} with the key in a header spelled ${keyHeader}`);
+        for (const routed of [false, true]) {
+          const turn = await ctx.turn({
+            conversationId: conv.id,
+            prompt: prompts.hello,
+            keyHeader,
+            routed,
+            model: routed ? ctx.inputs.agent : undefined,
+          });
+          ensureTurnOk(
+            turn,
+            `${routed ? "model-routed send" : "send-message"} with the key in a header spelled ${keyHeader}`,
+          );
+        }
       }
     },
   }),
@@ -302,10 +488,11 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/Send a message",
     title:
-      "A user message sent as text blocks is stored as those blocks joined with blank lines (the transcript's user text)",
+      "A user message sent as text blocks is stored as those blocks joined with blank lines, non-ASCII text verbatim (the transcript's user text)",
     needs: [],
     async run(ctx) {
-      const first = `Block one ${ctx.nonce()}.`;
+      // Non-ASCII letters, an emoji (outside the BMP) and a CJK word: the text must be stored as sent.
+      const first = `Block one ${ctx.nonce()}: größe ünïcode 日本語 🙂.`;
       const second = prompts.hello;
       const id = ctx.newConversationId();
       const turn = await ctx.turn({
