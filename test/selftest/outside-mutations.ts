@@ -742,7 +742,7 @@ const streamRows: Mutation[] = [
     area: "sse",
     table: "rule × input",
     description: "message_delta.delta.stop_reason is an empty string",
-    breaks: ["SSE-STOP-REASON"],
+    breaks: ["SSE-MESSAGE-DELTA", "SSE-STOP-REASON"],
     onEvents(events) {
       for (const e of events)
         if (e.event === "message_delta" && e.data?.delta && typeof e.data.delta.stop_reason === "string")
