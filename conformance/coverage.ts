@@ -257,7 +257,8 @@ export const seedRules: SeedRule[] = [
   {
     section: TRANSCRIPT,
     rule: "`author_user_id`, `author_name`: present on user messages",
-    checks: ["TRANSCRIPT-SHAPE"],
+    checks: ["TRANSCRIPT-SHAPE", "MEANING-TRANSCRIPT-AUTHOR"],
+    note: "MEANING-TRANSCRIPT-AUTHOR: the id's evident meaning, one per sender",
   },
   {
     section: TRANSCRIPT,
@@ -357,7 +358,12 @@ export const seedRules: SeedRule[] = [
   {
     section: STATES,
     rule: "delete by the owner (no admin override) → removed; 204",
-    checks: ["STATE-DELETE", "AUTH-OWNER-ONLY-DELETE", "CONSIST-DELETED-EVERYWHERE", "CONSIST-DELETED-ID-NEW"],
+    checks: [
+      "STATE-DELETE",
+      "AUTH-OWNER-ONLY-DELETE",
+      "CONSIST-DELETED-EVERYWHERE",
+      "CONSIST-DELETED-ID-NEW",
+    ],
     note: "CONSIST-DELETED-ID-NEW: a removed conversation's id is an unknown id again (created anew, nothing of the old one)",
   },
   {
@@ -581,7 +587,7 @@ export const seedRules: SeedRule[] = [
   {
     section: "Endpoints/List models",
     rule: "The agent's configured default model is first",
-    checks: ["SEND-MODEL-DEFAULT"],
+    checks: ["SEND-MODEL-DEFAULT", "CONSIST-MODELS-EVERY-KEY"],
   },
   {
     section: "Endpoints/List models",

@@ -236,6 +236,11 @@ export const consistencyChecks: CheckDef[] = [
         fail(
           `the fork result says forked_at_turn ${JSON.stringify(result.forked_at_turn)}, the child says forked_at_turn_index ${JSON.stringify(child.forked_at_turn_index)}`,
         );
+      // The child is created by the fork: its created_at is not before the parent's last activity.
+      if (Date.parse(String(child.created_at)) < Date.parse(String(parentBefore.updated_at)))
+        fail(
+          `the child's created_at ${String(child.created_at)} is before the parent's last activity ${String(parentBefore.updated_at)}: it was not set when the fork created it`,
+        );
       if (child.is_owner !== true || child.shared !== false)
         fail(
           `the child is is_owner ${JSON.stringify(child.is_owner)}, shared ${JSON.stringify(child.shared)}: it must be the caller's and private`,
@@ -262,12 +267,36 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/Delete a conversation",
     title:
-      "A deleted conversation is gone from every route: fetch, transcript, last compaction, share, fork give 404 and the list leaves it out",
+      "A deleted conversation is gone from every route and for every caller: fetch, transcript, last compaction, share, fork give 404 and the lists leave it out",
     needs: [],
     async run(ctx) {
       const conv = await settledConversation(ctx);
+      const member = ctx.inputs.memberKey;
+      // Shared first, and read by a member: the delete must be gone for every caller who saw it.
+      if (member) {
+        ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle by the owner");
+        ensureStatus(
+          await ctx.getConversation(conv.id, { key: member }),
+          200,
+          "a member's read of the shared conversation",
+        );
+      }
       ensureStatus(await ctx.deleteConversation(conv.id), 204, "delete");
       await goneEverywhere(ctx, conv.id);
+      if (member) {
+        ensureStatus(
+          await ctx.getConversation(conv.id, { key: member }),
+          404,
+          "a member's fetch of the deleted conversation",
+        );
+        ensureStatus(
+          await ctx.transcript(conv.id, { key: member }),
+          404,
+          "a member's transcript of the deleted conversation",
+        );
+        if (await listedEntry(ctx, conv.id, { key: member }))
+          fail(`a member's list still shows the deleted conversation ${conv.id}`);
+      }
     },
   }),
   check({
@@ -418,6 +447,62 @@ export const consistencyChecks: CheckDef[] = [
     },
   }),
   check({
+    id: "CONSIST-MODELS-EVERY-KEY",
+    level: "MUST",
+    section: "Endpoints/List models",
+    title:
+      "The models list puts the agent's default model first for every key of the workspace (member, Viewer)",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const firstOf = async (key: string | undefined, who: string) => {
+        const res = await ctx.listModels({ key });
+        ensureStatus(res, 200, `models list with ${who}`);
+        const data = isRecord(res.body) && Array.isArray(res.body.data) ? res.body.data : [];
+        const first = data[0];
+        if (!isRecord(first) || typeof first.id !== "string")
+          fail(`the models list with ${who} has no first entry with an id`, res.text.slice(0, 300));
+        return first.id;
+      };
+      // The default is the agent's: it does not depend on who asks.
+      const mine = await firstOf(undefined, "the run's key");
+      const callers: Array<[string, string]> = [["a member's key", String(ctx.inputs.memberKey)]];
+      if (ctx.inputs.viewerKey) callers.push(["a Viewer key", ctx.inputs.viewerKey]);
+      for (const [who, key] of callers) {
+        const theirs = await firstOf(key, who);
+        if (theirs !== mine)
+          fail(`the models list starts with ${theirs} for ${who} and with ${mine} for the run's key`);
+      }
+    },
+  }),
+  check({
+    id: "MEANING-TRANSCRIPT-AUTHOR",
+    level: "MUST",
+    section: "Resources/Transcript (response of the messages route)",
+    title:
+      "author_user_id names who sent a user message: two members' messages carry different ids, one member's the same id",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const authorsOf = async (id: string, key?: string) => {
+        const res = await ctx.transcript(id, { key });
+        ensureStatus(res, 200, "transcript");
+        const messages = isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : [];
+        return messages
+          .filter((m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true)
+          .map((m) => (isRecord(m) ? m.author_user_id : undefined));
+      };
+      const mine = await settledConversation(ctx);
+      const mineAgain = await settledConversation(ctx);
+      const theirs = await settledConversation(ctx, prompts.hello, ctx.inputs.memberKey);
+      const [a] = await authorsOf(mine.id);
+      const [b] = await authorsOf(mineAgain.id);
+      const [c] = await authorsOf(theirs.id, ctx.inputs.memberKey);
+      if (typeof a !== "string" || typeof b !== "string" || typeof c !== "string")
+        fail(`a user message lacks author_user_id: ${JSON.stringify([a, b, c])}`);
+      if (a !== b) fail(`one caller's user messages carry two author_user_id values: ${a} and ${b}`);
+      if (a === c) fail(`two members' user messages carry the same author_user_id ${a}`);
+    },
+  }),
+  check({
     id: "CONSIST-KEY-HEADER-CASE",
     level: "MUST",
     section: "Authentication",
@@ -537,7 +622,7 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/List conversations",
     title:
-      "since is read in every ISO 8601 form of one instant (Z or an offset, with or without milliseconds)",
+      "since is read in every ISO 8601 form of one instant (Z or an offset; no, three or six fraction digits)",
     needs: [],
     async run(ctx) {
       const older = await settledConversation(ctx);
@@ -571,7 +656,14 @@ export const consistencyChecks: CheckDef[] = [
         );
       const utc = new Date(boundary).toISOString();
       const plusTwo = new Date(boundary + 2 * 3_600_000).toISOString().replace("Z", "+02:00");
-      const forms = [utc, utc.replace(".000Z", "Z"), utc.replace("Z", "+00:00"), plusTwo];
+      const forms = [
+        utc,
+        utc.replace(".000Z", "Z"),
+        // Six fraction digits, as Python's isoformat writes them.
+        utc.replace(".000Z", ".000000Z"),
+        utc.replace("Z", "+00:00"),
+        plusTwo,
+      ];
       for (const since of forms) {
         const res = await ctx.listConversations({ since, limit: "200" });
         ensureStatus(res, 200, `list since=${since}`);

@@ -47,14 +47,18 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-STREAM-FALSE",
     level: "MUST",
     section: SECTION,
-    title: "stream: false, or no stream field, still yields an event stream",
+    title: "stream: false, or no stream field, still yields an event stream with X-Conversation-Id",
     needs: [],
     async run(ctx) {
-      ensureTurnOk(await ctx.turn({ prompt: prompts.hello, extraBody: { stream: false } }), "stream: false");
-      ensureTurnOk(
-        await ctx.turn({ prompt: prompts.hello, extraBody: { stream: undefined } }),
-        "stream omitted",
-      );
+      // The same response as with stream: true, X-Conversation-Id included, whichever way it is asked for.
+      for (const [stream, label] of [
+        [false, "stream: false"],
+        [undefined, "stream omitted"],
+      ] as const) {
+        const turn = await ctx.turn({ prompt: prompts.hello, extraBody: { stream } });
+        ensureTurnOk(turn, label);
+        if (!turn.conversationId) fail(`${label}: the response carries no X-Conversation-Id`);
+      }
     },
   }),
   /** Only the newest user message is used: history sent by the caller is not replayed. */

@@ -11,6 +11,7 @@ import {
   isEventStream,
   type Json,
   jsonOf,
+  jsonResponse,
   ProxyCall,
   type ProxyResponse,
   type ProxyTools,
@@ -768,4 +769,290 @@ const streamRows: Mutation[] = [
   },
 ];
 
-export const outsideMutations: Mutation[] = [...routedRows, ...inputRows, ...answerRows, ...streamRows];
+// ---------------------------------------------------------------------------------------------------------
+// A second round, after the first was closed: other callers' views, more input shapes, evident meanings.
+
+/** Whether `key` is a Viewer, probed once per key (delivery "async": 403 for a Viewer, 501 for anyone else). */
+async function isViewer(call: ProxyCall, tools: ProxyTools): Promise<boolean> {
+  const probed: Map<string, boolean> = tools.state.get("viewer") ?? new Map();
+  tools.state.set("viewer", probed);
+  const key = call.key;
+  if (!key || !call.route.agent) return false;
+  if (!probed.has(key)) {
+    const path = `/api/agents/${encodeURIComponent(call.route.agent)}/v1/messages`;
+    const body = { messages: [{ role: "user", content: "probe" }], metadata: { delivery: "async" } };
+    const probe = await tools.forward(ProxyCall.make("POST", path, key, body));
+    probed.set(key, probe.status === 403);
+  }
+  return probed.get(key) === true;
+}
+
+const secondRows: Mutation[] = [
+  {
+    name: "member-noop-share-accepted",
+    area: "status",
+    table: "rule × input",
+    description:
+      "A member's share toggle that would change nothing ({shared: true} on a shared conversation) answers 200 (owner only)",
+    breaks: ["AUTH-OWNER-ONLY-SHARE"],
+    async onRequest(call, tools) {
+      if (call.route.kind !== "conversation" || call.method !== "POST" || !call.route.id) return;
+      const owner = tools.ledger.conversations.get(call.route.id)?.owner;
+      const sent = call.json()?.shared;
+      if (!owner || owner === call.key || typeof sent !== "boolean") return;
+      const now = jsonOf(await tools.forward(ProxyCall.make("GET", call.path, owner)))?.conversation?.shared;
+      if (now === sent) return jsonResponse(200, { shared: now });
+    },
+  },
+  {
+    name: "member-delete-answers-204",
+    area: "status",
+    table: "rule × input",
+    description:
+      "A member's delete of another member's shared conversation answers 204 (and deletes nothing)",
+    breaks: ["AUTH-OWNER-ONLY-DELETE"],
+    onRequest(call, tools) {
+      if (call.route.kind !== "conversation" || call.method !== "DELETE" || !call.route.id) return;
+      const owner = tools.ledger.conversations.get(call.route.id)?.owner;
+      if (owner && owner !== call.key && call.key) return { status: 204, headers: {}, body: Buffer.alloc(0) };
+    },
+  },
+  {
+    name: "fork-at-turn-zero-copies-all",
+    area: "state",
+    table: "rule × input",
+    sample: true,
+    description: "Fork at_turn 0 copies every turn (0 read as absent)",
+    breaks: ["FORK-AT-TURN-CUTS"],
+    onRequest(call) {
+      if (call.route.kind !== "fork" || call.method !== "POST") return;
+      const body = call.json();
+      if (body?.at_turn !== 0) return;
+      delete body.at_turn;
+      call.setJson(body);
+    },
+  },
+  {
+    name: "since-microseconds-ignored",
+    area: "consistency",
+    table: "rule × input",
+    description:
+      "since with six fraction digits (as Python's isoformat writes it) is ignored: the list unfiltered",
+    breaks: ["CONSIST-SINCE-FORMS"],
+    onRequest(call) {
+      if (call.route.kind !== "list") return;
+      const url = call.url;
+      const since = url.searchParams.get("since");
+      if (since === null || !/\.\d{4,}/.test(since)) return;
+      url.searchParams.delete("since");
+      call.path = url.pathname + url.search;
+    },
+  },
+  {
+    name: "channel-filter-dropped-with-limit",
+    area: "shapes",
+    table: "rule × input",
+    description: "channel is ignored when limit is also given (the filters combine)",
+    breaks: ["LIST-CHANNEL-FILTER"],
+    onRequest(call) {
+      if (call.route.kind !== "list") return;
+      const url = call.url;
+      if (!url.searchParams.has("channel") || !url.searchParams.has("limit")) return;
+      url.searchParams.delete("channel");
+      call.path = url.pathname + url.search;
+    },
+  },
+  {
+    name: "title-empty-for-block-content",
+    area: "consistency",
+    table: "rule × input",
+    description:
+      "A conversation whose first prompt was sent as text blocks gets an empty title (only string content is read for it)",
+    breaks: ["GET-TITLE-FROM-PROMPT"],
+    onResponse(call, res, tools) {
+      const turned: Set<string> = tools.state.get("turned") ?? new Set();
+      const blocky: Set<string> = tools.state.get("blocky") ?? new Set();
+      tools.state.set("turned", turned);
+      tools.state.set("blocky", blocky);
+      if (isSendPost(call) && isEventStream(res)) {
+        const body = call.json();
+        const id = res.headers["x-conversation-id"] ?? body?.metadata?.conversation_id;
+        if (typeof id !== "string" || turned.has(id)) return;
+        turned.add(id);
+        const messages = Array.isArray(body?.messages) ? body.messages : [];
+        const last = [...messages].reverse().find((m: Json) => m?.role === "user");
+        if (Array.isArray(last?.content)) blocky.add(id);
+        return;
+      }
+      return everyConversation(call, res, (c) => {
+        if (blocky.has(c.id)) c.title = "";
+      });
+    },
+  },
+  {
+    name: "stream-false-without-conversation-header",
+    area: "headers",
+    table: "rule × input",
+    description: "A send with stream: false answers its event stream without X-Conversation-Id",
+    breaks: ["SEND-STREAM-FALSE"],
+    onResponse(call, res) {
+      if (!isSendPost(call) || !isEventStream(res) || call.json()?.stream !== false) return;
+      const headers = { ...res.headers };
+      delete headers["x-conversation-id"];
+      return { ...res, headers };
+    },
+  },
+  {
+    name: "models-order-per-key",
+    area: "consistency",
+    table: "field × route",
+    description:
+      "The models list puts the agent's default first for the first key that asks only; other keys get another order",
+    breaks: ["CONSIST-MODELS-EVERY-KEY"],
+    onResponse(call, res, tools) {
+      if (call.route.kind !== "models" || res.status !== 200 || !call.key) return;
+      const first = tools.state.get("first") ?? call.key;
+      tools.state.set("first", first);
+      const body = jsonOf(res);
+      if (first === call.key || !Array.isArray(body?.data) || body.data.length < 2) return;
+      body.data.reverse();
+      return withJson(res, body);
+    },
+  },
+  {
+    name: "author-user-id-constant",
+    area: "meaning",
+    table: "field × route",
+    description: "Every user message's author_user_id and author_name are the same, whoever sent it",
+    breaks: ["MEANING-TRANSCRIPT-AUTHOR"],
+    onResponse(call, res) {
+      if (call.route.kind !== "transcript" || res.status !== 200) return;
+      const body = jsonOf(res);
+      if (!Array.isArray(body?.messages)) return;
+      for (const m of body.messages)
+        if (m?.role === "user" && "author_user_id" in m) {
+          m.author_user_id = "user-0";
+          m.author_name = "Workspace";
+        }
+      return withJson(res, body);
+    },
+  },
+  {
+    name: "prompt-flagged-as-compaction",
+    area: "meaning",
+    table: "field × route",
+    description:
+      "The first user message of every transcript is flagged is_compact_summary (a client hides the caller's own prompt)",
+    breaks: ["CONSIST-CONTENT-JOIN", "MEANING-TRANSCRIPT-ORDER"],
+    onResponse(call, res) {
+      if (call.route.kind !== "transcript" || res.status !== 200) return;
+      const body = jsonOf(res);
+      const first = Array.isArray(body?.messages)
+        ? body.messages.find((m: Json) => m?.role === "user")
+        : undefined;
+      if (!first) return;
+      first.is_compact_summary = true;
+      return withJson(res, body);
+    },
+  },
+  {
+    name: "deleted-still-visible-to-member",
+    area: "consistency",
+    table: "field × route",
+    description:
+      "A deleted shared conversation is gone for its owner but a member who read it still gets it from the single fetch",
+    breaks: ["CONSIST-DELETED-EVERYWHERE"],
+    onResponse(call, res, tools) {
+      const cached: Map<string, ProxyResponse> = tools.state.get("cached") ?? new Map();
+      const deleted: Set<string> = tools.state.get("deleted") ?? new Set();
+      tools.state.set("cached", cached);
+      tools.state.set("deleted", deleted);
+      const id = call.route.id;
+      if (call.route.kind !== "conversation" || !id) return;
+      const owner = tools.ledger.conversations.get(id)?.owner;
+      if (call.method === "DELETE" && res.status === 204) deleted.add(id);
+      if (call.method !== "GET" || !owner || owner === call.key) return;
+      if (res.status === 200) cached.set(`${id}\n${call.key}`, res);
+      if (res.status === 404 && deleted.has(id)) return cached.get(`${id}\n${call.key}`);
+    },
+  },
+  {
+    name: "unshare-leaves-member-list",
+    area: "consistency",
+    table: "field × route",
+    description:
+      "A conversation shared once stays in members' lists after it is made private again (the single fetch says 404)",
+    breaks: ["STATE-SHARE-FALSE"],
+    async onResponse(call, res, tools) {
+      const once: Map<string, string> = tools.state.get("once") ?? new Map();
+      tools.state.set("once", once);
+      const id = call.route.id;
+      if (call.route.kind === "conversation" && call.method === "POST" && id && res.status < 300) {
+        if (call.json()?.shared === true && call.key) once.set(id, call.key);
+        return;
+      }
+      if (call.route.kind !== "list" || res.status !== 200 || !call.route.agent) return;
+      const body = jsonOf(res);
+      if (!Array.isArray(body?.conversations)) return;
+      const listed = new Set(body.conversations.map((c: Json) => c?.id));
+      for (const [sharedId, owner] of once) {
+        if (owner === call.key || listed.has(sharedId)) continue;
+        const got = jsonOf(
+          await tools.forward(ProxyCall.make("GET", conversationPath(call.route.agent, sharedId), owner)),
+        )?.conversation;
+        if (got) body.conversations.push({ ...got, is_owner: false });
+      }
+      return withJson(res, body);
+    },
+  },
+  {
+    name: "viewer-list-leaves-out-shared",
+    area: "status",
+    table: "rule × input",
+    description:
+      "A Viewer key's list leaves out conversations shared with the workspace (the Viewer reads them only by id)",
+    breaks: ["AUTH-VIEWER-READS"],
+    async onResponse(call, res, tools) {
+      if (call.route.kind !== "list" || res.status !== 200 || !(await isViewer(call, tools))) return;
+      const body = jsonOf(res);
+      if (!Array.isArray(body?.conversations)) return;
+      body.conversations = body.conversations.filter((c: Json) => c?.is_owner === true);
+      return withJson(res, body);
+    },
+  },
+  {
+    name: "fork-child-created-at-parent",
+    area: "meaning",
+    table: "field × route",
+    description: "A fork's child carries its parent's created_at (not the time it was created)",
+    breaks: ["CONSIST-FORK-READBACK"],
+    onResponse(call, res, tools) {
+      const created: Map<string, string> = tools.state.get("created") ?? new Map();
+      const parents: Map<string, string> = tools.state.get("parents") ?? new Map();
+      tools.state.set("created", created);
+      tools.state.set("parents", parents);
+      if (call.route.kind === "fork" && res.status === 200 && call.route.id) {
+        const child = jsonOf(res)?.conversation_id;
+        if (typeof child === "string") parents.set(child, call.route.id);
+        return;
+      }
+      return everyConversation(call, res, (c) => {
+        const parent = parents.get(c.id);
+        if (parent === undefined) {
+          if (typeof c.created_at === "string") created.set(c.id, c.created_at);
+          return;
+        }
+        const at = created.get(parent);
+        if (at) c.created_at = at;
+      });
+    },
+  },
+];
+
+export const outsideMutations: Mutation[] = [
+  ...routedRows,
+  ...inputRows,
+  ...answerRows,
+  ...streamRows,
+  ...secondRows,
+];
