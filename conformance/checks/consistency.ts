@@ -181,7 +181,7 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: CONVERSATION,
     title:
-      "A shared conversation shows the same fields and the same transcript messages to a member on every route (is_owner false, shared true)",
+      "A shared conversation shows a member the same fields on every route (is_owner false, shared true), the same transcript messages and the same last compaction",
     needs: ["memberKey"],
     async run(ctx) {
       const member = { key: ctx.inputs.memberKey };
@@ -195,6 +195,15 @@ export const consistencyChecks: CheckDef[] = [
       if (owners.shared !== true || members.shared !== true)
         fail(
           `shared is ${JSON.stringify(owners.shared)} for the owner and ${JSON.stringify(members.shared)} for a member after sharing`,
+        );
+      // Last compaction is a read too: the member gets what the owner gets.
+      const ownerCompaction = await ctx.lastCompaction(conv.id);
+      const memberCompaction = await ctx.lastCompaction(conv.id, member);
+      ensureStatus(ownerCompaction, 200, "last compaction read by the owner");
+      ensureStatus(memberCompaction, 200, "last compaction of a shared conversation read by a member");
+      if (!sameValue(ownerCompaction.body, memberCompaction.body))
+        fail(
+          `last compaction answers a member ${memberCompaction.text.slice(0, 200)} and the owner ${ownerCompaction.text.slice(0, 200)}`,
         );
       const ownerMessages = await transcriptMessages(ctx, conv.id);
       const memberMessages = await transcriptMessages(ctx, conv.id, member);
@@ -219,6 +228,14 @@ export const consistencyChecks: CheckDef[] = [
     needs: [],
     async run(ctx) {
       const parent: SettledConversation = await settledConversation(ctx);
+      // A second turn, later than the first by more than a clock tick: the parent's creation and its last
+      // activity are two instants, so a child stamped with anything but its own creation shows.
+      await sleep(20);
+      ensureTurnOk(
+        await ctx.turn({ conversationId: parent.id, prompt: prompts.hello }),
+        "the parent's second turn",
+      );
+      await ctx.waitForSession(parent.id);
       const parentBefore = await fetched(ctx, parent.id);
       const res = await ctx.fork(parent.id, { at_turn: 1 });
       ensureStatus(res, 200, "fork");
@@ -320,13 +337,16 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/Model-routed send",
     title:
-      "The model-routed send reads the body as send-message does: a named conversation resumes, system applies, stream_tool_calls adds tool blocks, delivery async gives 501",
+      "The model-routed send reads the body as send-message does: a named conversation resumes (stored, counted, updated_at moved), system applies, stream_tool_calls adds tool blocks, delivery async gives 501",
     needs: [],
     async run(ctx) {
       const routed = { routed: true, model: ctx.inputs.agent };
       const conv = await settledConversation(ctx);
       const before = await fetched(ctx, conv.id);
-      const resumed = await ctx.turn({ ...routed, conversationId: conv.id, prompt: prompts.hello });
+      // Past any clock resolution a deployment stores, so the routed turn's activity shows in updated_at.
+      await sleep(20);
+      const routedPrompt = `Say hello through the routed send ${ctx.nonce()}.`;
+      const resumed = await ctx.turn({ ...routed, conversationId: conv.id, prompt: routedPrompt });
       ensureTurnOk(resumed, "routed turn naming the caller's conversation");
       if (resumed.conversationId !== undefined && resumed.conversationId !== conv.id)
         fail(
@@ -341,6 +361,14 @@ export const consistencyChecks: CheckDef[] = [
         fail(
           `a routed turn naming ${conv.id} did not resume it: turn_count ${JSON.stringify(before.turn_count)} before, ${JSON.stringify(after.turn_count)} after`,
         );
+      if (millis(after, "updated_at") <= millis(before, "updated_at"))
+        fail(
+          `a routed turn left updated_at at ${String(after.updated_at)}: a turn is activity on either route`,
+        );
+      const transcript = await ctx.transcript(conv.id);
+      ensureStatus(transcript, 200, "transcript after the routed turn");
+      if (!userTexts(transcript.body).some((t) => t.includes(routedPrompt)))
+        fail("the transcript does not hold the turn sent through the model-routed send");
       const token = ctx.nonce();
       const directed = await ctx.turn({ ...routed, prompt: prompts.hello, system: prompts.token(token) });
       ensureTurnOk(directed, "routed turn with system");

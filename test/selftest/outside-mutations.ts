@@ -1049,10 +1049,150 @@ const secondRows: Mutation[] = [
   },
 ];
 
+// ---------------------------------------------------------------------------------------------------------
+// A third round: the routed send's traces in the stored state, reads other than the fetch, edge values.
+
+/** The user prompt texts of the routed sends seen (to find their messages in a transcript). */
+function routedPrompt(call: ProxyCall): string | undefined {
+  const messages = call.json()?.messages;
+  const last = Array.isArray(messages)
+    ? [...messages].reverse().find((m: Json) => m?.role === "user")
+    : undefined;
+  return typeof last?.content === "string" ? last.content : undefined;
+}
+
+const thirdRows: Mutation[] = [
+  {
+    name: "member-compaction-404",
+    area: "status",
+    table: "field × route",
+    description:
+      "Last compaction of a conversation shared with the workspace answers 404 to everyone but the owner (the fetch and transcript let them read)",
+    breaks: ["CONSIST-SHARED-MEMBER-VIEW"],
+    onResponse(call, res, tools) {
+      if (call.route.kind !== "compaction" || res.status !== 200 || !call.route.id) return;
+      const owner = tools.ledger.conversations.get(call.route.id)?.owner;
+      if (owner && owner !== call.key) return errorResponse(404, "not_found_error", "Conversation not found");
+    },
+  },
+  {
+    name: "routed-turn-leaves-updated-at",
+    area: "consistency",
+    table: "field × route",
+    description: "A turn through the model-routed send does not move the conversation's updated_at",
+    breaks: ["CONSIST-ROUTED-SAME-RULES"],
+    async onRequest(call, tools) {
+      const frozen: Map<string, string> = tools.state.get("frozen") ?? new Map();
+      tools.state.set("frozen", frozen);
+      const id = call.json()?.metadata?.conversation_id;
+      if (!isSendPost(call) || typeof id !== "string") return;
+      if (call.route.kind !== "routed") {
+        frozen.delete(id);
+        return;
+      }
+      const known = tools.ledger.conversations.get(id);
+      if (!known) return;
+      const before = jsonOf(
+        await tools.forward(ProxyCall.make("GET", conversationPath(known.agent, id), known.owner)),
+      )?.conversation?.updated_at;
+      if (typeof before === "string") frozen.set(id, before);
+    },
+    onResponse(call, res, tools) {
+      const frozen: Map<string, string> | undefined = tools.state.get("frozen");
+      if (!frozen || frozen.size === 0) return;
+      return everyConversation(call, res, (c) => {
+        const at = frozen.get(c.id);
+        if (at) c.updated_at = at;
+      });
+    },
+  },
+  {
+    name: "routed-turns-missing-from-transcript",
+    area: "consistency",
+    table: "field × route",
+    description:
+      "Turns run through the model-routed send are not stored in the transcript (turn_count still counts them)",
+    breaks: ["CONSIST-ROUTED-SAME-RULES"],
+    onResponse(call, res, tools) {
+      const prompts: Set<string> = tools.state.get("prompts") ?? new Set();
+      tools.state.set("prompts", prompts);
+      if (call.route.kind === "routed" && isEventStream(res)) {
+        const text = routedPrompt(call);
+        const id = res.headers["x-conversation-id"] ?? call.json()?.metadata?.conversation_id;
+        if (text && typeof id === "string") prompts.add(`${id}\n${text}`);
+        return;
+      }
+      if (call.route.kind !== "transcript" || res.status !== 200 || prompts.size === 0) return;
+      const body = jsonOf(res);
+      if (!Array.isArray(body?.messages)) return;
+      const kept: Json[] = [];
+      let dropping = false;
+      for (const m of body.messages) {
+        if (m?.role === "user") {
+          const text = (Array.isArray(m.content) ? m.content : [])
+            .map((b: Json) => b?.text ?? "")
+            .join("\n\n");
+          dropping = prompts.has(`${call.route.id}\n${text}`);
+        }
+        if (!dropping) kept.push(m);
+      }
+      body.messages = kept;
+      return withJson(res, body);
+    },
+  },
+  {
+    name: "index-skips-after-thinking",
+    area: "sse",
+    table: "rule × input",
+    description:
+      "The block index skips a number after a thinking block (0, 2, 3: the signature counted as a block)",
+    breaks: ["SSE-INDEX-RUNNING"],
+    onEvents(events) {
+      const { before, blocks, after } = blockGroups(events);
+      const thinking = blocks.findIndex((g) => blockType(g) === "thinking");
+      if (thinking < 0) return;
+      blocks.forEach((group, index) => {
+        for (const e of group) e.data.index = index > thinking ? index + 1 : index;
+      });
+      return [...before, ...blocks.flat(), ...after];
+    },
+  },
+  {
+    name: "list-limit-one-gives-two",
+    area: "shapes",
+    table: "rule × input",
+    description: "limit 1 returns two conversations (an off-by-one at the range's low edge)",
+    breaks: ["LIMIT-LIST-RANGE"],
+    onRequest(call) {
+      if (call.route.kind !== "list") return;
+      const url = call.url;
+      if (url.searchParams.get("limit") !== "1") return;
+      url.searchParams.set("limit", "2");
+      call.path = url.pathname + url.search;
+    },
+  },
+  {
+    name: "list-limit-capped-at-default",
+    area: "shapes",
+    table: "rule × input",
+    description: "A limit above 50 is capped at 50 (the default taken for the maximum of 200)",
+    breaks: ["LIST-SHAPE-ORDER", "LIMIT-LIST-OUT-OF-RANGE", "CONSIST-ROUTES-AGREE"],
+    onRequest(call) {
+      if (call.route.kind !== "list") return;
+      const url = call.url;
+      const limit = Number(url.searchParams.get("limit"));
+      if (!(limit > 50)) return;
+      url.searchParams.set("limit", "50");
+      call.path = url.pathname + url.search;
+    },
+  },
+];
+
 export const outsideMutations: Mutation[] = [
   ...routedRows,
   ...inputRows,
   ...answerRows,
   ...streamRows,
   ...secondRows,
+  ...thirdRows,
 ];
