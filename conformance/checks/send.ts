@@ -508,15 +508,24 @@ export const sendChecks: CheckDef[] = [
     id: "ERR-501-ASYNC",
     level: "MUST",
     section: "Errors",
-    title: 'metadata.delivery "async" gives 501',
+    title: 'metadata.delivery "async" gives 501, on send-message and on the model-routed send',
     needs: [],
     async run(ctx) {
-      const turn = await ctx.turn({
-        conversationId: ctx.newConversationId(),
-        prompt: prompts.hello,
-        metadata: { delivery: "async" },
-      });
-      ensureStatus(turn.response, 501, "delivery async");
+      // The routed send has "the same body and behaviour": the refusal holds on both routes.
+      for (const routed of [false, true]) {
+        const turn = await ctx.turn({
+          conversationId: ctx.newConversationId(),
+          prompt: prompts.hello,
+          metadata: { delivery: "async" },
+          routed,
+          model: routed ? ctx.inputs.agent : undefined,
+        });
+        ensureStatus(
+          turn.response,
+          501,
+          `delivery async on ${routed ? "the model-routed send" : "send-message"}`,
+        );
+      }
     },
   }),
   /** An active automation's turn runs, and a model in the body wins over the automation's. */

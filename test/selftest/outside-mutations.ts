@@ -165,7 +165,7 @@ const routedRows: Mutation[] = [
     table: "field × route",
     sample: true,
     description: 'The model-routed send runs a turn for metadata.delivery "async" instead of 501',
-    breaks: ["CONSIST-ROUTED-SAME-RULES"],
+    breaks: ["ERR-501-ASYNC"],
     onRequest(call) {
       editSendBody(call, ["routed"], (body) => {
         if (body.metadata?.delivery === "async") delete body.metadata.delivery;
