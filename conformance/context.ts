@@ -98,6 +98,8 @@ export interface ApiResponse {
 export interface CallOptions {
   key?: string | null;
   agent?: string;
+  /** How the key header's name is spelled (header names are case-insensitive; default X-Api-Key). */
+  keyHeader?: string;
 }
 
 export interface TurnOptions extends CallOptions {
@@ -296,6 +298,7 @@ export class CheckContext {
       method: "POST",
       url,
       key,
+      keyHeader: options.keyHeader,
       json: body,
     });
     const conversationId = response.headers["x-conversation-id"];
@@ -345,6 +348,7 @@ export class CheckContext {
       method: "GET",
       url: this.conversationUrl(id, options?.agent),
       key: this.#key(options),
+      keyHeader: options?.keyHeader,
     });
   }
 
@@ -364,6 +368,7 @@ export class CheckContext {
       method: "GET",
       url: `${this.agentUrl(options?.agent)}/v1/models`,
       key: this.#key(options),
+      keyHeader: options?.keyHeader,
     });
   }
 
@@ -373,6 +378,7 @@ export class CheckContext {
       method: "GET",
       url: `${this.agentUrl(options?.agent)}/conversations${qs ? `?${qs}` : ""}`,
       key: this.#key(options),
+      keyHeader: options?.keyHeader,
     });
   }
 
@@ -381,6 +387,7 @@ export class CheckContext {
       method: "GET",
       url: `${this.conversationUrl(id, options?.agent)}/messages`,
       key: this.#key(options),
+      keyHeader: options?.keyHeader,
     });
   }
 
@@ -389,6 +396,7 @@ export class CheckContext {
       method: "GET",
       url: `${this.conversationUrl(id, options?.agent)}/last-compaction`,
       key: this.#key(options),
+      keyHeader: options?.keyHeader,
     });
   }
 
@@ -397,6 +405,7 @@ export class CheckContext {
       method: "POST",
       url: this.conversationUrl(id, options?.agent),
       key: this.#key(options),
+      keyHeader: options?.keyHeader,
       json: body,
     });
   }
@@ -406,6 +415,7 @@ export class CheckContext {
       method: "POST",
       url: `${this.conversationUrl(id, options?.agent)}/fork`,
       key: this.#key(options),
+      keyHeader: options?.keyHeader,
       json: body,
     });
     const key = this.#key(options);
@@ -420,6 +430,7 @@ export class CheckContext {
       method: "DELETE",
       url: this.conversationUrl(id, options?.agent),
       key: this.#key(options),
+      keyHeader: options?.keyHeader,
     });
   }
 

@@ -245,7 +245,8 @@ export const seedRules: SeedRule[] = [
   {
     section: TRANSCRIPT,
     rule: "`conversation`, `messages` (messages-API shape), `events` (raw agent event stream)",
-    checks: ["TRANSCRIPT-SHAPE", "CONSIST-ROUTES-AGREE"],
+    checks: ["TRANSCRIPT-SHAPE", "CONSIST-ROUTES-AGREE", "MEANING-TRANSCRIPT-ORDER"],
+    note: "MEANING-TRANSCRIPT-ORDER: the messages-API shape is a conversation in the order it ran (oldest first)",
   },
   { section: TRANSCRIPT, rule: "Elements of `events[]`: not shown", none: NOT_SHOWN },
   {
@@ -256,7 +257,8 @@ export const seedRules: SeedRule[] = [
   {
     section: TRANSCRIPT,
     rule: "`author_user_id`, `author_name`: present on user messages",
-    checks: ["TRANSCRIPT-SHAPE"],
+    checks: ["TRANSCRIPT-SHAPE", "MEANING-TRANSCRIPT-AUTHOR"],
+    note: "MEANING-TRANSCRIPT-AUTHOR: the id's evident meaning, one per sender",
   },
   {
     section: TRANSCRIPT,
@@ -356,7 +358,13 @@ export const seedRules: SeedRule[] = [
   {
     section: STATES,
     rule: "delete by the owner (no admin override) → removed; 204",
-    checks: ["STATE-DELETE", "AUTH-OWNER-ONLY-DELETE", "CONSIST-DELETED-EVERYWHERE"],
+    checks: [
+      "STATE-DELETE",
+      "AUTH-OWNER-ONLY-DELETE",
+      "CONSIST-DELETED-EVERYWHERE",
+      "CONSIST-DELETED-ID-NEW",
+    ],
+    note: "CONSIST-DELETED-ID-NEW: a removed conversation's id is an unknown id again (created anew, nothing of the old one)",
   },
   {
     section: STATES,
@@ -438,7 +446,13 @@ export const seedRules: SeedRule[] = [
   {
     section: SEND,
     rule: "`metadata.stream_tool_calls` (default `false`): adds `tool_use` and `tool_result` blocks",
-    checks: ["SEND-TOOL-BLOCKS", "SEND-TOOL-BLOCKS-DEFAULT-OFF", "SSE-TOOL-BLOCKS-GATED"],
+    checks: [
+      "SEND-TOOL-BLOCKS",
+      "SEND-TOOL-BLOCKS-DEFAULT-OFF",
+      "SSE-TOOL-BLOCKS-GATED",
+      "SEND-RESUMED-BODY-READ",
+    ],
+    note: "every turn's body is read, a resumed turn's too (SEND-RESUMED-BODY-READ: system, stream_tool_calls, model, attachments)",
   },
   {
     section: SEND,
@@ -546,7 +560,13 @@ export const seedRules: SeedRule[] = [
   {
     section: ROUTED,
     rule: "`POST …/api/agents/v1/messages`: same body and behaviour as send-message",
-    checks: ["ROUTED-BARE-NAME", "ROUTED-PREFIX", "CONSIST-ROUTED-SEND"],
+    checks: [
+      "ROUTED-BARE-NAME",
+      "ROUTED-PREFIX",
+      "CONSIST-ROUTED-SEND",
+      "CONSIST-ROUTED-SAME-RULES",
+      "CONSIST-ROUTED-REFUSALS",
+    ],
   },
   {
     section: ROUTED,
@@ -567,7 +587,7 @@ export const seedRules: SeedRule[] = [
   {
     section: "Endpoints/List models",
     rule: "The agent's configured default model is first",
-    checks: ["SEND-MODEL-DEFAULT"],
+    checks: ["SEND-MODEL-DEFAULT", "CONSIST-MODELS-EVERY-KEY"],
   },
   {
     section: "Endpoints/List models",

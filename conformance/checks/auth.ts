@@ -111,13 +111,21 @@ export const authChecks: CheckDef[] = [
     id: "AUTH-VIEWER-READS",
     level: "MUST",
     section: SECTION,
-    title: "A Viewer-role key can read conversations (list, shared conversation, transcript)",
+    title:
+      "A Viewer-role key can read conversations (a shared conversation in its list, the single fetch, the transcript)",
     needs: ["viewerKey"],
     async run(ctx) {
       const key = ctx.inputs.viewerKey;
-      ensureStatus(await ctx.listConversations({}, { key }), 200, "conversation list with the Viewer key");
       const conv = await settledConversation(ctx);
       ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle by the owner");
+      const list = await ctx.listConversations({ limit: "200" }, { key });
+      ensureStatus(list, 200, "conversation list with the Viewer key");
+      const ids = (
+        isRecord(list.body) && Array.isArray(list.body.conversations) ? list.body.conversations : []
+      ).map((c) => (isRecord(c) ? c.id : undefined));
+      // Shared with the workspace is visible to a caller: in the list, not only by id.
+      if (!ids.includes(conv.id))
+        fail(`the Viewer's list (limit 200) leaves out ${conv.id}, shared with the workspace`);
       ensureStatus(await ctx.getConversation(conv.id, { key }), 200, "Viewer reads the shared conversation");
       ensureStatus(await ctx.transcript(conv.id, { key }), 200, "Viewer reads the shared transcript");
     },
@@ -127,7 +135,7 @@ export const authChecks: CheckDef[] = [
     id: "AUTH-OWNER-ONLY-SHARE",
     level: "MUST",
     section: SECTION,
-    title: "Only the owner may toggle sharing (no admin override)",
+    title: "Only the owner may toggle sharing (no admin override), whatever value another member sends",
     needs: ["memberKey"],
     async run(ctx) {
       const owner = ctx.inputs.memberKey;
@@ -139,6 +147,11 @@ export const authChecks: CheckDef[] = [
       );
       const attempt = await ctx.share(conv.id, { shared: false });
       ensureClientError(attempt, "share toggle by another member");
+      // A toggle that would change nothing is still a toggle by someone who may not make it.
+      ensureClientError(
+        await ctx.share(conv.id, { shared: true }),
+        "share toggle by another member sending the value the conversation already has",
+      );
       const after = await ctx.conversation(conv.id, { key: owner });
       if (after.shared !== true) fail("another member's share toggle changed the conversation");
     },

@@ -72,6 +72,15 @@ async function transcriptConversation(ctx: CheckContext, id: string, options?: C
   return res.body.conversation;
 }
 
+/** The `messages` of a 200 transcript. */
+async function transcriptMessages(ctx: CheckContext, id: string, options?: CallOptions): Promise<unknown[]> {
+  const res = await ctx.transcript(id, options);
+  ensureStatus(res, 200, "transcript");
+  if (!isRecord(res.body) || !Array.isArray(res.body.messages))
+    fail("the transcript has no messages array", res.text.slice(0, 300));
+  return res.body.messages;
+}
+
 /**
  * Reads one conversation through the single fetch, the list and the transcript, as `options`' caller, and
  * fails on any field the routes disagree on. The single fetch is read before and after the others; when it
@@ -172,7 +181,7 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: CONVERSATION,
     title:
-      "A shared conversation shows the same fields to a member on every route (is_owner false, shared true)",
+      "A shared conversation shows a member the same fields on every route (is_owner false, shared true), the same transcript messages and the same last compaction",
     needs: ["memberKey"],
     async run(ctx) {
       const member = { key: ctx.inputs.memberKey };
@@ -187,6 +196,22 @@ export const consistencyChecks: CheckDef[] = [
         fail(
           `shared is ${JSON.stringify(owners.shared)} for the owner and ${JSON.stringify(members.shared)} for a member after sharing`,
         );
+      // Last compaction is a read too: the member gets what the owner gets.
+      const ownerCompaction = await ctx.lastCompaction(conv.id);
+      const memberCompaction = await ctx.lastCompaction(conv.id, member);
+      ensureStatus(ownerCompaction, 200, "last compaction read by the owner");
+      ensureStatus(memberCompaction, 200, "last compaction of a shared conversation read by a member");
+      if (!sameValue(ownerCompaction.body, memberCompaction.body))
+        fail(
+          `last compaction answers a member ${memberCompaction.text.slice(0, 200)} and the owner ${ownerCompaction.text.slice(0, 200)}`,
+        );
+      const ownerMessages = await transcriptMessages(ctx, conv.id);
+      const memberMessages = await transcriptMessages(ctx, conv.id, member);
+      if (!sameValue(ownerMessages, memberMessages))
+        fail(
+          `the transcript shows a member other messages than the owner: ${ownerMessages.length} message(s) for the owner, ${memberMessages.length} for a member`,
+          JSON.stringify(memberMessages).slice(0, 300),
+        );
       const { is_owner: _o, ...ownerRest } = owners;
       const { is_owner: _m, ...memberRest } = members;
       const diff = disagreements(ownerRest, memberRest);
@@ -199,10 +224,18 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/Fork a conversation",
     title:
-      "A fork's child reads back as the fork result says (parent, turn, owned, private) on every route; the parent is unchanged",
+      "A fork's child reads back as the fork result says (parent, turn, owned, private) on every route; the parent is unchanged, and its later turns are not the child's",
     needs: [],
     async run(ctx) {
       const parent: SettledConversation = await settledConversation(ctx);
+      // A second turn, later than the first by more than a clock tick: the parent's creation and its last
+      // activity are two instants, so a child stamped with anything but its own creation shows.
+      await sleep(20);
+      ensureTurnOk(
+        await ctx.turn({ conversationId: parent.id, prompt: prompts.hello }),
+        "the parent's second turn",
+      );
+      await ctx.waitForSession(parent.id);
       const parentBefore = await fetched(ctx, parent.id);
       const res = await ctx.fork(parent.id, { at_turn: 1 });
       ensureStatus(res, 200, "fork");
@@ -220,6 +253,11 @@ export const consistencyChecks: CheckDef[] = [
         fail(
           `the fork result says forked_at_turn ${JSON.stringify(result.forked_at_turn)}, the child says forked_at_turn_index ${JSON.stringify(child.forked_at_turn_index)}`,
         );
+      // The child is created by the fork: its created_at is not before the parent's last activity.
+      if (Date.parse(String(child.created_at)) < Date.parse(String(parentBefore.updated_at)))
+        fail(
+          `the child's created_at ${String(child.created_at)} is before the parent's last activity ${String(parentBefore.updated_at)}: it was not set when the fork created it`,
+        );
       if (child.is_owner !== true || child.shared !== false)
         fail(
           `the child is is_owner ${JSON.stringify(child.is_owner)}, shared ${JSON.stringify(child.shared)}: it must be the caller's and private`,
@@ -227,6 +265,18 @@ export const consistencyChecks: CheckDef[] = [
       const parentAfter = await fetched(ctx, parent.id);
       const diff = disagreements(parentBefore, parentAfter);
       if (diff.length > 0) fail(`forking changed the parent: ${diff.join("; ")}`);
+      // The child copies the history as of the fork: a later turn on the parent is not the child's.
+      const childMessages = await transcriptMessages(ctx, childId);
+      ensureTurnOk(
+        await ctx.turn({ conversationId: parent.id, prompt: prompts.hello }),
+        "the parent's turn after the fork",
+      );
+      const childLater = await transcriptMessages(ctx, childId);
+      if (!sameValue(childMessages, childLater))
+        fail(
+          `a turn on the parent after the fork changed the child's transcript (${childMessages.length} message(s) before, ${childLater.length} after)`,
+          JSON.stringify(childLater.slice(childMessages.length)).slice(0, 300),
+        );
     },
   }),
   check({
@@ -234,12 +284,36 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/Delete a conversation",
     title:
-      "A deleted conversation is gone from every route: fetch, transcript, last compaction, share, fork give 404 and the list leaves it out",
+      "A deleted conversation is gone from every route and for every caller: fetch, transcript, last compaction, share, fork give 404 and the lists leave it out",
     needs: [],
     async run(ctx) {
       const conv = await settledConversation(ctx);
+      const member = ctx.inputs.memberKey;
+      // Shared first, and read by a member: the delete must be gone for every caller who saw it.
+      if (member) {
+        ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle by the owner");
+        ensureStatus(
+          await ctx.getConversation(conv.id, { key: member }),
+          200,
+          "a member's read of the shared conversation",
+        );
+      }
       ensureStatus(await ctx.deleteConversation(conv.id), 204, "delete");
       await goneEverywhere(ctx, conv.id);
+      if (member) {
+        ensureStatus(
+          await ctx.getConversation(conv.id, { key: member }),
+          404,
+          "a member's fetch of the deleted conversation",
+        );
+        ensureStatus(
+          await ctx.transcript(conv.id, { key: member }),
+          404,
+          "a member's transcript of the deleted conversation",
+        );
+        if (await listedEntry(ctx, conv.id, { key: member }))
+          fail(`a member's list still shows the deleted conversation ${conv.id}`);
+      }
     },
   }),
   check({
@@ -259,13 +333,206 @@ export const consistencyChecks: CheckDef[] = [
     },
   }),
   check({
+    id: "CONSIST-ROUTED-SAME-RULES",
+    level: "MUST",
+    section: "Endpoints/Model-routed send",
+    title:
+      "The model-routed send reads the body as send-message does: a named conversation resumes (stored, counted, updated_at moved), system applies, stream_tool_calls adds tool blocks",
+    needs: [],
+    async run(ctx) {
+      const routed = { routed: true, model: ctx.inputs.agent };
+      const conv = await settledConversation(ctx);
+      const before = await fetched(ctx, conv.id);
+      // Past any clock resolution a deployment stores, so the routed turn's activity shows in updated_at.
+      await sleep(20);
+      const routedPrompt = `Say hello through the routed send ${ctx.nonce()}.`;
+      const resumed = await ctx.turn({ ...routed, conversationId: conv.id, prompt: routedPrompt });
+      ensureTurnOk(resumed, "routed turn naming the caller's conversation");
+      if (resumed.conversationId !== undefined && resumed.conversationId !== conv.id)
+        fail(
+          `the routed turn naming ${conv.id} answered X-Conversation-Id ${JSON.stringify(resumed.conversationId)}`,
+        );
+      const after = await fetched(ctx, conv.id);
+      if (
+        typeof after.turn_count !== "number" ||
+        typeof before.turn_count !== "number" ||
+        after.turn_count <= before.turn_count
+      )
+        fail(
+          `a routed turn naming ${conv.id} did not resume it: turn_count ${JSON.stringify(before.turn_count)} before, ${JSON.stringify(after.turn_count)} after`,
+        );
+      if (millis(after, "updated_at") <= millis(before, "updated_at"))
+        fail(
+          `a routed turn left updated_at at ${String(after.updated_at)}: a turn is activity on either route`,
+        );
+      const transcript = await ctx.transcript(conv.id);
+      ensureStatus(transcript, 200, "transcript after the routed turn");
+      if (!userTexts(transcript.body).some((t) => t.includes(routedPrompt)))
+        fail("the transcript does not hold the turn sent through the model-routed send");
+      const token = ctx.nonce();
+      const directed = await ctx.turn({ ...routed, prompt: prompts.hello, system: prompts.token(token) });
+      ensureTurnOk(directed, "routed turn with system");
+      if (!directed.text.includes(token))
+        fail(`the routed turn's reply does not follow the system text (token ${token})`, directed.text);
+      const tools = await ctx.turn({
+        ...routed,
+        prompt: prompts.writeFile(`acc-${ctx.nonce()}.txt`, ctx.nonce()),
+        streamToolCalls: true,
+      });
+      ensureTurnOk(tools, "routed turn with stream_tool_calls");
+      if (!tools.reading.blocks.some((b) => b.type === "tool_use"))
+        fail("the routed turn with stream_tool_calls, asked to use its tools, streamed no tool_use block");
+      // delivery "async" on the routed send is judged by ERR-501-ASYNC, which owns that rule on both routes.
+    },
+  }),
+  check({
+    id: "CONSIST-ROUTED-REFUSALS",
+    level: "MUST",
+    section: "Endpoints/Model-routed send",
+    title:
+      "The model-routed send refuses as send-message does: 403 for a Viewer key, 403 for a turn into another member's shared conversation",
+    needs: ["viewerKey", "memberKey"],
+    async run(ctx) {
+      const routed = { routed: true, model: ctx.inputs.agent };
+      const viewer = await ctx.turn({
+        ...routed,
+        key: ctx.inputs.viewerKey,
+        conversationId: ctx.newConversationId(),
+        prompt: prompts.hello,
+      });
+      ensureStatus(viewer.response, 403, "model-routed send with a Viewer key");
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle by the owner");
+      const member = await ctx.turn({
+        ...routed,
+        key: ctx.inputs.memberKey,
+        conversationId: conv.id,
+        prompt: prompts.hello,
+      });
+      ensureStatus(member.response, 403, "model-routed send into another member's shared conversation");
+    },
+  }),
+  check({
+    id: "CONSIST-DELETED-ID-NEW",
+    level: "MUST",
+    section: "States and transitions",
+    title:
+      "A deleted conversation's id, sent again, creates a new conversation with exactly that id and none of the deleted one's messages",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      ensureStatus(await ctx.deleteConversation(conv.id), 204, "delete");
+      const prompt = `Say hello again ${ctx.nonce()}.`;
+      const turn = await ctx.turn({ conversationId: conv.id, prompt });
+      ensureTurnOk(turn, "a turn naming the deleted conversation's id (an unknown id now)");
+      const res = await ctx.transcript(conv.id);
+      ensureStatus(res, 200, "transcript of the conversation created anew");
+      const texts = userTexts(res.body);
+      if (texts.some((t) => t.includes(conv.firstPrompt)))
+        fail(
+          "the conversation created anew with a deleted conversation's id shows the deleted conversation's messages",
+          JSON.stringify(texts).slice(0, 300),
+        );
+      if (!texts.some((t) => t.includes(prompt)))
+        fail(
+          "the conversation created anew does not hold the turn just sent",
+          JSON.stringify(texts).slice(0, 300),
+        );
+    },
+  }),
+  check({
+    id: "MEANING-TRANSCRIPT-ORDER",
+    level: "MUST",
+    section: "Resources/Transcript (response of the messages route)",
+    title:
+      "The transcript's messages are in the order the turns ran: an earlier turn's user message comes first",
+    needs: [],
+    async run(ctx) {
+      const round = await memoryRound(ctx);
+      const res = await ctx.transcript(round.id);
+      ensureStatus(res, 200, "transcript");
+      const texts = userTexts(res.body);
+      const first = texts.findIndex((t) => t.includes(round.nonce));
+      const second = texts.findIndex((t) => t.includes(prompts.recall));
+      if (first < 0 || second < 0)
+        fail("the transcript does not hold both turns' user messages", JSON.stringify(texts).slice(0, 300));
+      if (first > second)
+        fail(
+          `the second turn's user message comes before the first's (positions ${second} and ${first}): messages are not oldest first`,
+        );
+      const messages = isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : [];
+      const firstRole = messages.find((m) => isRecord(m) && m.is_compact_summary !== true);
+      if (isRecord(firstRole) && firstRole.role !== "user")
+        fail(
+          `the transcript starts with a ${JSON.stringify(firstRole.role)} message, not the first turn's user message`,
+        );
+    },
+  }),
+  check({
+    id: "CONSIST-MODELS-EVERY-KEY",
+    level: "MUST",
+    section: "Endpoints/List models",
+    title:
+      "The models list puts the agent's default model first for every key of the workspace (member, Viewer)",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const firstOf = async (key: string | undefined, who: string) => {
+        const res = await ctx.listModels({ key });
+        ensureStatus(res, 200, `models list with ${who}`);
+        const data = isRecord(res.body) && Array.isArray(res.body.data) ? res.body.data : [];
+        const first = data[0];
+        if (!isRecord(first) || typeof first.id !== "string")
+          fail(`the models list with ${who} has no first entry with an id`, res.text.slice(0, 300));
+        return first.id;
+      };
+      // The default is the agent's: it does not depend on who asks.
+      const mine = await firstOf(undefined, "the run's key");
+      const callers: Array<[string, string]> = [["a member's key", String(ctx.inputs.memberKey)]];
+      if (ctx.inputs.viewerKey) callers.push(["a Viewer key", ctx.inputs.viewerKey]);
+      for (const [who, key] of callers) {
+        const theirs = await firstOf(key, who);
+        if (theirs !== mine)
+          fail(`the models list starts with ${theirs} for ${who} and with ${mine} for the run's key`);
+      }
+    },
+  }),
+  check({
+    id: "MEANING-TRANSCRIPT-AUTHOR",
+    level: "MUST",
+    section: "Resources/Transcript (response of the messages route)",
+    title:
+      "author_user_id names who sent a user message: two members' messages carry different ids, one member's the same id",
+    needs: ["memberKey"],
+    async run(ctx) {
+      const authorsOf = async (id: string, key?: string) => {
+        const res = await ctx.transcript(id, { key });
+        ensureStatus(res, 200, "transcript");
+        const messages = isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : [];
+        return messages
+          .filter((m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true)
+          .map((m) => (isRecord(m) ? m.author_user_id : undefined));
+      };
+      const mine = await settledConversation(ctx);
+      const mineAgain = await settledConversation(ctx);
+      const theirs = await settledConversation(ctx, prompts.hello, ctx.inputs.memberKey);
+      const [a] = await authorsOf(mine.id);
+      const [b] = await authorsOf(mineAgain.id);
+      const [c] = await authorsOf(theirs.id, ctx.inputs.memberKey);
+      if (typeof a !== "string" || typeof b !== "string" || typeof c !== "string")
+        fail(`a user message lacks author_user_id: ${JSON.stringify([a, b, c])}`);
+      if (a !== b) fail(`one caller's user messages carry two author_user_id values: ${a} and ${b}`);
+      if (a === c) fail(`two members' user messages carry the same author_user_id ${a}`);
+    },
+  }),
+  check({
     id: "CONSIST-KEY-HEADER-CASE",
     level: "MUST",
     section: "Authentication",
     title:
-      "The key header is read whatever the case of its name (x-api-key, X-API-KEY): HTTP header names are case-insensitive",
+      "The key header is read whatever the case of its name (x-api-key, X-API-KEY) on every route, both sends included: HTTP header names are case-insensitive",
     needs: [],
     async run(ctx) {
+      const conv = await settledConversation(ctx);
       for (const keyHeader of ["x-api-key", "X-API-KEY", "X-Api-Key"]) {
         const res = await ctx.call("listModels", {
           method: "GET",
@@ -274,6 +541,32 @@ export const consistencyChecks: CheckDef[] = [
           keyHeader,
         });
         ensureStatus(res, 200, `models list with the key in a header spelled ${keyHeader}`);
+      }
+      // Every route reads the same header: a gateway or a route of its own may compare names verbatim.
+      for (const keyHeader of ["x-api-key", "X-API-KEY"]) {
+        const options = { keyHeader };
+        const reads: Array<[string, () => Promise<{ status: number; text: string }>]> = [
+          ["list conversations", () => ctx.listConversations({}, options)],
+          ["single fetch", () => ctx.getConversation(conv.id, options)],
+          ["transcript", () => ctx.transcript(conv.id, options)],
+          ["last compaction", () => ctx.lastCompaction(conv.id, options)],
+          ["share toggle", () => ctx.share(conv.id, { shared: false }, options)],
+        ];
+        for (const [route, call] of reads)
+          ensureStatus(await call(), [200, 204], `${route} with the key in a header spelled ${keyHeader}`);
+        for (const routed of [false, true]) {
+          const turn = await ctx.turn({
+            conversationId: conv.id,
+            prompt: prompts.hello,
+            keyHeader,
+            routed,
+            model: routed ? ctx.inputs.agent : undefined,
+          });
+          ensureTurnOk(
+            turn,
+            `${routed ? "model-routed send" : "send-message"} with the key in a header spelled ${keyHeader}`,
+          );
+        }
       }
     },
   }),
@@ -302,10 +595,11 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/Send a message",
     title:
-      "A user message sent as text blocks is stored as those blocks joined with blank lines (the transcript's user text)",
+      "A user message sent as text blocks is stored as those blocks joined with blank lines, non-ASCII text verbatim (the transcript's user text)",
     needs: [],
     async run(ctx) {
-      const first = `Block one ${ctx.nonce()}.`;
+      // Non-ASCII letters, an emoji (outside the BMP) and a CJK word: the text must be stored as sent.
+      const first = `Block one ${ctx.nonce()}: größe ünïcode 日本語 🙂.`;
       const second = prompts.hello;
       const id = ctx.newConversationId();
       const turn = await ctx.turn({
@@ -350,7 +644,7 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/List conversations",
     title:
-      "since is read in every ISO 8601 form of one instant (Z or an offset, with or without milliseconds)",
+      "since is read in every ISO 8601 form of one instant (Z or an offset; no, three or six fraction digits)",
     needs: [],
     async run(ctx) {
       const older = await settledConversation(ctx);
@@ -384,7 +678,14 @@ export const consistencyChecks: CheckDef[] = [
         );
       const utc = new Date(boundary).toISOString();
       const plusTwo = new Date(boundary + 2 * 3_600_000).toISOString().replace("Z", "+02:00");
-      const forms = [utc, utc.replace(".000Z", "Z"), utc.replace("Z", "+00:00"), plusTwo];
+      const forms = [
+        utc,
+        utc.replace(".000Z", "Z"),
+        // Six fraction digits, as Python's isoformat writes them.
+        utc.replace(".000Z", ".000000Z"),
+        utc.replace("Z", "+00:00"),
+        plusTwo,
+      ];
       for (const since of forms) {
         const res = await ctx.listConversations({ since, limit: "200" });
         ensureStatus(res, 200, `list since=${since}`);

@@ -411,11 +411,13 @@ export const endpointChecks: CheckDef[] = [
     id: "FORK-CUSTOM-ID",
     level: "MUST",
     section: "Endpoints/Fork a conversation",
-    title: "Fork with conversation_id creates the child with that id; the result has the API's fields",
+    title:
+      "Fork with conversation_id creates the child with exactly that id (spaces and non-ASCII letters included); the result has the API's fields",
     needs: [],
     async run(ctx) {
       const conv = await sharedConversation(ctx);
-      const childId = ctx.newConversationId();
+      // Any string, as for a conversation created by a turn: spaces and non-ASCII letters included.
+      const childId = `${ctx.newConversationId()} kïnd ünïcode +@`;
       const res = await ctx.fork(conv.id, { conversation_id: childId });
       ensureStatus(res, [200, 201], "fork");
       ctx.track(childId, ctx.inputs.key);
@@ -425,7 +427,12 @@ export const endpointChecks: CheckDef[] = [
       if (res.body.parent_conversation_id !== conv.id) fail("parent_conversation_id is not the parent");
       if (typeof res.body.forked_at_turn !== "number") fail("forked_at_turn is not an integer");
       if (typeof res.body.agent_session_id !== "string") fail("agent_session_id is not a string");
-      ensureStatus(await ctx.getConversation(childId), 200, "fetch of the child");
+      const child = await ctx.getConversation(childId);
+      ensureStatus(child, 200, "fetch of the child by the id chosen for it");
+      const readBack =
+        isRecord(child.body) && isRecord(child.body.conversation) ? child.body.conversation.id : undefined;
+      if (readBack !== childId)
+        fail(`the child reads back with id ${JSON.stringify(readBack)}, chosen ${JSON.stringify(childId)}`);
     },
   }),
   /** at_turn beyond the conversation's length is clamped, not refused. */
@@ -474,7 +481,8 @@ export const endpointChecks: CheckDef[] = [
     id: "FLOW-INVOKE",
     level: "MUST",
     section: "Endpoints/Invoke a deployed flow",
-    title: "POST {flow_url}/apps/{app_id} with X-API-Key and {input_vars} answers 2xx JSON",
+    title:
+      "POST {flow_url}/apps/{app_id} with X-API-Key (its name in any case) and {input_vars} answers 2xx JSON",
     needs: ["flowUrl", "flowId", "flowKey", "flowInput"],
     async run(ctx) {
       const inputVars: Record<string, string> = {};
@@ -482,15 +490,18 @@ export const endpointChecks: CheckDef[] = [
         const at = pair.indexOf("=");
         if (at > 0) inputVars[pair.slice(0, at)] = pair.slice(at + 1);
       }
-      const res = await ctx.call("invokeFlow", {
-        method: "POST",
-        url: `${ctx.inputs.flowUrl?.replace(/\/$/, "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
-        key: ctx.inputs.flowKey,
-        keyHeader: "X-API-Key",
-        json: { input_vars: inputVars },
-      });
-      ensureStatus(res, [200, 201], "flow invocation");
-      if (res.body === undefined) fail("the flow answered a body that is not JSON", res.text.slice(0, 300));
+      // The API writes the header X-API-Key; header names are case-insensitive, so any spelling is read.
+      for (const keyHeader of ["X-API-Key", "x-api-key"]) {
+        const res = await ctx.call("invokeFlow", {
+          method: "POST",
+          url: `${ctx.inputs.flowUrl?.replace(/\/$/, "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
+          key: ctx.inputs.flowKey,
+          keyHeader,
+          json: { input_vars: inputVars },
+        });
+        ensureStatus(res, [200, 201], `flow invocation with the key in a header spelled ${keyHeader}`);
+        if (res.body === undefined) fail("the flow answered a body that is not JSON", res.text.slice(0, 300));
+      }
     },
   }),
   /** Flow without key: behaviour not shown. */

@@ -165,7 +165,7 @@ export const eventChecks: CheckDef[] = [
   ),
   grammarCheck(
     "SSE-MESSAGE-DELTA",
-    "One message_delta with a string stop_reason precedes message_stop",
+    "One message_delta with a non-empty string stop_reason precedes message_stop",
     needsMessageDelta,
   ),
   grammarCheck(

@@ -71,19 +71,22 @@ export const forkChecks: CheckDef[] = [
     id: "FORK-AT-TURN-CUTS",
     level: "MUST",
     section: SECTION,
-    title: "A fork at_turn 1 of a three-turn conversation does not carry the third turn",
+    title: "A fork at_turn 1, or at_turn 0, of a three-turn conversation does not carry the third turn",
     needs: [],
     async run(ctx) {
       const parent = await threeTurns(ctx);
-      const child = await forkChild(ctx, parent.id, { at_turn: 1 });
-      const turn = await ctx.turn({ conversationId: child, prompt: RECALL_ALL });
-      ensureTurnOk(turn, "the child's first turn");
-      if (turn.text.trim() === "") fail("the child's turn produced no text");
-      if (turn.text.includes(parent.words[2]))
-        fail(
-          "the child forked at turn 1 remembers the word of the third turn: at_turn was not applied",
-          turn.text,
-        );
+      // 0 is a turn too (whether turns count from 0 or 1): a value that is falsy is still a value.
+      for (const at_turn of [1, 0]) {
+        const child = await forkChild(ctx, parent.id, { at_turn });
+        const turn = await ctx.turn({ conversationId: child, prompt: RECALL_ALL });
+        ensureTurnOk(turn, `the first turn of the child forked at turn ${at_turn}`);
+        if (turn.text.trim() === "") fail(`the turn of the child forked at turn ${at_turn} produced no text`);
+        if (turn.text.includes(parent.words[2]))
+          fail(
+            `the child forked at turn ${at_turn} remembers the word of the third turn: at_turn was not applied`,
+            turn.text,
+          );
+      }
     },
   }),
   /** Without at_turn the child carries all turns, the last one included. */

@@ -105,7 +105,7 @@ export const routeChecks: CheckDef[] = [
     level: "MUST",
     section: "Resources/Conversation",
     title:
-      "title is derived from the first prompt (different first prompts give different, non-empty titles)",
+      "title is derived from the first prompt, a string or text blocks (different first prompts give different, non-empty titles)",
     needs: [],
     async run(ctx) {
       const first = await sharedConversation(ctx);
@@ -114,9 +114,16 @@ export const routeChecks: CheckDef[] = [
         prompt: "Name the three primary colours of paint.",
       });
       ensureTurnOk(turn);
+      // A first prompt sent as text blocks is a prompt too.
+      const blocks = await ctx.turn({
+        conversationId: ctx.newConversationId(),
+        prompt: [{ type: "text", text: "List the planets of the solar system." }],
+      });
+      ensureTurnOk(blocks, "turn whose first prompt is text blocks");
       const a = await ctx.conversation(first.id);
       const b = await ctx.conversation(String(turn.conversationId));
-      for (const c of [a, b]) {
+      const c3 = await ctx.conversation(String(blocks.conversationId));
+      for (const c of [a, b, c3]) {
         if (typeof c.title !== "string" || c.title.trim() === "") fail(`${c.id} has an empty title`);
         if (c.title === c.id) fail(`the title of ${c.id} is its id, not derived from its prompt`);
       }

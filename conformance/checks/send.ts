@@ -11,6 +11,7 @@ import {
   ensureTurnOk,
   modelsInfo,
   prompts,
+  settledConversation,
   turnRanAs,
 } from "./common.ts";
 import { grammarStreams } from "./events.ts";
@@ -46,14 +47,18 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-STREAM-FALSE",
     level: "MUST",
     section: SECTION,
-    title: "stream: false, or no stream field, still yields an event stream",
+    title: "stream: false, or no stream field, still yields an event stream with X-Conversation-Id",
     needs: [],
     async run(ctx) {
-      ensureTurnOk(await ctx.turn({ prompt: prompts.hello, extraBody: { stream: false } }), "stream: false");
-      ensureTurnOk(
-        await ctx.turn({ prompt: prompts.hello, extraBody: { stream: undefined } }),
-        "stream omitted",
-      );
+      // The same response as with stream: true, X-Conversation-Id included, whichever way it is asked for.
+      for (const [stream, label] of [
+        [false, "stream: false"],
+        [undefined, "stream omitted"],
+      ] as const) {
+        const turn = await ctx.turn({ prompt: prompts.hello, extraBody: { stream } });
+        ensureTurnOk(turn, label);
+        if (!turn.conversationId) fail(`${label}: the response carries no X-Conversation-Id`);
+      }
     },
   }),
   /** Only the newest user message is used: history sent by the caller is not replayed. */
@@ -242,7 +247,8 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-TOOL-BLOCKS",
     level: "MUST",
     section: SECTION,
-    title: "stream_tool_calls: true adds tool_use and matching tool_result blocks to the stream",
+    title:
+      "stream_tool_calls: true adds tool_use and matching tool_result blocks to the stream, each result after its call",
     needs: [],
     async run(ctx) {
       const { streams } = await grammarStreams(ctx);
@@ -252,10 +258,14 @@ export const sendChecks: CheckDef[] = [
       const results = turn.reading.blocks.filter((b) => b.type === "tool_result");
       if (uses.length === 0) fail("no tool_use block although the agent was asked to use its tools");
       if (results.length === 0) fail("no tool_result block");
+      const blocks = turn.reading.blocks;
       for (const r of results) {
         const source = r.deltas[0] && isRecord(r.deltas[0]) ? { ...r.start, ...r.deltas[0] } : r.start;
-        if (!uses.some((u) => u.start.id === source.tool_use_id))
-          fail("a tool_result's tool_use_id names no tool_use block");
+        const use = uses.find((u) => u.start.id === source.tool_use_id);
+        if (!use) fail("a tool_result's tool_use_id names no tool_use block");
+        // A result answers a call already made: its tool_use block comes first in the stream.
+        if (blocks.indexOf(use) > blocks.indexOf(r))
+          fail(`the tool_result for ${String(source.tool_use_id)} arrives before its tool_use block`);
         if (typeof source.is_error !== "boolean") fail("a tool_result carries no boolean is_error");
       }
     },
@@ -265,18 +275,80 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-TOOL-BLOCKS-DEFAULT-OFF",
     level: "MUST",
     section: SECTION,
-    title: "Without stream_tool_calls the stream carries no tool blocks (tools still run)",
+    title: "Without stream_tool_calls, or with it false, the stream carries no tool blocks (tools still run)",
     needs: [],
     async run(ctx) {
-      const id = ctx.newConversationId();
-      const name = `acc-${ctx.nonce()}.txt`;
-      const content = ctx.nonce();
-      const turn = await ctx.turn({ conversationId: id, prompt: prompts.writeFile(name, content) });
-      ensureTurnOk(turn);
-      if (turn.reading.blocks.some((b) => b.type === "tool_use" || b.type === "tool_result")) {
-        fail("tool blocks in a stream without stream_tool_calls");
+      // Omitted (the default) and sent as false: both mean no tool blocks.
+      for (const streamToolCalls of [undefined, false]) {
+        const label =
+          streamToolCalls === undefined ? "without stream_tool_calls" : "with stream_tool_calls: false";
+        const id = ctx.newConversationId();
+        const name = `acc-${ctx.nonce()}.txt`;
+        const content = ctx.nonce();
+        const turn = await ctx.turn({
+          conversationId: id,
+          prompt: prompts.writeFile(name, content),
+          streamToolCalls,
+        });
+        ensureTurnOk(turn, `turn ${label}`);
+        if (turn.reading.blocks.some((b) => b.type === "tool_use" || b.type === "tool_result")) {
+          fail(`tool blocks in a stream ${label}`);
+        }
+        if (turn.text.trim() === "") fail(`the turn ${label} produced no text`);
       }
-      if (turn.text.trim() === "") fail("the turn produced no text");
+    },
+  }),
+  /** The body of every turn is read, not only a conversation's first: a resumed turn is a turn. */
+  check({
+    id: "SEND-RESUMED-BODY-READ",
+    level: "MUST",
+    section: SECTION,
+    title:
+      "A resumed turn reads its body as a first turn does: system, stream_tool_calls, model and attachments apply",
+    needs: [],
+    async run(ctx) {
+      const conv = await settledConversation(ctx);
+      const token = ctx.nonce();
+      const directed = await ctx.turn({
+        conversationId: conv.id,
+        prompt: prompts.hello,
+        system: prompts.token(token),
+      });
+      ensureTurnOk(directed, "resumed turn with system");
+      ensureIncludes(directed.text, token, "directive given in a resumed turn's system");
+      const tools = await ctx.turn({
+        conversationId: conv.id,
+        prompt: prompts.writeFile(`acc-${ctx.nonce()}.txt`, ctx.nonce()),
+        streamToolCalls: true,
+      });
+      ensureTurnOk(tools, "resumed turn with stream_tool_calls");
+      if (!tools.reading.blocks.some((b) => b.type === "tool_use"))
+        fail("a resumed turn with stream_tool_calls, asked to use its tools, streamed no tool_use block");
+      const content = ctx.nonce();
+      const name = `acc-resumed-${ctx.nonce()}.txt`;
+      const attached = await ctx.turn({
+        conversationId: conv.id,
+        prompt: prompts.readAttachment(name),
+        streamToolCalls: true,
+        metadata: { attachments: [attachment(name, content)] },
+      });
+      ensureTurnOk(attached, "resumed turn with an attachment");
+      ensureAttachmentRead(ctx, attached, name, content, "reading a resumed turn's attachment");
+      const models = await modelsInfo(ctx);
+      // With a single model a selection cannot be told from the default: the other parts still judge.
+      if (models.otherId) {
+        const chosen = await ctx.turn({
+          conversationId: conv.id,
+          prompt: prompts.whichModel,
+          model: models.otherId,
+        });
+        ensureTurnOk(chosen, "resumed turn with model");
+        if (!turnRanAs(chosen, models.otherId))
+          fail(
+            `a resumed turn with model ${models.otherId}: neither message_start.model (${chosen.reading.model}) nor the reply names it`,
+            chosen.text,
+          );
+      }
     },
   }),
   /** An attachment is written to .uploads/<name> and readable by the agent. */
@@ -436,15 +508,24 @@ export const sendChecks: CheckDef[] = [
     id: "ERR-501-ASYNC",
     level: "MUST",
     section: "Errors",
-    title: 'metadata.delivery "async" gives 501',
+    title: 'metadata.delivery "async" gives 501, on send-message and on the model-routed send',
     needs: [],
     async run(ctx) {
-      const turn = await ctx.turn({
-        conversationId: ctx.newConversationId(),
-        prompt: prompts.hello,
-        metadata: { delivery: "async" },
-      });
-      ensureStatus(turn.response, 501, "delivery async");
+      // The routed send has "the same body and behaviour": the refusal holds on both routes.
+      for (const routed of [false, true]) {
+        const turn = await ctx.turn({
+          conversationId: ctx.newConversationId(),
+          prompt: prompts.hello,
+          metadata: { delivery: "async" },
+          routed,
+          model: routed ? ctx.inputs.agent : undefined,
+        });
+        ensureStatus(
+          turn.response,
+          501,
+          `delivery async on ${routed ? "the model-routed send" : "send-message"}`,
+        );
+      }
     },
   }),
   /** An active automation's turn runs, and a model in the body wins over the automation's. */

@@ -258,7 +258,8 @@ export const stateChecks: CheckDef[] = [
     id: "STATE-SHARE-FALSE",
     level: "MUST",
     section: SECTION,
-    title: 'Toggling {"shared": false} as owner makes the conversation private again',
+    title:
+      'Toggling {"shared": false} as owner makes the conversation private again (gone from a member\'s fetch and list)',
     needs: [],
     async run(ctx) {
       const conv = await settledConversation(ctx);
@@ -271,6 +272,12 @@ export const stateChecks: CheckDef[] = [
           404,
           "member read after unsharing",
         );
+        const list = await ctx.listConversations({ limit: "200" }, { key: ctx.inputs.memberKey });
+        ensureStatus(list, 200, "member's list after unsharing");
+        const listed =
+          isRecord(list.body) && Array.isArray(list.body.conversations) ? list.body.conversations : [];
+        if (listed.some((c) => isRecord(c) && c.id === conv.id))
+          fail(`the member's list still shows ${conv.id} after it was made private again`);
       } else {
         ctx.note("the member read was not tried (no --member-key)");
       }

@@ -219,6 +219,7 @@ describe("SSE turn grammar", () => {
     ["SSE-MESSAGE-DELTA", start + textBlock(0, "a") + stop],
     ["SSE-MESSAGE-DELTA", start + messageDelta + messageDelta + stop],
     ["SSE-MESSAGE-DELTA", start + messageDelta.replace('{"stop_reason":"end_turn"}', "{}") + stop],
+    ["SSE-MESSAGE-DELTA", start + messageDelta.replace('"end_turn"', '""') + stop],
     ["SSE-USAGE-FIVE-FIELDS", start + messageDelta.replace(',"total_cost_usd":0.001', "") + stop],
     ["SSE-ERROR-SHAPE", start + frame("error", { error: { message: "boom" } })],
   ];

@@ -277,6 +277,9 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         reading.stopReason = delta.stop_reason;
         if (typeof delta.stop_reason !== "string") {
           violate("SSE-MESSAGE-DELTA", "message_delta.delta.stop_reason is not a string", frame);
+        } else if (delta.stop_reason.trim() === "") {
+          // Other stop reasons are not shown, but an empty one names no reason at all.
+          violate("SSE-MESSAGE-DELTA", "message_delta.delta.stop_reason is an empty string", frame);
         } else if (delta.stop_reason !== "end_turn") {
           violate(
             "SSE-STOP-REASON",

@@ -11,6 +11,7 @@
  * - `onResponse(call, res, tools)`: status, headers, body of any answer; return a replacement.
  */
 import { DEMO_MEMBER_KEY, demoConfigFile } from "../../reference-server/config/demo.ts";
+import { outsideMutations } from "./outside-mutations.ts";
 import {
   type Area,
   errorResponse,
@@ -1509,6 +1510,7 @@ export const mutations: Mutation[] = [
     },
   },
   ...tableMutations,
+  ...outsideMutations,
   {
     name: "stream-buffered",
     area: "delivery",
