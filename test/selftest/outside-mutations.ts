@@ -5,6 +5,7 @@
  * answers). They were run against the whole suite before the checks that now catch them were written;
  * `npm run mutation-score` runs them all, `npm test` the rows marked `sample`.
  */
+import { everyConversation, foldId } from "./conversation-rewrites.ts";
 import type { Mutation } from "./proxy-calls.ts";
 import {
   errorResponse,
@@ -49,14 +50,6 @@ function conversationPath(agent: string, id: string): string {
   return `/api/agents/${encodeURIComponent(agent)}/conversations/${encodeURIComponent(id)}`;
 }
 
-/** The same ASCII folding as a server that rewrites ids it stores (accents dropped, spaces to dashes). */
-function foldId(id: string): string {
-  return id
-    .normalize("NFKD")
-    .replace(/[^\x20-\x7E]/g, "")
-    .replace(/ /g, "-");
-}
-
 /** Groups a stream's block events by index: [start, delta..., stop] per block, in order of first sight. */
 function blockGroups(events: SseEvent[]): { before: SseEvent[]; blocks: SseEvent[][]; after: SseEvent[] } {
   const first = events.findIndex((e) => e.event.startsWith("content_block_"));
@@ -92,21 +85,6 @@ function editUserTexts(res: ProxyResponse, edit: (text: string) => string): Prox
   for (const m of body.messages)
     if (m?.role === "user" && Array.isArray(m.content))
       for (const b of m.content) if (typeof b?.text === "string") b.text = edit(b.text);
-  return withJson(res, body);
-}
-
-const CONVERSATION_CARRIERS: Record<string, (body: Json) => Json[]> = {
-  conversation: (body) => (body?.conversation ? [body.conversation] : []),
-  list: (body) => (Array.isArray(body?.conversations) ? body.conversations : []),
-  transcript: (body) => (body?.conversation ? [body.conversation] : []),
-};
-
-function everyConversation(call: ProxyCall, res: ProxyResponse, edit: (c: Json) => void) {
-  if (res.status !== 200 || call.method !== "GET") return undefined;
-  const carrier = CONVERSATION_CARRIERS[call.route.kind];
-  if (!carrier) return undefined;
-  const body = jsonOf(res);
-  for (const c of carrier(body)) if (c) edit(c);
   return withJson(res, body);
 }
 

@@ -6,6 +6,7 @@
  * class (`npm run mutation-score`) shows it. `npm test` runs the rows marked `sample`.
  */
 import type { components } from "../../generated/api-types.ts";
+import { CONVERSATION_CARRIERS, everyConversation, foldId } from "./conversation-rewrites.ts";
 import type { Mutation } from "./proxy-calls.ts";
 import {
   errorResponse,
@@ -13,16 +14,8 @@ import {
   type Json,
   jsonOf,
   ProxyCall,
-  type ProxyResponse,
   withJson,
 } from "./proxy-calls.ts";
-
-/** The conversation objects of a JSON answer, by route: the single fetch, the list, the transcript. */
-const CONVERSATION_CARRIERS: Record<string, (body: Json) => Json[]> = {
-  conversation: (body) => (body?.conversation ? [body.conversation] : []),
-  list: (body) => (Array.isArray(body?.conversations) ? body.conversations : []),
-  transcript: (body) => (body?.conversation ? [body.conversation] : []),
-};
 
 /** A different value of the same type (so the spec still passes and only the meaning is wrong). */
 const shiftIso = (value: Json) =>
@@ -76,24 +69,6 @@ function fieldOnRoute(field: string, route: string): Mutation {
       return withJson(res, body);
     },
   };
-}
-
-/** Rewrites every conversation object of a JSON answer (all three routes). */
-function everyConversation(call: ProxyCall, res: ProxyResponse, edit: (c: Json) => void) {
-  if (res.status !== 200 || call.method !== "GET") return undefined;
-  const carrier = CONVERSATION_CARRIERS[call.route.kind];
-  if (!carrier) return undefined;
-  const body = jsonOf(res);
-  for (const c of carrier(body)) if (c) edit(c);
-  return withJson(res, body);
-}
-
-/** Folds an id to ASCII: a server that rewrites ids it stores (accents dropped, spaces to dashes). */
-function foldId(id: string): string {
-  return id
-    .normalize("NFKD")
-    .replace(/[^\x20-\x7E]/g, "")
-    .replace(/ /g, "-");
 }
 
 /** Where a send's or a path's conversation id is rewritten the same way, so the conversation stays reachable. */
