@@ -8,14 +8,7 @@
 import type { components } from "../../generated/api-types.ts";
 import { CONVERSATION_CARRIERS, everyConversation, foldId } from "./conversation-rewrites.ts";
 import type { Mutation } from "./proxy-calls.ts";
-import {
-  errorResponse,
-  isEventStream,
-  type Json,
-  jsonOf,
-  ProxyCall,
-  withJson,
-} from "./proxy-calls.ts";
+import { errorResponse, isEventStream, type Json, jsonOf, ProxyCall, withJson } from "./proxy-calls.ts";
 
 /** A different value of the same type (so the spec still passes and only the meaning is wrong). */
 const shiftIso = (value: Json) =>
