@@ -60,14 +60,13 @@ export async function startDeployment(options: DeploymentOptions): Promise<Deplo
     let postmasterPid: number | undefined;
     if (options.engine === "postgres") {
       cluster = await startPostgresCluster({ settings: ["shared_preload_libraries=pg_stat_statements"] });
+      const url = await cluster.createDatabase("agent_api");
       const admin = new pg.Client({ connectionString: cluster.url });
       await admin.connect();
-      await admin.query("CREATE DATABASE agent_api");
       const dataDirectory = (await admin.query<{ data_directory: string }>("SHOW data_directory")).rows[0]
         .data_directory;
       await admin.end();
       postmasterPid = Number(readFileSync(join(dataDirectory, "postmaster.pid"), "utf8").split("\n")[0]);
-      const url = cluster.url.replace(/\/postgres$/, "/agent_api");
       database = new pg.Client({ connectionString: url });
       await database.connect();
       await database.query("CREATE EXTENSION pg_stat_statements");

@@ -14,6 +14,7 @@ import { createServer } from "node:net";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import pg from "pg";
 
 const run = promisify(execFile);
 
@@ -47,6 +48,8 @@ function freePort(): Promise<number> {
 export interface PostgresCluster {
   /** postgres://postgres@127.0.0.1:PORT/postgres */
   url: string;
+  /** Creates an empty database on the cluster and returns its URL. */
+  createDatabase(name: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -94,8 +97,19 @@ export async function startPostgresCluster(
       ...(clusterOptions.settings ?? []).map((setting) => `-c ${setting}`),
     ].join(" ");
     await as("pg_ctl", ["-D", data, "-o", options, "-l", join(dir, "log"), "-w", "start"]);
+    const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
     return {
-      url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      url,
+      async createDatabase(name) {
+        const admin = new pg.Client({ connectionString: url });
+        await admin.connect();
+        try {
+          await admin.query(`CREATE DATABASE ${name}`);
+        } finally {
+          await admin.end();
+        }
+        return `postgres://postgres@127.0.0.1:${port}/${name}`;
+      },
       async stop() {
         await as("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"]).catch(() => undefined);
         rmSync(dir, { recursive: true, force: true });

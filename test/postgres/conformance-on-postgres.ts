@@ -7,7 +7,6 @@ import type { ChildProcess } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
 import { startPostgresCluster } from "../../scripts/postgres-cluster.ts";
 import { check, parseEnvFile, serve, stop } from "./processes.ts";
 
@@ -18,11 +17,7 @@ async function main(): Promise<number> {
   const cluster = await startPostgresCluster();
   let server: ChildProcess | undefined;
   try {
-    const admin = new pg.Client({ connectionString: cluster.url });
-    await admin.connect();
-    await admin.query("CREATE DATABASE agent_api");
-    await admin.end();
-    const store = cluster.url.replace(/\/postgres$/, "/agent_api");
+    const store = await cluster.createDatabase("agent_api");
     const envFile = join(dir, "conformance.env");
     const started = await serve([
       "--demo",

@@ -26,7 +26,6 @@ import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
 import { freePort, nginxAvailable, startNginx } from "../../conformance/testing/nginx.ts";
 import { startPostgresCluster } from "../../scripts/postgres-cluster.ts";
 import { replaceOnce } from "../proxies/readme-configs.ts";
@@ -137,11 +136,7 @@ async function main(): Promise<number> {
   const instances: ServeProcess[] = [];
   let nginx: Awaited<ReturnType<typeof startNginx>> | undefined;
   try {
-    const admin = new pg.Client({ connectionString: cluster.url });
-    await admin.connect();
-    await admin.query("CREATE DATABASE agent_api");
-    await admin.end();
-    const store = cluster.url.replace(/\/postgres$/, "/agent_api");
+    const store = await cluster.createDatabase("agent_api");
     const ports: number[] = [];
     for (let i = 0; i < INSTANCES; i++) ports.push(await freePort());
     const balancerPort = await freePort();
