@@ -237,6 +237,38 @@ describe.skipIf(skip !== undefined)(
       }
     });
 
+    it("an interrupt reaches the other instances, not the one that published it", async () => {
+      const database = await createTestDatabase();
+      const [a, b] = await Promise.all([openPostgresStore(database.url), openPostgresStore(database.url)]);
+      const heard: Record<"a" | "b", string[]> = { a: [], b: [] };
+      const unsubscribe = await Promise.all(
+        (["a", "b"] as const).map((name) =>
+          (name === "a" ? a : b).turnInterrupts?.subscribe((id, reason) =>
+            heard[name].push(`${id} ${reason}`),
+          ),
+        ),
+      );
+      const until = async (done: () => boolean) => {
+        const deadline = Date.now() + 10_000;
+        while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      };
+      try {
+        await a.turnInterrupts?.publish("c1", "AGENT_API_CONVERSATION_DELETED");
+        await until(() => heard.b.length === 1);
+        // b's notification is committed after a's: once a hears it, a's own would have come before.
+        await b.turnInterrupts?.publish("c2", "AGENT_API_SERVER_STOPPING");
+        await until(() => heard.a.length === 1);
+        expect(heard).toEqual({
+          a: ["c2 AGENT_API_SERVER_STOPPING"],
+          b: ["c1 AGENT_API_CONVERSATION_DELETED"],
+        });
+      } finally {
+        for (const off of unsubscribe) await off?.();
+        await Promise.all([a.close(), b.close()]);
+        await database.drop();
+      }
+    });
+
     it("a commit fenced by a lost lease is refused and writes nothing; the holder's commit goes through", async () => {
       const database = await createTestDatabase();
       const [a, b] = await Promise.all([openPostgresStore(database.url), openPostgresStore(database.url)]);

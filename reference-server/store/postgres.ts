@@ -6,7 +6,7 @@
  *
  * No history cache: another instance may have written a session since this one read it.
  */
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import pg from "pg";
 import {
   type ConversationRow,
@@ -131,6 +131,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   }
 
   let closed = false;
+  /** Tells this store's own interrupts apart from other instances' on the shared channel. */
+  const instanceId = randomUUID();
 
   const transaction = <T>(work: (client: pg.PoolClient) => Promise<T>) => inTransaction(pool, work);
 
@@ -664,7 +666,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       async publish(conversationId, reason) {
         await query(pool, "SELECT pg_notify($1, $2)", [
           INTERRUPT_CHANNEL,
-          JSON.stringify({ conversationId, reason }),
+          JSON.stringify({ conversationId, reason, from: instanceId }),
         ]);
       },
       async subscribe(handler) {
@@ -677,11 +679,14 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
         listener.on("notification", (message) => {
           if (message.channel !== INTERRUPT_CHANNEL || !message.payload) return;
           try {
-            const { conversationId, reason } = JSON.parse(message.payload) as {
+            const { conversationId, reason, from } = JSON.parse(message.payload) as {
               conversationId: string;
               reason: string;
+              from?: string;
             };
-            handler(conversationId, reason);
+            // PostgreSQL delivers a notification to every listener, the publisher's own included: this
+            // instance already ended its turn and removed its files before it published.
+            if (from !== instanceId) handler(conversationId, reason);
           } catch {
             // Not ours.
           }

@@ -206,7 +206,10 @@ export interface ScheduledRecordings {
  */
 export interface TurnInterrupts {
   publish(conversationId: string, reason: string): Promise<void>;
-  /** Calls `handler` for every interrupt published by any instance (this one included); resolves with unsubscribe. */
+  /**
+   * Calls `handler` for every interrupt another instance published (this instance acts on its own at once,
+   * before publishing); resolves with unsubscribe.
+   */
   subscribe(handler: (conversationId: string, reason: string) => void): Promise<() => Promise<void>>;
 }
 
