@@ -14,6 +14,7 @@ import { checkModel, findAgent } from "./agents.ts";
 import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
 import type { SessionTextEntry } from "./history-loader.ts";
 import type { ConversationLocks } from "./leased-locks.ts";
+import { copyOwnerOf } from "./local-copies-reconcile.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
 import type { SessionRecordings } from "./session-recorder.ts";
@@ -57,12 +58,17 @@ export class ConversationService {
   /** Ends a conversation's running turn (delete does not wait for the agent to finish). */
   readonly #interruptTurn: (conversationId: string, code: InterruptCode) => void;
 
+  /** Tells the other instances a delete is done (their local copies go). */
+  readonly #announceDeleted: (conversationId: string) => void;
+
   constructor(
     deps: ServiceDeps,
     sessions: SessionRecordings,
     locks: ConversationLocks = new KeyedMutex(),
     interruptTurn: (conversationId: string, code: InterruptCode) => void = () => undefined,
+    announceDeleted: (conversationId: string) => void = () => undefined,
   ) {
+    this.#announceDeleted = announceDeleted;
     this.#deps = deps;
     this.#sessions = sessions;
     this.#locks = locks;
@@ -160,10 +166,11 @@ export class ConversationService {
     const releaseTurn = await this.#locks.acquire(id);
     const release = await this.#copyOrRemove.acquire(id);
     try {
-      await this.#owned(caller, agent, id, "delete it");
+      const record = await this.#owned(caller, agent, id, "delete it");
       await this.#sessions.cancel(id);
-      await this.#deps.sandbox.remove(id);
+      await this.#deps.sandbox.remove(copyOwnerOf(record));
       await this.#deps.store.deleteConversation(id);
+      this.#announceDeleted(id);
     } finally {
       release();
       releaseTurn();
@@ -228,9 +235,10 @@ export class ConversationService {
       createdAt: at,
       updatedAt: at,
       turnCount: atTurn,
+      generation: 0,
     };
     try {
-      await store.insertConversation(child);
+      child.generation = await store.insertConversation(child);
     } catch (error) {
       if (error instanceof ConversationExistsError)
         throw conflict(`Conversation id already taken: ${childId}`);
@@ -245,11 +253,11 @@ export class ConversationService {
         createdAt: at,
         updatedAt: at,
       });
-      await this.#deps.sandbox.fork(parent.id, childId);
+      await this.#deps.sandbox.fork(copyOwnerOf(parent), copyOwnerOf(child));
     } catch (error) {
       // No half-made child: a fork that fails leaves nothing behind (the id stays free).
       await store.deleteConversation(childId);
-      await this.#deps.sandbox.remove(childId).catch(() => undefined);
+      await this.#deps.sandbox.remove(copyOwnerOf(child)).catch(() => undefined);
       throw error;
     }
     return {

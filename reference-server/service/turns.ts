@@ -251,8 +251,7 @@ export class TurnService {
       hidden: creation.hidden,
       createdAt: at,
     });
-    await this.#deps.store.insertConversation(record);
-    return record;
+    return { ...record, generation: await this.#deps.store.insertConversation(record) };
   }
 
   async *#run(plan: TurnPlan, clientSignal: AbortSignal): AsyncGenerator<TurnStreamItem, void, void> {
@@ -277,6 +276,7 @@ export class TurnService {
       () =>
         this.#deps.sandbox.acquire({
           conversationId: record.id,
+          generation: record.generation,
           agent: {
             workspaceId: plan.agent.workspaceId,
             name: plan.agent.name,
@@ -380,6 +380,7 @@ export class TurnService {
     // The same conversation, not a new one that took the id after a delete: never write into another's.
     if (
       !current ||
+      current.generation !== plan.record.generation ||
       current.createdAt !== plan.record.createdAt ||
       current.ownerMemberId !== plan.record.ownerMemberId ||
       current.workspaceId !== plan.record.workspaceId

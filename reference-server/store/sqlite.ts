@@ -265,8 +265,8 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     });
   }
 
-  const insertConversationSql = `INSERT INTO conversations (${conversationFields.map((f) => conversationColumns[f]).join(", ")})
-    VALUES (${conversationFields.map(() => "?").join(", ")})`;
+  const insertConversationSql = `INSERT INTO conversations (${conversationFields.map((f) => conversationColumns[f]).join(", ")}, generation)
+    VALUES (${conversationFields.map(() => "?").join(", ")}, ?)`;
 
   return {
     async getConversation(id) {
@@ -278,11 +278,28 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
 
     async insertConversation(record) {
       try {
-        statement(insertConversationSql).run(...conversationFields.map((f) => toSqlValue(record[f])));
+        return transaction(() => {
+          const { last } = statement(
+            "UPDATE conversation_generations SET last = last + 1 RETURNING last",
+          ).get() as { last: number };
+          statement(insertConversationSql).run(...conversationFields.map((f) => toSqlValue(record[f])), last);
+          return last;
+        });
       } catch (error) {
         if (isUniqueViolation(error)) throw new ConversationExistsError(record.id);
         throw error;
       }
+    },
+
+    async conversationGenerations(ids) {
+      const generations = new Map<string, number>();
+      for (const id of ids) {
+        const row = statement("SELECT generation FROM conversations WHERE id = ?").get(id) as
+          | { generation: number }
+          | undefined;
+        if (row) generations.set(id, row.generation);
+      }
+      return generations;
     },
 
     async updateConversation(id, patch) {
