@@ -1,0 +1,137 @@
+/**
+ * The packages' own `agent-api` on a Node older than it can run (the machines' system Node 20, which has no
+ * node:sqlite): one line saying which Node it needs and how to get it, exit 2, no stack trace. And the
+ * README's "No deployment at hand?" block, whose wait loop must stop when the server it waits for has died
+ * (there, of that same old Node) instead of waiting for ever.
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const root = path.resolve(import.meta.dirname, "../..");
+/** The floor of the packages' bin (node:sqlite, unflagged since 22.13). */
+const FLOOR = [22, 13];
+
+function versionOf(node: string): number[] | null {
+  try {
+    const out = execFileSync(node, ["--version"], { encoding: "utf8", timeout: 10_000 }).trim();
+    return out.replace(/^v/, "").split(".").map(Number);
+  } catch {
+    return null;
+  }
+}
+
+/** A Node older than the floor on this machine (`which -a node`, the usual places), or null. */
+function findOldNode(): string | null {
+  let onPath: string[] = [];
+  try {
+    onPath = execFileSync("which", ["-a", "node"], { encoding: "utf8" }).split("\n").filter(Boolean);
+  } catch {
+    // No `which`, or no node on PATH: the usual places below.
+  }
+  for (const node of [...onPath, "/usr/bin/node", "/usr/local/bin/node"]) {
+    if (!existsSync(node)) continue;
+    const v = versionOf(node);
+    if (v && (v[0] < FLOOR[0] || (v[0] === FLOOR[0] && v[1] < FLOOR[1]))) return node;
+  }
+  return null;
+}
+
+const oldNode = findOldNode();
+const skipReason =
+  "no Node older than 22.13 on this machine (which -a node, /usr/bin/node, /usr/local/bin/node)";
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a child to its end; `timeout` (killed then) bounds a child that would never end. */
+function run(
+  file: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeout?: number } = {},
+): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString("utf8");
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString("utf8");
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe.skipIf(oldNode === null)(`the packages' agent-api on an old Node (${oldNode ?? skipReason})`, () => {
+  for (const args of [["check", "--list"], ["serve", "--port", "0"], ["--help"]]) {
+    it(`\`agent-api ${args.join(" ")}\` says which Node it needs in one line and exits 2`, async () => {
+      const ran = await run(oldNode as string, [path.join(root, "conformance/bin/agent-api.js"), ...args]);
+      expect(ran.code).toBe(2);
+      expect(ran.stdout).toBe("");
+      const lines = ran.stderr.split("\n").filter(Boolean);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        /^agent-api needs Node\.js 22\.13 or later \(this is v\d+\.\d+\.\d+\): install Node\.js 24/,
+      );
+      expect(lines[0]).not.toMatch(/ERR_|at .*:\d+:\d+/);
+    });
+  }
+});
+
+/** The fenced block after the paragraph that starts "No deployment at hand?" (README.md, or a guide in docs/). */
+async function noDeploymentBlock(): Promise<string> {
+  const files = [path.join(root, "README.md")];
+  const docs = path.join(root, "docs");
+  if (existsSync(docs)) {
+    for (const name of await readdir(docs)) if (name.endsWith(".md")) files.push(path.join(docs, name));
+  }
+  for (const file of files) {
+    const text = await readFile(file, "utf8");
+    const at = text.indexOf("No deployment at hand?");
+    if (at < 0) continue;
+    const open = text.indexOf("```sh\n", at);
+    const close = text.indexOf("\n```", open + 6);
+    if (open >= 0 && close > open) return text.slice(open + 6, close + 1);
+  }
+  throw new Error('no "No deployment at hand?" block in README.md or docs/*.md');
+}
+
+describe('the README\'s "No deployment at hand?" block', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "readme-wait-"));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("stops waiting when the server it started has died, and says so", async () => {
+    // npx here ends at once the way the packages' agent-api ends on an old Node: one line, exit 2.
+    const bin = path.join(dir, "bin");
+    await mkdir(bin);
+    await writeFile(
+      path.join(bin, "npx"),
+      "#!/bin/sh\necho 'agent-api needs Node.js 22.13 or later (this is v20.0.0)' >&2\nexit 2\n",
+    );
+    await chmod(path.join(bin, "npx"), 0o755);
+    const block = await noDeploymentBlock();
+    expect(block).toContain("until [ -s agent-api.env ]");
+    // Bounded far above the block's cost (it ends within a second): the old loop never ended.
+    const ran = await run("bash", ["-c", `pkgs=${dir}\n${block}`], {
+      cwd: dir,
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
+      timeout: 15_000,
+    });
+    expect(ran.stderr).toContain("agent-api needs Node.js 22.13");
+    expect(ran.stderr).toContain("agent-api serve exited");
+  }, 20_000);
+});
