@@ -4,12 +4,12 @@
  * The server says what failed and the fix at start and on every refused tool, and `agent-api check` against
  * it names that one cause before its check list (its JSON report on standard output, alone).
  */
-import { spawn } from "node:child_process";
 import { chmod, mkdir, mkdtemp, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
+import { runToEnd } from "../../test/child-process.ts";
 import { resolveExecutable } from "../sandbox/isolation.ts";
 import {
   ADMIN_KEY,
@@ -78,35 +78,22 @@ describe("a server whose bubblewrap cannot mount /proc", () => {
   });
 
   it("is named first by `check`, whose JSON report alone goes to standard output", async () => {
-    const child = spawn(
-      process.execPath,
-      [
-        SOURCE_CONDITION_FLAG,
-        CLI,
-        "check",
-        "--base-url",
-        server.url,
-        "--agent",
-        "demo-agent",
-        "--key",
-        ADMIN_KEY,
-        "--only",
-        "SEND-TOOL-BLOCKS,STATE-RESUME-KEEPS-FILES,SEND-ATTACHMENT-READ,SEND-NO-CLIENT-TOOLS",
-        "--no-color",
-        "--json",
-        "-",
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString("utf8");
-    });
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString("utf8");
-    });
-    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    const { code, stdout, stderr } = await runToEnd(process.execPath, [
+      SOURCE_CONDITION_FLAG,
+      CLI,
+      "check",
+      "--base-url",
+      server.url,
+      "--agent",
+      "demo-agent",
+      "--key",
+      ADMIN_KEY,
+      "--only",
+      "SEND-TOOL-BLOCKS,STATE-RESUME-KEEPS-FILES,SEND-ATTACHMENT-READ,SEND-NO-CLIENT-TOOLS",
+      "--no-color",
+      "--json",
+      "-",
+    ]);
     expect(code).toBe(1);
     const report = JSON.parse(stdout) as {
       findings: string[];

@@ -4,12 +4,13 @@
  * README's "No deployment at hand?" block, whose wait loop must stop when the server it waits for has died
  * (there, of that same old Node) instead of waiting for ever.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runToEnd } from "../child-process.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 /** The floor of the packages' bin (node:sqlite, unflagged since 22.13). */
@@ -44,37 +45,13 @@ const oldNode = findOldNode();
 const skipReason =
   "no Node older than 22.13 on this machine (which -a node, /usr/bin/node, /usr/local/bin/node)";
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs a child to its end; `timeout` (killed then) bounds a child that would never end. */
-function run(
-  file: string,
-  args: string[],
-  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeout?: number } = {},
-): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString("utf8");
-    });
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString("utf8");
-    });
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 describe.skipIf(oldNode === null)(`the packages' agent-api on an old Node (${oldNode ?? skipReason})`, () => {
   for (const args of [["check", "--list"], ["serve", "--port", "0"], ["--help"]]) {
     it(`\`agent-api ${args.join(" ")}\` says which Node it needs in one line and exits 2`, async () => {
-      const ran = await run(oldNode as string, [path.join(root, "conformance/bin/agent-api.js"), ...args]);
+      const ran = await runToEnd(oldNode as string, [
+        path.join(root, "conformance/bin/agent-api.js"),
+        ...args,
+      ]);
       expect(ran.code).toBe(2);
       expect(ran.stdout).toBe("");
       const lines = ran.stderr.split("\n").filter(Boolean);
@@ -135,10 +112,10 @@ describe("the guides' blocks that start a server and wait for it", () => {
       // The block's files in /tmp go to this test's directory, so no other run's file ends the wait.
       const script = `pkgs=${dir}\n${block.replaceAll("/tmp/", `${dir}/`)}`;
       // Bounded far above the block's cost (it ends within a second): the old loop never ended.
-      const ran = await run("bash", ["-c", script], {
+      const ran = await runToEnd("bash", ["-c", script], {
         cwd: dir,
         env: { ...process.env, PATH: `${path.join(dir, "bin")}:${process.env.PATH}` },
-        timeout: 15_000,
+        timeoutMs: 15_000,
       });
       expect(ran.stderr, `${file}: ${block}`).toContain("agent-api needs Node.js 22.13");
       expect(ran.stderr, `${file}: ${block}`).toContain("agent-api serve exited");
