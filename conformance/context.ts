@@ -22,6 +22,7 @@ import type { Exchange, FailureDetail, SuiteInputs } from "./records.ts";
 import type { SpecValidator } from "./spec-validator.ts";
 import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
 import { type StreamTiming, type TurnTimeline, turnTimeline } from "./sse/timing.ts";
+import { createToolResultsSeen, recordToolResults, type ToolResultsSeen } from "./tool-findings.ts";
 
 export type { OperationId };
 
@@ -41,6 +42,8 @@ export interface RunState {
   retry: RetryPolicy;
   /** `--ca` and `--http2`: a large upload's own connection is made the same way. */
   connection: ConnectionOptions;
+  /** Every tool result the run's turns streamed: the deployment-level finding reads them. */
+  toolResults: ToolResultsSeen;
 }
 
 /**
@@ -157,6 +160,7 @@ export function createRunState(
     requestTimeoutMs: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
     retry: options.retry ?? DEFAULT_RETRY,
     connection: options.connection ?? {},
+    toolResults: createToolResultsSeen(),
   };
 }
 
@@ -317,6 +321,7 @@ export class CheckContext {
       const reading = checkTurnStream(response.text, { streamToolCalls: options.streamToolCalls === true });
       turn.reading = reading;
       turn.text = replyText(reading);
+      recordToolResults(this.run.toolResults, reading.events);
       if (response.timing) {
         turn.timeline = turnTimeline(response.timing, reading);
         response.exchange.timeline = turn.timeline;

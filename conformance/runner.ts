@@ -12,6 +12,7 @@ import { applyExpectedFailure, type ExpectedFailure, ExpectedFailuresError } fro
 import { type ConnectionOptions, createDispatcher } from "./http.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented } from "./outcomes.ts";
 import { SpecValidator } from "./spec-validator.ts";
+import { deploymentFindings } from "./tool-findings.ts";
 import type { CheckDef, CheckResult, InputName, Level, RunReport, SuiteInputs } from "./types.ts";
 
 /** Checks run at once, unless the caller says otherwise. */
@@ -118,6 +119,7 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     ms: Math.round(performance.now() - started),
     results,
     warnings,
+    findings: deploymentFindings(run.toolResults),
   };
 }
 

@@ -66,4 +66,9 @@ export interface RunReport {
   results: CheckResult[];
   /** Cleanup problems (a conversation the run created could not be deleted). */
   warnings: string[];
+  /**
+   * Causes the deployment shows across checks (every tool call failing the same way), each one line with
+   * the fix: reports name them before the checks they explain.
+   */
+  findings?: string[];
 }

@@ -142,6 +142,8 @@ export function summaryText(report: RunReport): string {
   const s = summarize(report);
   const lines = [
     "",
+    // A cause shared by many failures goes before their count, so it is read first.
+    ...(report.findings ?? []).map((f) => `deployment: ${oneLine(f)}`),
     `${s.total} checks in ${(report.ms / 1000).toFixed(1)} s: ${counts(s)}`,
     ...LEVELS.filter((l) => {
       const c = s.byLevel[l];

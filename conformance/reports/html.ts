@@ -303,6 +303,10 @@ export function htmlReport(report: RunReport): string {
               `<li${r.level === "INFO" ? "" : ' class="has-fail"'}><a class="id" href="#${anchor(r)}" title="${esc(r.title)}">${esc(r.id)}</a> <span class="lvl ${r.level}">${r.level}</span></li>`,
           )
           .join("")}</ul></div>`;
+  const findings =
+    (report.findings ?? []).length === 0
+      ? ""
+      : `<div class="box"><strong>The deployment</strong>${notes(report.findings ?? [])}</div>`;
   const warnings =
     report.warnings.length === 0
       ? ""
@@ -337,6 +341,7 @@ export function htmlReport(report: RunReport): string {
 <dt>Duration</dt><dd>${(report.ms / 1000).toFixed(1)} s for ${plural(s.total, "check")}</dd>
 </dl>
 </header>
+${findings}
 ${verdict}
 <table class="levels"><thead><tr><th>Level</th><th></th><th>passed</th><th>failed</th><th>skipped</th><th title="failures the expected-failures file lists">expected failures</th></tr></thead>
 <tbody>${levelRows}<tr><td><b>all</b></td><td class="barcell">${bar(s)}</td>${tallyCells(s)}</tr></tbody></table>

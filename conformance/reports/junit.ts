@@ -96,6 +96,7 @@ export function junitReport(report: RunReport): string {
     ["base_url", report.baseUrl],
     ["agent", report.agent],
     ["run_id", report.runId],
+    ...(report.findings ?? []).map((f) => ["deployment_finding", f]),
     ...report.warnings.map((w) => ["warning", w]),
   ]
     .map(([name, value]) => `      <property name="${name}" value="${attr(value)}"/>`)

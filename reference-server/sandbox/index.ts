@@ -50,7 +50,7 @@ export type { CopyOwner } from "./local-copies.ts";
 export { RepoRefusedError } from "./repo.ts";
 export { SandboxPathError } from "./safe-paths.ts";
 export { parseSandboxUser, type SandboxUserSetting } from "./sandbox-user.ts";
-export { REFUSED_NO_ISOLATION } from "./tool-runner.ts";
+export { refusedNoIsolation } from "./tool-runner.ts";
 
 interface WarmEntry {
   /** The agent the directory was prepared for; another agent means a cold start. */
@@ -124,6 +124,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     cgroups,
     limits,
   } = host;
+  const isolationProblem = isolation === "unavailable" ? (host.bwrapProblem ?? host.userProblem) : null;
   // What the server's git may check out or push: what one conversation's working directory may hold.
   const checkoutQuota = { bytes: limits.diskBytes, files: limits.files };
 
@@ -185,6 +186,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     const runner = createToolRunner({
       workdir,
       isolation,
+      isolationProblem,
       secrets: agent.secrets,
       timeoutMs: options.toolTimeoutMs,
       outputCapBytes: options.toolOutputCapBytes,
@@ -460,6 +462,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
 
   return {
     isolation,
+    isolationProblem,
     acquire,
     fork,
     remove,

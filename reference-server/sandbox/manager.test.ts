@@ -1,7 +1,7 @@
 import { mkdir, readdir, readFile, realpath, rm, stat, symlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { REFUSED_NO_ISOLATION } from "./index.ts";
+import { refusedNoIsolation } from "./index.ts";
 import { copyOwner, storageAgent, TestBed, turnRequest } from "./testing.ts";
 
 const bed = new TestBed();
@@ -249,6 +249,7 @@ describe("without isolation", () => {
       bwrapCommand: "/nonexistent/bwrap",
     });
     expect(manager.isolation).toBe("unavailable");
+    expect(manager.isolationProblem).toMatch(/^bubblewrap \(\/nonexistent\/bwrap\) could not be started/);
     const turn = await manager.acquire(turnRequest("c", storageAgent()));
     for (const [name, input] of [
       ["run_command", { command: "echo hi" }],
@@ -256,7 +257,10 @@ describe("without isolation", () => {
       ["read_file", { path: "a" }],
       ["list_files", {}],
     ] as const) {
-      expect(await turn.tools.run(name, input)).toEqual({ content: REFUSED_NO_ISOLATION, isError: true });
+      expect(await turn.tools.run(name, input)).toEqual({
+        content: refusedNoIsolation(manager.isolationProblem),
+        isError: true,
+      });
     }
   });
 

@@ -105,6 +105,8 @@ export interface SandboxManagerOptions {
 export interface SandboxManager {
   /** "bwrap" when tools run in bubblewrap; "none" when unsafeNoIsolation; "unavailable" = tools refused. */
   readonly isolation: "bwrap" | "none" | "unavailable";
+  /** With isolation "unavailable": why (what failed and the fix), as every refused tool says it; else null. */
+  readonly isolationProblem: string | null;
   /** Who commands run as: a uid per conversation, one fixed uid, or the server's own user. */
   readonly sandboxUser: "per-conversation" | "fixed" | "server";
   /** Which cgroups bound each command ("none": rlimits only). */

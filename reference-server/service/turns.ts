@@ -318,7 +318,9 @@ export class TurnService {
         historyTokens: history.tokens,
         attachments,
         environment: { agentKind: plan.agent.kind, isolated, readOnly },
-        tools: this.#deps.sandbox.isolation === "unavailable" ? null : sandbox.tools,
+        // Offered even where no sandbox can be built: each call is then refused with what failed and the fix,
+        // which the model relays and a client streaming tool calls sees, rather than a bare "no tools".
+        tools: sandbox.tools,
         compactionBudgetTokens: options.compactionBudgetTokens,
         thinkingBudgetTokens: modelConfig?.thinkingBudgetTokens ?? plan.agent.thinkingBudgetTokens,
         maxTokens: modelConfig?.maxTokens,
