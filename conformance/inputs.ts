@@ -77,6 +77,14 @@ export function flowPairs(value: string | string[] | undefined): string[] | unde
 
 export class UsageError extends Error {}
 
+/**
+ * A service address without its trailing slashes, so that `${url}/api/...` has one slash: the base and the
+ * flow address alike (`http://host:3001//` and `http://host:3001` name the same service).
+ */
+export function normalisedUrl(url: string): string {
+  return url.replace(/(?<!\/)\/+$/, "");
+}
+
 /** Builds the inputs; throws UsageError for missing or malformed required values. */
 export function resolveInputs(
   values: Record<string, unknown>,
@@ -102,13 +110,14 @@ export function resolveInputs(
   } catch {
     throw new UsageError(`--base-url ${JSON.stringify(baseUrl)} is not a URL`);
   }
+  const flowUrl = get("--flow-url");
   const waitText = get("--session-wait-ms");
   const sessionWaitMs = waitText === undefined ? DEFAULT_SESSION_WAIT_MS : Number(waitText);
   if (!Number.isInteger(sessionWaitMs) || sessionWaitMs < 0) {
     throw new UsageError(`--session-wait-ms must be a non-negative integer, not ${JSON.stringify(waitText)}`);
   }
   return {
-    baseUrl: (baseUrl as string).replace(/(?<!\/)\/+$/, ""),
+    baseUrl: normalisedUrl(baseUrl as string),
     agent: agent as string,
     key: key as string,
     memberKey: get("--member-key"),
@@ -119,7 +128,7 @@ export function resolveInputs(
     storageAgent: get("--storage-agent"),
     repoAgent: get("--repo-agent"),
     repoUrl: get("--repo-url"),
-    flowUrl: get("--flow-url"),
+    flowUrl: flowUrl === undefined ? undefined : normalisedUrl(flowUrl),
     flowId: get("--flow-id"),
     flowKey: get("--flow-key"),
     flowInput: flowPairs(flagOrEnv(values, "--flow-input", env)),

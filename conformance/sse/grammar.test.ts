@@ -140,7 +140,10 @@ describe("SSE turn grammar", () => {
       `${start}data: ${JSON.stringify({ type: "message_delta" })}\n\n${messageDelta}${stop}`,
     ],
     ["SSE-FRAME-LINES", `${start}event: ping\n\n${messageDelta}${stop}`],
-    ["SSE-FRAME-LINES", `${start}${messageDelta.replace(/^event: (.*)\ndata: (.*)\n/, "data: $2\nevent: $1\n")}${stop}`],
+    [
+      "SSE-FRAME-LINES",
+      `${start}${messageDelta.replace(/^event: (.*)\ndata: (.*)\n/, "data: $2\nevent: $1\n")}${stop}`,
+    ],
     ["SSE-FRAME-UNTERMINATED", start + messageDelta + stop.trimEnd()],
     ["SSE-DATA-JSON", start + frame("message_delta", "{not json") + messageDelta + stop],
     ["SSE-TYPE-MATCHES-EVENT", start + frame("message_stop", { type: "message_end" })],
