@@ -19,13 +19,9 @@ import {
 import { isRecord } from "./json.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented, excerpt, skip } from "./outcomes.ts";
 import type { Exchange, FailureDetail, SuiteInputs } from "./records.ts";
+import { TurnMeter } from "./run-cost.ts";
 import type { SpecValidator } from "./spec-validator.ts";
-import {
-  checkTurnStream,
-  FRAMING_ONLY_CODES,
-  replyText,
-  type TurnStreamReading,
-} from "./sse/grammar.ts";
+import { checkTurnStream, FRAMING_ONLY_CODES, replyText, type TurnStreamReading } from "./sse/grammar.ts";
 import { type StreamTiming, type TurnTimeline, turnTimeline } from "./sse/timing.ts";
 
 export type { OperationId };
@@ -46,6 +42,8 @@ export interface RunState {
   retry: RetryPolicy;
   /** `--ca` and `--http2`: a large upload's own connection is made the same way. */
   connection: ConnectionOptions;
+  /** The turns sent so far, their tokens and cost, and `--max-turns`. */
+  turns: TurnMeter;
 }
 
 /**
@@ -149,7 +147,12 @@ export function createRunState(
   inputs: SuiteInputs,
   validator: SpecValidator,
   dispatcher: Dispatcher,
-  options: { requestTimeoutMs?: number; retry?: RetryPolicy; connection?: ConnectionOptions } = {},
+  options: {
+    requestTimeoutMs?: number;
+    retry?: RetryPolicy;
+    connection?: ConnectionOptions;
+    maxTurns?: number;
+  } = {},
 ): RunState {
   return {
     inputs,
@@ -162,6 +165,7 @@ export function createRunState(
     requestTimeoutMs: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
     retry: options.retry ?? DEFAULT_RETRY,
     connection: options.connection ?? {},
+    turns: new TurnMeter(options.maxTurns),
   };
 }
 
@@ -215,11 +219,31 @@ export class CheckContext {
     const policy = this.run.retry;
     const bodyBytes = requestBodyBytes(req);
     let res: HttpResponse;
+    // The one place a turn is sent: each is counted, and refused once --max-turns is spent.
+    const sendsTurn = op === "sendMessage" || op === "sendRoutedMessage";
     for (let attempt = 0; ; attempt++) {
-      res =
-        bodyBytes !== undefined && bodyBytes >= LARGE_BODY_BYTES
-          ? await this.#sendOnOwnConnection(req)
-          : await httpRequest(this.run.dispatcher, req, this.run.requestTimeoutMs);
+      if (sendsTurn && !this.run.turns.take()) {
+        skip(
+          `the run's turn bound is spent (--max-turns ${this.run.turns.cost.maxTurns}): this check needed one more turn`,
+          "input",
+        );
+      }
+      try {
+        res =
+          bodyBytes !== undefined && bodyBytes >= LARGE_BODY_BYTES
+            ? await this.#sendOnOwnConnection(req)
+            : await httpRequest(this.run.dispatcher, req, this.run.requestTimeoutMs);
+      } catch (error) {
+        if (sendsTurn) this.run.turns.settle(null);
+        throw error;
+      }
+      if (sendsTurn) {
+        this.run.turns.settle({
+          status: res.status,
+          contentType: res.headers["content-type"],
+          text: res.text,
+        });
+      }
       this.exchanges.push(res.exchange);
       if (!LOAD_REFUSAL_STATUSES.has(res.status)) break;
       if (attempt >= policy.attempts) {

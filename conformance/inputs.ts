@@ -52,6 +52,8 @@ export const DEFAULT_TIMEOUT_MS = REQUEST_TIMEOUT_MS;
 export interface RunSettings {
   concurrency: number;
   timeoutMs: number;
+  /** `--max-turns`: the turns a run may send; absent, no bound. */
+  maxTurns?: number;
 }
 
 /** A flag's value, else its environment variable (empty strings count as not given). */
@@ -173,8 +175,20 @@ export function resolveRunSettings(
     }
     return n;
   };
+  const maxTurnsValue = flagOrEnv(values, "--max-turns", env);
+  const maxTurnsText = Array.isArray(maxTurnsValue) ? maxTurnsValue[maxTurnsValue.length - 1] : maxTurnsValue;
+  let maxTurns: number | undefined;
+  if (maxTurnsText !== undefined) {
+    maxTurns = Number(maxTurnsText);
+    if (!/^\d+$/.test(maxTurnsText) || !Number.isSafeInteger(maxTurns)) {
+      throw new UsageError(
+        `--max-turns must be a whole number of turns (0 runs no turn), not ${JSON.stringify(maxTurnsText)}`,
+      );
+    }
+  }
   return {
     concurrency: positive("--concurrency", DEFAULT_CONCURRENCY),
     timeoutMs: positive("--timeout-ms", DEFAULT_TIMEOUT_MS),
+    ...(maxTurns !== undefined && { maxTurns }),
   };
 }

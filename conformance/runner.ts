@@ -32,6 +32,8 @@ export interface RunOptions {
   requestTimeoutMs?: number;
   /** `--ca` (a private CA's certificate) and `--http2`. */
   connection?: ConnectionOptions;
+  /** `--max-turns`: turns the run may send; a check that needs one more is skipped, saying so. */
+  maxTurns?: number;
   /** Retries of a 429/503/529 answer before the check is skipped; default DEFAULT_RETRY. */
   retry?: RetryPolicy;
   validator?: SpecValidator;
@@ -83,6 +85,7 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     requestTimeoutMs: options.requestTimeoutMs,
     retry: options.retry,
     connection: options.connection,
+    maxTurns: options.maxTurns,
   });
   const selected = selectChecks(options.checks, options.only, options.level);
   const results: CheckResult[] = [];
@@ -118,6 +121,7 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     ms: Math.round(performance.now() - started),
     results,
     warnings,
+    cost: run.turns.cost,
   };
 }
 

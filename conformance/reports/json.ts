@@ -59,6 +59,7 @@ export function jsonReport(report: RunReport): string {
     startedAt: report.startedAt,
     ms: report.ms,
     summary: summarize(report),
+    cost: report.cost,
     warnings: report.warnings,
     results: report.results,
   };
