@@ -121,6 +121,8 @@ export interface TurnOptions extends CallOptions {
   extraBody?: Record<string, unknown>;
   /** Send through the model-routed endpoint instead of the agent's own. */
   routed?: boolean;
+  /** The turn is asked to fail: an error event is its point, never retried as transient trouble. */
+  expectFailure?: boolean;
 }
 
 export interface Turn {
@@ -134,6 +136,11 @@ export interface Turn {
   response: ApiResponse;
   /** When the headers, each block and the end arrived (event streams only). */
   timeline?: TurnTimeline;
+  /**
+   * Transient trouble the turn still showed after its retries (an error event that names load): the turn
+   * could not show the fact its check is about, which makes that check inconclusive.
+   */
+  trouble?: string;
 }
 
 /** A conversation as the spec describes it (checks read one only after its body was validated). */
@@ -305,8 +312,28 @@ export class CheckContext {
     return options?.key ?? this.inputs.key;
   }
 
-  /** Runs one turn; the stream is read whole and checked by the grammar; events are schema-validated. */
+  /**
+   * Runs one turn; the stream is read whole and checked by the grammar; events are schema-validated. A turn
+   * whose stream ends in an error event that names load (an upstream's overload or rate limit) is sent
+   * again, as the API's guidance says, up to the run's retry policy; past it the turn carries its `trouble`.
+   */
   async turn(options: TurnOptions): Promise<Turn> {
+    const policy = this.run.retry;
+    for (let attempt = 0; ; attempt++) {
+      const turn = await this.#turnOnce(options);
+      const trouble = options.expectFailure ? undefined : transientTrouble(turn);
+      if (trouble === undefined) return turn;
+      if (attempt >= policy.attempts) {
+        turn.trouble = `${trouble}, on each of ${attempt + 1} tries`;
+        this.note(`a turn ended in ${turn.trouble}`);
+        return turn;
+      }
+      this.note(`a turn ended in ${trouble}; it was sent again`);
+      await sleep(retryDelayMs(undefined, attempt, policy));
+    }
+  }
+
+  async #turnOnce(options: TurnOptions): Promise<Turn> {
     const metadata: Record<string, unknown> = { ...options.metadata };
     if (options.conversationId !== undefined) metadata.conversation_id = options.conversationId;
     if (options.streamToolCalls !== undefined) metadata.stream_tool_calls = options.streamToolCalls;
@@ -516,6 +543,20 @@ export class CheckContext {
     }
     return outcome.value as T;
   }
+}
+
+/**
+ * An error event's message that says "not now" rather than judging the turn: the API's error type is always
+ * api_error, so the message is all there is (an upstream's overload, rate limit or unavailability).
+ */
+const LOAD_MESSAGE =
+  /overload|rate.?limit|too many requests|capacity|try again|temporar|unavailable|\b(429|503|529)\b/i;
+
+/** What transient trouble a turn showed, or undefined: its stream ended in an error event naming load. */
+export function transientTrouble(turn: Turn): string | undefined {
+  const reading = turn.reading;
+  if (reading?.end !== "error" || !LOAD_MESSAGE.test(reading.errorMessage ?? "")) return undefined;
+  return `an error event naming load (${JSON.stringify(excerpt(reading.errorMessage ?? "", 200))})`;
 }
 
 export function sleep(ms: number): Promise<void> {

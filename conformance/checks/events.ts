@@ -254,7 +254,11 @@ export const eventChecks: CheckDef[] = [
     async run(ctx) {
       const { streams } = await grammarStreams(ctx);
       // A test engine (the reference server's scripted one) fails on this prompt; a real model does not.
-      const provoked = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.fail });
+      const provoked = await ctx.turn({
+        conversationId: ctx.newConversationId(),
+        prompt: prompts.fail,
+        expectFailure: true,
+      });
       const all = [...streams, { label: "turn asked to fail", turn: provoked }];
       const errors = all.flatMap(
         (s) => s.turn.reading?.violations.filter((v) => v.code === "SSE-ERROR-SHAPE") ?? [],
