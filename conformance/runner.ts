@@ -33,6 +33,8 @@ export interface RunOptions {
   requestTimeoutMs?: number;
   /** `--ca` (a private CA's certificate) and `--http2`. */
   connection?: ConnectionOptions;
+  /** `--max-turns`: turns the run may send; a check that needs one more is skipped, saying so. */
+  maxTurns?: number;
   /** Retries of a 429/503/529 answer before the check is skipped; default DEFAULT_RETRY. */
   retry?: RetryPolicy;
   validator?: SpecValidator;
@@ -84,6 +86,7 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     requestTimeoutMs: options.requestTimeoutMs,
     retry: options.retry,
     connection: options.connection,
+    maxTurns: options.maxTurns,
   });
   const selected = selectChecks(options.checks, options.only, options.level);
   const results: CheckResult[] = [];
@@ -120,6 +123,7 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     results,
     warnings,
     findings: deploymentFindings(run.toolResults),
+    cost: run.turns.cost,
   };
 }
 

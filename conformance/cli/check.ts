@@ -24,6 +24,7 @@ import {
   selectChecks,
   summaryText,
   timelineLines,
+  turnBoundText,
 } from "../index.ts";
 import {
   DEFAULT_CONCURRENCY,
@@ -109,6 +110,10 @@ function buildProgram(): Command {
     .option(
       "--timeout-ms <n>",
       `bound of one request (a whole turn), default ${DEFAULT_TIMEOUT_MS} ${env("--timeout-ms")}`,
+    )
+    .option(
+      "--max-turns <n>",
+      `bound on the turns the run sends (each costs the deployment a model call); a check that needs one more is skipped, saying so ${env("--max-turns")}`,
     )
     .option(
       "--idle-seconds [n]",
@@ -356,12 +361,14 @@ export async function main(args: string[]): Promise<number> {
       return 2;
     }
     const color = opts.color !== false && consoleOut.isTTY === true;
+    consoleOut.write(`${turnBoundText(settings.maxTurns)}\n`);
     const report = await runConformance({
       inputs,
       only,
       level,
       concurrency: settings.concurrency,
       requestTimeoutMs: settings.timeoutMs,
+      maxTurns: settings.maxTurns,
       connection,
       expectedFailures,
       inputLabel: inputFlag,

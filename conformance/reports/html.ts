@@ -4,6 +4,8 @@
  * readable in dark mode and printed (failures are open by default, so they print).
  * Everything from the run (ids, reasons, evidence, bodies) goes through `esc`.
  */
+
+import { costText } from "../run-cost.ts";
 import { timelineText } from "../sse/timing.ts";
 import type { CheckResult, Exchange, FailureDetail, Level, RunReport } from "../types.ts";
 import { type Counts, summarize } from "./console.ts";
@@ -338,7 +340,7 @@ export function htmlReport(report: RunReport): string {
 <dt>Agent</dt><dd><code>${esc(report.agent)}</code></dd>
 <dt>Run id</dt><dd><code>${esc(report.runId)}</code></dd>
 <dt>Started</dt><dd>${esc(when(report.startedAt))}</dd>
-<dt>Duration</dt><dd>${(report.ms / 1000).toFixed(1)} s for ${plural(s.total, "check")}</dd>
+<dt>Duration</dt><dd>${(report.ms / 1000).toFixed(1)} s for ${plural(s.total, "check")}</dd>${report.cost ? `\n<dt>Cost</dt><dd id="run-cost">${esc(costText(report.cost))}</dd>` : ""}
 </dl>
 </header>
 ${findings}

@@ -60,6 +60,7 @@ export function jsonReport(report: RunReport): string {
     ms: report.ms,
     summary: summarize(report),
     findings: report.findings ?? [],
+    cost: report.cost,
     warnings: report.warnings,
     results: report.results,
   };
