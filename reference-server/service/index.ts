@@ -32,10 +32,7 @@ export interface ServiceLive {
   pendingRecordings: number;
 }
 
-export async function createService(
-  deps: ServiceDeps,
-  isFlowKey: FlowKeyCheck,
-): Promise<Service> {
+export async function createService(deps: ServiceDeps, isFlowKey: FlowKeyCheck): Promise<Service> {
   // Instances sharing the store record each other's pending sessions; one process keeps them in memory.
   const sessions = deps.store.scheduledRecordings
     ? new SharedSessionRecorder(deps.store.scheduledRecordings, deps.options.sessionDelayMs)
