@@ -23,6 +23,8 @@ import type { Service } from "../service/index.ts";
 import { Admission, type AdmissionTicket, countedBody, declaredLength } from "./admission.ts";
 import { type AuthenticatedCaller, authenticate, headerValue, presentedKey } from "./auth.ts";
 import { errorBody } from "./error-body.ts";
+import { holdAdmissionWhileHandling } from "./held-work.ts";
+import { sendJsonPieces } from "./json-stream.ts";
 import { type StreamOutcome, writeEventStream } from "./sse.ts";
 import { RequestValidator } from "./validate.ts";
 
@@ -221,6 +223,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
     key: request.caller?.keyLabel,
   });
 
+  app.addHook("onRoute", holdAdmissionWhileHandling);
+
   app.addHook("onResponse", async (request, reply) => {
     // A turn's stream writes its own line once it ends (below): its status says nothing of how it ended.
     if (request.turnStream) return;
@@ -388,8 +392,19 @@ export function buildApp(options: AppOptions): FastifyInstance {
   app.get<{ Params: ConversationParams }>(
     "/api/agents/:agent/conversations/:id/messages",
     authenticated,
-    async (request) => {
-      return service.conversations.transcript(callerOf(request), request.params.agent, request.params.id);
+    async (request, reply) => {
+      const { agent, id } = request.params;
+      const caller = callerOf(request);
+      // Visibility is decided (a 404 answered as JSON) before the body starts.
+      const record = await service.conversations.visible(caller, agent, id);
+      await sendJsonPieces(
+        request,
+        reply,
+        (signal) => service.conversations.transcriptPieces(caller, record, signal),
+        {
+          stallMs: options.sseStallMs,
+        },
+      );
     },
   );
 

@@ -18,6 +18,7 @@ import { copyOwnerOf } from "./local-copies-reconcile.ts";
 import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
 import type { SessionRecordings } from "./session-recorder.ts";
+import { transcriptJson } from "./transcript-pages.ts";
 import type { InterruptCode } from "./turn-failure.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";
@@ -118,27 +119,18 @@ export class ConversationService {
 
   async transcript(caller: Caller, agent: string, id: string): Promise<Schemas["Transcript"]> {
     const record = await this.visible(caller, agent, id);
-    const store = this.#deps.store;
-    const rows = await store.listMessages(id);
-    const messages: Schemas["TranscriptMessage"][] = rows.map((m) => {
-      const message: Schemas["TranscriptMessage"] = {
-        role: m.role,
-        content: [{ type: "text", text: m.text }],
-        is_compact_summary: m.isCompactSummary,
-      };
-      if (m.role === "user") {
-        // Summaries stored before they carried an author take the author of their turn's prompt.
-        const author =
-          m.authorMemberId !== null
-            ? m
-            : rows.find((r) => r.turnIndex === m.turnIndex && r.role === "user" && r.authorMemberId !== null);
-        message.author_user_id = author?.authorMemberId ?? "";
-        message.author_name = author?.authorName ?? "";
-      }
-      return message;
-    });
-    const events = (await store.listEvents(id)).map((e) => ({ turn_index: e.turnIndex, ...e.event }));
-    return { conversation: toApiConversation(record, caller), messages, events };
+    const pieces: string[] = [];
+    for await (const piece of this.transcriptPieces(caller, record, new AbortController().signal))
+      pieces.push(piece);
+    return JSON.parse(pieces.join("")) as Schemas["Transcript"];
+  }
+
+  /**
+   * The JSON of a transcript the caller may read (`visible` first), in pieces read a page at a time
+   * (service/transcript-pages.ts); reading stops between pages once `signal` is aborted.
+   */
+  transcriptPieces(caller: Caller, record: ConversationRecord, signal: AbortSignal): AsyncGenerator<string> {
+    return transcriptJson(this.#deps.store, record, caller, signal);
   }
 
   async lastCompaction(caller: Caller, agent: string, id: string): Promise<Schemas["CompactionInfo"]> {

@@ -1,7 +1,7 @@
 /** The service layer: the API's rules over the store, sandbox and engine, with no knowledge of HTTP. */
 import { findAgent, listModels } from "./agents.ts";
 import { ConversationService } from "./conversations.ts";
-import { FlowService } from "./flows.ts";
+import { type FlowKeyCheck, FlowService } from "./flows.ts";
 import { LeasedLocks } from "./leased-locks.ts";
 import { DELETE_DONE, evictIfStale, reconcileLocalCopies } from "./local-copies-reconcile.ts";
 import { KeyedMutex } from "./locks.ts";
@@ -33,10 +33,7 @@ export interface ServiceLive {
   pendingRecordings: number;
 }
 
-export async function createService(
-  deps: ServiceDeps,
-  isFlowKey: (flowId: string, key: string) => boolean,
-): Promise<Service> {
+export async function createService(deps: ServiceDeps, isFlowKey: FlowKeyCheck): Promise<Service> {
   // Instances sharing the store record each other's pending sessions; one process keeps them in memory.
   const sessions = deps.store.scheduledRecordings
     ? new SharedSessionRecorder(deps.store.scheduledRecordings, deps.options.sessionDelayMs)

@@ -19,6 +19,7 @@ import { listConversationsQuery, POSTGRES_DIALECT } from "./list-query.ts";
 import { createPostgresFileStore } from "./postgres-file-store.ts";
 import { migratePostgres } from "./postgres-migrations.ts";
 import { inTransaction } from "./postgres-transaction.ts";
+import { pageParams } from "./row-page.ts";
 import {
   type CompactionRecord,
   ConversationExistsError,
@@ -320,12 +321,12 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       return rows.map(toConversation);
     },
 
-    async listMessages(conversationId) {
+    async listMessages(conversationId, page) {
       const { rows } = await query(
         pool,
         `SELECT conversation_id, turn_index, seq, role, text, author_member_id, author_name, is_compact_summary, created_at
-         FROM messages WHERE conversation_id = $1 ORDER BY seq`,
-        [conversationId],
+         FROM messages WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+        [conversationId, ...pageParams(page)],
       );
       return rows.map(
         (row): MessageRecord => ({
@@ -342,11 +343,11 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       );
     },
 
-    async listEvents(conversationId) {
+    async listEvents(conversationId, page) {
       const { rows } = await query(
         pool,
-        "SELECT conversation_id, turn_index, seq, event, created_at FROM events WHERE conversation_id = $1 ORDER BY seq",
-        [conversationId],
+        "SELECT conversation_id, turn_index, seq, event, created_at FROM events WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        [conversationId, ...pageParams(page)],
       );
       return rows.map(
         (row): EventRecord => ({

@@ -63,6 +63,12 @@ export interface MessageRecord {
   createdAt: string;
 }
 
+/** A keyset page of a conversation's rows: those with `seq` above `afterSeq`, at most `limit` of them. */
+export interface RowPage {
+  afterSeq: number;
+  limit: number;
+}
+
 export interface EventRecord {
   conversationId: string;
   turnIndex: number;
@@ -235,8 +241,9 @@ export interface Store {
   deleteConversation(id: string): Promise<boolean>;
   /** Newest activity (updatedAt, then createdAt, then id) first; hidden conversations excluded. */
   listConversations(filter: ListFilter): Promise<ConversationRecord[]>;
-  listMessages(conversationId: string): Promise<MessageRecord[]>;
-  listEvents(conversationId: string): Promise<EventRecord[]>;
+  /** In `seq` order; with `page`, at most `page.limit` rows after `page.afterSeq` (a transcript read in pages). */
+  listMessages(conversationId: string, page?: RowPage): Promise<MessageRecord[]>;
+  listEvents(conversationId: string, page?: RowPage): Promise<EventRecord[]>;
   /**
    * Appends one completed turn's messages/events/compaction and bumps turnCount/updatedAt in one transaction;
    * the conversation's pending turn, if any, goes in the same transaction.
