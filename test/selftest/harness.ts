@@ -15,6 +15,33 @@ import { startFaultProxy } from "./proxy.ts";
 /** Bound for waiting on agent_session_id: three times the demo's session delay (1 s), which a mutation that never records it waits out in full. */
 export const SESSION_WAIT_MS = 3_000;
 
+/**
+ * The two stream-timing checks every mutation that holds a stream to rewrite it fails (README, "Measured from
+ * outside"): left out when a row is judged as a deployment is, or every such row would count as caught.
+ */
+export const HELD_STREAM_CHECKS = ["SSE-STREAMED-INCREMENTAL", "SSE-HEADERS-BEFORE-END"];
+
+/** A mutation that reads or rewrites streams holds each one until the turn ends. */
+export function holdsStreams(mutation: Mutation): boolean {
+  return Boolean(mutation.onEvents || mutation.onSseText || mutation.onResponse || mutation.stream);
+}
+
+/**
+ * A row with no `breaks` (an outside round's, or a random draw) is judged as `agent-api check` judges a
+ * deployment: caught when any MUST check fails, the held-stream timing checks aside for a row that holds streams.
+ */
+export function judgedAsDeployment(mutation: Mutation): boolean {
+  return mutation.breaks.length === 0;
+}
+
+/** The MUST failures that count against `mutation` when it is judged as a deployment. */
+export function deploymentFailures(mutation: Mutation, report: RunReport): string[] {
+  const leftOut = holdsStreams(mutation) ? HELD_STREAM_CHECKS : [];
+  return report.results
+    .filter((r) => r.level === "MUST" && r.outcome === "fail" && !leftOut.includes(r.id))
+    .map((r) => r.id);
+}
+
 export interface MutationOutcome {
   mutation: Mutation;
   /** Every check that failed (any level). */
@@ -31,7 +58,7 @@ export interface MutationOutcome {
 /** The suite through a proxy applying `mutation` (null: unbroken), restricted to `only` when given. */
 export async function runThroughProxy(
   demo: DemoServer,
-  mutation: string | null,
+  mutation: string | Mutation | null,
   options: { only?: string[]; validator?: SpecValidator } = {},
 ): Promise<RunReport> {
   const proxy = await startFaultProxy({ target: demo.url, mutation });
@@ -59,9 +86,11 @@ export async function runMutation(
   options: { only?: string[]; validator?: SpecValidator } = {},
 ): Promise<MutationOutcome> {
   const started = performance.now();
-  const report = await runThroughProxy(demo, mutation.name, options);
+  const report = await runThroughProxy(demo, mutation, options);
   const failed = report.results.filter((r) => r.outcome === "fail").map((r) => r.id);
-  const caughtBy = failed.filter((id) => mutation.breaks.includes(id));
+  const caughtBy = judgedAsDeployment(mutation)
+    ? deploymentFailures(mutation, report)
+    : failed.filter((id) => mutation.breaks.includes(id));
   return {
     mutation,
     failed,

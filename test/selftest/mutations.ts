@@ -12,6 +12,7 @@
  */
 import { DEMO_MEMBER_KEY, demoConfigFile } from "../../reference-server/config/demo.ts";
 import { outsideMutations } from "./outside-mutations.ts";
+import { outsideMutations4 } from "./outside-mutations-4.ts";
 import {
   type Area,
   errorResponse,
@@ -1511,6 +1512,7 @@ export const mutations: Mutation[] = [
   },
   ...tableMutations,
   ...outsideMutations,
+  ...outsideMutations4,
   {
     name: "stream-buffered",
     area: "delivery",

@@ -301,6 +301,11 @@ export interface Mutation {
   stream?: "buffered" | "held";
   /** Set on rows generated from a table (table-mutations.ts) rather than written for a check. */
   table?: "field × route" | "rule × input";
+  /**
+   * Set on breakages written from the API's text by someone who had not read the checks (outside round N):
+   * `breaks` stays empty and the row is judged as `agent-api check` judges a deployment (harness.ts).
+   */
+  outsideRound?: number;
   /** A table row `npm test` runs; the others run in `npm run mutation-score`. */
   sample?: boolean;
   onRequest?(call: ProxyCall, tools: ProxyTools): Maybe<ProxyResponse> | Promise<Maybe<ProxyResponse>>;
