@@ -329,6 +329,12 @@ export interface components {
          *     and not `.` or `..` (URL clients resolve those path segments away, so the conversation could never be
          *     addressed again). Any other string is stored, listed and returned verbatim in JSON; the
          *     `X-Conversation-Id` header carries it percent-encoded when it is not plain printable ASCII (see the header).
+         *
+         *     Ids are one namespace across every workspace, and the API's id resolution makes that visible: sending an
+         *     id that another workspace holds answers 404, an unknown one creates the conversation, and a fork's
+         *     `conversation_id` answers 409 for any id already taken. So a caller can learn whether an id exists and can
+         *     take an id before its intended owner does. Use unguessable ids (the ids the server generates are random
+         *     UUIDs); a chosen, guessable id is a name anyone may take first.
          * @example kundenanfrage-2026-größe
          */
         ConversationId: string;

@@ -10,8 +10,11 @@ import { hostname } from "node:os";
 import type { TurnLeases } from "../store/types.ts";
 import { KeyedMutex, type WaitingTurnLimits } from "./locks.ts";
 
-/** Ends a hold; `fence` is the store's fencing token where the lock is a lease. */
-export type Release = (() => void) & { readonly fence?: number };
+/**
+ * Ends a hold; `fence` is the store's fencing token where the lock is a lease, and `lost` aborts when the lease
+ * was taken by another instance while held (or could not be renewed before it ran out).
+ */
+export type Release = (() => void) & { readonly fence?: number; readonly lost?: AbortSignal };
 
 /** What the services need of a conversation lock: KeyedMutex in one process, LeasedLocks across several. */
 export interface ConversationLocks {
@@ -89,12 +92,26 @@ export class LeasedLocks implements ConversationLocks {
   }
 
   #hold(key: string, token: number, local: () => void): Release {
-    // Renewed well before it runs out; a renewal that fails (the database briefly away) is tried again at
-    // the next tick, and a lease lost meanwhile is caught by the fence at the commit.
-    const renewal = setInterval(
-      () => void this.#leases.renew(key, token, this.#leaseMs).catch(() => undefined),
-      this.#leaseMs / 3,
-    );
+    // Renewed well before it runs out (the store renews on a connection of its own, so no load of reads can
+    // hold a renewal back); a renewal that fails (the database briefly away) is tried again at the next tick.
+    // Once the row names another holder, or no renewal went through for a whole lease, the lease is lost: the
+    // holder is told at once (and its writes are refused by the fence anyway).
+    const lost = new AbortController();
+    let renewedAt = performance.now();
+    let renewing = false;
+    const renew = async () => {
+      if (renewing || lost.signal.aborted) return;
+      renewing = true;
+      try {
+        if (await this.#leases.renew(key, token, this.#leaseMs)) renewedAt = performance.now();
+        else lost.abort();
+      } catch {
+        if (performance.now() - renewedAt > this.#leaseMs) lost.abort();
+      } finally {
+        renewing = false;
+      }
+    };
+    const renewal = setInterval(() => void renew(), this.#leaseMs / 3);
     renewal.unref();
     let released = false;
     const release = () => {
@@ -107,6 +124,6 @@ export class LeasedLocks implements ConversationLocks {
         .catch(() => undefined)
         .finally(local);
     };
-    return Object.assign(release, { fence: token });
+    return Object.assign(release, { fence: token, lost: lost.signal });
   }
 }

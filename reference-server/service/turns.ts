@@ -9,7 +9,13 @@ import type { components } from "@agent-api/client/api-types";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
 import type { AgentEvent, TurnOutcome, TurnUsage } from "../engine/types.ts";
 import { newConversation } from "../store/new-conversation.ts";
-import type { ConversationRecord, MessageRecord, SessionRecord, TurnWrite } from "../store/types.ts";
+import {
+  type ConversationRecord,
+  type MessageRecord,
+  type SessionRecord,
+  TurnLeaseLostError,
+  type TurnWrite,
+} from "../store/types.ts";
 import { checkModel, findAgent } from "./agents.ts";
 import { newConversationId, newSessionId } from "./conversations.ts";
 import { ApiError, conversationNotFound, forbidden, notImplemented } from "./errors.ts";
@@ -104,12 +110,13 @@ export class TurnService {
 
   /** Ends the turn running on a conversation (a delete): it stops and finishes with an `error` event. */
   interrupt(conversationId: string, code: InterruptCode): void {
-    this.#running.get(conversationId)?.abort(new TurnInterrupted(code));
+    this.#running.get(conversationId)?.abort(new TurnInterrupted(fixedFailure(code)));
   }
 
   /** Ends every running turn (a shutdown past its grace period): each finishes with an `error` event. */
   interruptAll(code: InterruptCode): void {
-    for (const controller of this.#running.values()) controller.abort(new TurnInterrupted(code));
+    for (const controller of this.#running.values())
+      controller.abort(new TurnInterrupted(fixedFailure(code)));
   }
 
   /**
@@ -175,6 +182,11 @@ export class TurnService {
     if (metadata.conversation_id !== undefined)
       checkConversationId(conversationId, "metadata.conversation_id");
 
+    // The caller's right to the conversation is decided before its lock is asked for: a send it may not make
+    // never waits on, queues on or fills anything of the conversation, so it costs the owner nothing and its
+    // answer does not tell when the owner was busy. (Decided again under the lock: it may change meanwhile.)
+    const existing = await this.#deps.store.getConversation(conversationId);
+    if (existing) checkWritable(existing, caller, agent.name);
     const release = await this.#locks.acquire(conversationId, caller.admissionKey ?? "");
     try {
       // A turn acknowledged by an instance that died during it: recorded before this one begins.
@@ -233,12 +245,8 @@ export class TurnService {
   ): Promise<ConversationRecord> {
     const existing = await this.#deps.store.getConversation(id);
     if (existing) {
-      if (existing.workspaceId !== caller.workspaceId || existing.agent !== agent.name)
-        throw conversationNotFound();
-      if (isOwner(existing, caller)) return existing;
-      if (canSee(existing, caller, agent.name))
-        throw forbidden("This conversation is shared read-only; fork it to continue");
-      throw conversationNotFound();
+      checkWritable(existing, caller, agent.name);
+      return existing;
     }
     const at = this.#now();
     const record = newConversation({
@@ -260,6 +268,12 @@ export class TurnService {
     const options = this.#deps.options;
     const interrupt = new AbortController();
     this.#running.set(record.id, interrupt);
+    // Another instance took the lease (this one could not renew it in time): the turn stops now and says why,
+    // rather than running on beside the other instance's turn until its commit is refused.
+    const lost = plan.release.lost;
+    const onLeaseLost = () => interrupt.abort(new TurnInterrupted(storeFailureOf(new TurnLeaseLostError())));
+    if (lost?.aborted) onLeaseLost();
+    else lost?.addEventListener("abort", onLeaseLost, { once: true });
     const cut = new TurnSignal(clientSignal, interrupt.signal, options.turnTimeoutMs, this.#liveTimers);
     const { signal } = cut;
     // A newer turn supersedes a recording still pending from an earlier one.
@@ -362,6 +376,7 @@ export class TurnService {
       failure ??= storeFailureOf(error);
     } finally {
       cut.dispose();
+      lost?.removeEventListener("abort", onLeaseLost);
       if (this.#running.get(record.id) === interrupt) this.#running.delete(record.id);
       plan.release();
     }
@@ -454,6 +469,18 @@ export class TurnService {
   }
 }
 
+/**
+ * The API's id resolution for an existing conversation: the caller's own continues it; another workspace's or
+ * agent's, or a member's private one, is 404 (never leaks); one shared with the caller is 403.
+ */
+function checkWritable(existing: ConversationRecord, caller: Caller, agent: string): void {
+  if (existing.workspaceId !== caller.workspaceId || existing.agent !== agent) throw conversationNotFound();
+  if (isOwner(existing, caller)) return;
+  if (canSee(existing, caller, agent))
+    throw forbidden("This conversation is shared read-only; fork it to continue");
+  throw conversationNotFound();
+}
+
 function system(): { authorMemberId: null; authorName: null } {
   return { authorMemberId: null, authorName: null };
 }
@@ -491,12 +518,14 @@ function errorRecord(failure: TurnFailure): Record<string, unknown> {
   return { type: "error", message: failure.message, code: failure.code };
 }
 
-/** Why a turn was ended early by the server (a delete, a shutdown), as opposed to a time-out or a client leaving. */
+/**
+ * Why a turn was ended early by the server (a delete, a shutdown, its lease lost), as opposed to a time-out or a
+ * client leaving.
+ */
 class TurnInterrupted extends Error {
   readonly failure: TurnFailure;
 
-  constructor(code: InterruptCode) {
-    const failure = fixedFailure(code);
+  constructor(failure: TurnFailure) {
     super(failure.message);
     this.failure = failure;
   }

@@ -119,6 +119,15 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   // An idle connection the server drops (a restart of PostgreSQL) must not take the process down; the pool
   // replaces it on the next query.
   pool.on("error", () => undefined);
+  // Lease renewals have connections of their own: behind a pool saturated by reads (any tenant's flood) a
+  // renewal would wait past the lease, and another instance would run the conversation's next turn beside
+  // the running one. Two suffice: a renewal is one short UPDATE per running turn every third of a lease.
+  const renewals = new pg.Pool({
+    connectionString: url,
+    max: 2,
+    application_name: `${options.applicationName ?? "agent-api"} leases`,
+  });
+  renewals.on("error", () => undefined);
   try {
     const client = await pool.connect();
     try {
@@ -128,6 +137,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     }
   } catch (error) {
     await pool.end();
+    await renewals.end();
     throw error;
   }
 
@@ -615,7 +625,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       },
       async renew(conversationId, token, leaseMs) {
         const renewed = await query(
-          pool,
+          renewals,
           `UPDATE turn_leases SET expires_at = clock_timestamp() + $3 * interval '1 millisecond'
            WHERE conversation_id = $1 AND token = $2`,
           [conversationId, token, Math.max(1, Math.trunc(leaseMs))],
@@ -761,6 +771,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       if (closed) return;
       closed = true;
       await pool.end();
+      await renewals.end();
     },
   };
 }

@@ -195,7 +195,7 @@ describe("a long conversation", () => {
         );
       }
       db.exec(
-        "DROP TABLE session_messages; ALTER TABLE sessions DROP COLUMN history_tokens; ALTER TABLE sessions DROP COLUMN history_length; PRAGMA user_version = 4;",
+        "DROP TABLE session_messages; ALTER TABLE sessions DROP COLUMN history_tokens; ALTER TABLE sessions DROP COLUMN history_length; ALTER TABLE conversations DROP COLUMN generation; DROP TABLE conversation_generations; PRAGMA user_version = 4;",
       );
       db.close();
 

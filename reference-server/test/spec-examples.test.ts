@@ -81,7 +81,7 @@ beforeAll(async () => {
   capped = await startTestServer({
     unsafeNoIsolation: true,
     sandboxUser: "server",
-    limits: { requestsPerKey: 2, requestsPerServer: 3, waitingTurnsPerConversation: 1 },
+    limits: { requestsPerKey: 3, requestsPerServer: 4, waitingTurnsPerConversation: 1 },
   });
 });
 afterAll(async () => {
@@ -136,8 +136,8 @@ async function pastConversationQueue(ex: Example): Promise<RawResponse> {
   });
   const id = running.headers.get("x-conversation-id") ?? "";
   const onIt = { ...(op.body as Json), metadata: { conversation_id: id } };
-  // bob's turn waits for the lock (and is then refused: alice's conversation is private to her).
-  const waiting = raw(capped.url, op.method, op.path, { key: KEYS.member, body: onIt });
+  // alice's next turn waits for the lock (another member's would be refused before it waits: authorization first).
+  const waiting = raw(capped.url, op.method, op.path, { key: KEYS.admin, body: onIt });
   for (let i = 0; i < 200 && capped.server.live().waitingTurns < 1; i++) await sleep(10);
   const refused = await raw(capped.url, op.method, op.path, { key: KEYS.admin, body: onIt });
   await Promise.all([running.text(), waiting]);
@@ -210,9 +210,9 @@ const RECIPES: Record<string, (ex: Example) => Promise<RawResponse>> = {
   "404 conversationNotFound": () => raw(t.url, "GET", conv("conv-missing"), { key: KEYS.admin }),
   "404 agentNotFound": () => raw(t.url, "GET", "/api/agents/acme-support-bot/v1/models", { key: KEYS.admin }),
   "413 tooLarge": (ex) => oversized(OPERATIONS[ex.operationId].path),
-  "429 keyRequests": (ex) => whileInFlight(ex, [KEYS.admin, KEYS.admin]),
+  "429 keyRequests": (ex) => whileInFlight(ex, [KEYS.admin, KEYS.admin, KEYS.admin]),
   "429 conversationQueue": pastConversationQueue,
-  "503 serverBusy": (ex) => whileInFlight(ex, [KEYS.admin, KEYS.admin, KEYS.member]),
+  "503 serverBusy": (ex) => whileInFlight(ex, [KEYS.admin, KEYS.admin, KEYS.admin, KEYS.member]),
   "501 asyncDelivery": (ex) =>
     raw(t.url, "POST", OPERATIONS[ex.operationId].path, {
       key: KEYS.admin,
