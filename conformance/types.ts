@@ -3,10 +3,18 @@
  * reports. The catalogue (catalogue.ts) is plain data of these shapes.
  */
 import type { CheckContext } from "./context.ts";
-import type { Exchange, FailureDetail, InputName, SkipKind, SuiteInputs } from "./records.ts";
+import type {
+  Exchange,
+  ExplorerFinding,
+  ExplorerSummary,
+  FailureDetail,
+  InputName,
+  SkipKind,
+  SuiteInputs,
+} from "./records.ts";
 import type { TurnTimeline } from "./sse/timing.ts";
 
-export type { Exchange, FailureDetail, InputName, SkipKind, SuiteInputs };
+export type { Exchange, ExplorerFinding, ExplorerSummary, FailureDetail, InputName, SkipKind, SuiteInputs };
 
 /** MUST: the API states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
 export type Level = "MUST" | "SHOULD" | "INFO";
@@ -55,6 +63,8 @@ export interface CheckResult {
   exchanges: Exchange[];
   /** The turns whose timing the check judged, each with its timeline (every report shows these). */
   timelines?: Array<{ label: string; timeline: TurnTimeline }>;
+  /** Minimal sequences the explorer found breaking a rule this check owns. */
+  sequences?: ExplorerFinding[];
 }
 
 export interface RunReport {
@@ -66,4 +76,6 @@ export interface RunReport {
   results: CheckResult[];
   /** Cleanup problems (a conversation the run created could not be deleted). */
   warnings: string[];
+  /** What the explorer did, when it ran. */
+  explorer?: ExplorerSummary;
 }

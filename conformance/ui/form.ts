@@ -22,6 +22,7 @@ const LABELS: Record<InputName, string> = {
   viewerKey: "Viewer-role key",
   revokedKey: "Revoked key",
   foreignAgent: "Agent of another workspace",
+  foreignKey: "Key of another workspace",
   automation: "Active automation of the agent",
   storageAgent: "Storage-backed agent",
   repoAgent: "Repository-backed agent",
