@@ -18,7 +18,11 @@ function runCli(
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     // A clean environment: a stray AGENT_API_* of the developer's shell must not leak into the test.
-    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_")));
+    const base = {
+      ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_"))),
+      // The explorer's own budget: these runs judge the command, not a fresh random sample.
+      AGENT_API_EXPLORE: "0",
+    };
     execFile(
       node,
       [SOURCE_CONDITION_FLAG, "conformance/cli/agent-api.ts", "check", ...args],

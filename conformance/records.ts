@@ -109,6 +109,8 @@ export interface ExplorerSummary {
   sequences: number;
   operations: number;
   turns: number;
+  /** The most turns any conversation of the exploration held (forks count their copied turns). */
+  deepest: number;
   /** Sequences a transient refusal or an error event ended before they could show anything. */
   inconclusive: number;
   shrinks: number;

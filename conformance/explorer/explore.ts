@@ -37,8 +37,8 @@ export interface ExploreOptions {
   timeLimitMs?: number;
 }
 
-export const DEFAULT_MAX_OPERATIONS = 12;
-export const DEFAULT_TURNS_PER_SEQUENCE = 4;
+export const DEFAULT_MAX_OPERATIONS = 16;
+export const DEFAULT_TURNS_PER_SEQUENCE = 5;
 
 class ExplorerCommand implements fc.AsyncCommand<SequenceModel, SequenceRun> {
   readonly op: Operation;
@@ -90,6 +90,7 @@ export async function explore(run: RunState, options: ExploreOptions): Promise<E
   let inconclusive = 0;
   let operations = 0;
   let turns = 0;
+  let deepest = 0;
   const property = fc.asyncProperty(
     fc.commands(arbitraries, {
       maxCommands: options.maxOperations ?? DEFAULT_MAX_OPERATIONS,
@@ -100,6 +101,7 @@ export async function explore(run: RunState, options: ExploreOptions): Promise<E
       const { r, m, error } = await runSequence(run, shared, commands);
       operations += r.done.length;
       turns += m.turns;
+      for (const c of m.state.conversations) deepest = Math.max(deepest, c.history.length);
       if (error === undefined) return;
       if (error instanceof CheckSkip || error instanceof Inconclusive) {
         inconclusive++;
@@ -127,6 +129,7 @@ export async function explore(run: RunState, options: ExploreOptions): Promise<E
     sequences: shared.sequenceCount,
     operations,
     turns,
+    deepest,
     inconclusive,
     shrinks: details.numShrinks,
     interrupted: details.interrupted,

@@ -72,5 +72,5 @@ export function judgeStatus(
 }
 
 function statusText(res: Answer): string {
-  return `${res.status} ${res.text.slice(0, 160)}`.trim();
+  return `${res.status} ${res.text.slice(0, 160).replace(/\s+/g, " ")}`.trim();
 }

@@ -94,7 +94,14 @@ function agentArb(agents: AgentKind[]): fc.Arbitrary<AgentKind> {
   return fc.oneof(...agents.map((a) => ({ arbitrary: fc.constant(a), weight: a === "main" ? 6 : 1 })));
 }
 
-const slotArb: fc.Arbitrary<Target> = fc.nat({ max: 7 }).map((n) => ({ kind: "slot", n }));
+/** Mostly the newest conversations, so a sequence builds deep ones (several turns, forks of forks). */
+const slotArb: fc.Arbitrary<Target> = fc
+  .oneof(
+    { arbitrary: fc.constant(0), weight: 5 },
+    { arbitrary: fc.constant(1), weight: 2 },
+    { arbitrary: fc.nat({ max: 7 }), weight: 2 },
+  )
+  .map((n) => ({ kind: "slot", n }));
 const targetArb = fc.oneof(
   { arbitrary: slotArb, weight: 8 },
   { arbitrary: fc.constant<Target>({ kind: "fresh" }), weight: 1 },
@@ -128,9 +135,9 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
     actor: actorArb(availableActors(inputs), 12),
     agent: agentChoiceArb(agents),
     target: fc.oneof(
-      { arbitrary: slotArb, weight: 5 },
-      { arbitrary: fc.constant<Target>({ kind: "fresh" }), weight: 2 },
-      { arbitrary: fc.constant<Target>({ kind: "omit" }), weight: 2 },
+      { arbitrary: slotArb, weight: 6 },
+      { arbitrary: fc.constant<Target>({ kind: "fresh" }), weight: 1 },
+      { arbitrary: fc.constant<Target>({ kind: "omit" }), weight: 1 },
     ),
     content: fc.constantFrom<ContentShape>("string", "blocks", "blocks-with-image", "earlier-messages"),
     flags: fc.oneof({ arbitrary: fc.constant<SendFlags>({}), weight: 2 }, { arbitrary: flags, weight: 3 }),
@@ -186,6 +193,8 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
   });
   const models = fc.record({ op: fc.constant("models" as const), actor: actors, agent: agentArb(agents) });
   return [
+    send as fc.Arbitrary<Operation>,
+    send as fc.Arbitrary<Operation>,
     send as fc.Arbitrary<Operation>,
     send as fc.Arbitrary<Operation>,
     send as fc.Arbitrary<Operation>,

@@ -42,7 +42,8 @@ export function replayScript(requests: SentRequest[], options: ScriptOptions): s
   const tokens: Array<[string, string]> = [[options.baseUrl, "AGENT_API_BASE_URL"]];
   const lines = [
     "#!/bin/sh",
-    ...options.header.map((h) => `# ${h}`),
+    // A header line quotes the deployment's answer: every line of it stays a comment.
+    ...options.header.flatMap((h) => h.split(/\r?\n|\r/).map((line) => `# ${line}`)),
     "# Replay: set the AGENT_API_* variables (the env file agent-api serve --env-file writes), then run this script.",
     `# Seed ${options.seed}: agent-api check --seed ${options.seed} draws the same sequences again.`,
     `: "\${AGENT_API_BASE_URL:?set AGENT_API_BASE_URL}"`,

@@ -20,7 +20,7 @@ import { expectRule, Mismatch } from "../model/mismatch.ts";
 import type { ModelRule } from "../model/rules.ts";
 import { ASYNC_REFUSAL, sendRules } from "../model/send-flags.ts";
 import { predictShare, type ShareBody, sharingRules } from "../model/sharing.ts";
-import type { AgentKind, ConversationModel, ModelState } from "../model/state.ts";
+import type { Actor, AgentKind, ConversationModel, ModelState } from "../model/state.ts";
 import { ruleOfViolation } from "../model/stream.ts";
 import { judgeTranscript, messageText } from "../model/transcripts.ts";
 import { visibilityRules } from "../model/visibility.ts";
@@ -92,7 +92,7 @@ export class SequenceRun {
 /** Whether `op` would run a turn in `m` (the only costly operation). */
 export function runsTurn(m: SequenceModel, op: Operation): boolean {
   if (op.op !== "send") return false;
-  const { conversation, agent } = resolve(m.state, op.target, op.agent);
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id = op.target.kind === "omit" || !conversation ? undefined : conversation.id;
   if (op.target.kind === "fresh") return accessRefusal(op.actor, agent) === null && op.actor !== "viewer";
   return (
@@ -105,10 +105,19 @@ function resolve(
   state: ModelState,
   target: Target,
   choice: AgentChoice,
+  actor: Actor,
 ): { conversation?: ConversationModel; agent: AgentKind } {
   const conversation = target.kind === "slot" ? state.slot(target.n) : undefined;
   const agent = choice === "same" ? (conversation?.agent ?? "main") : choice;
-  return { conversation, agent };
+  return { conversation, agent: agentFor(actor, agent) };
+}
+
+/**
+ * The agent a request names. Another workspace's key on that workspace's own agent is a caller the model
+ * knows nothing of: it names an agent no workspace has instead (404 for every key).
+ */
+export function agentFor(actor: Actor, agent: AgentKind): AgentKind {
+  return actor === "foreign" && agent === "foreign" ? "unknown" : agent;
 }
 
 /** Runs `op` against the deployment and the model; throws a Mismatch where they part. */
@@ -220,7 +229,7 @@ async function runSend(
   r: SequenceRun,
   op: Extract<Operation, { op: "send" }>,
 ): Promise<void> {
-  const { conversation, agent } = resolve(m.state, op.target, op.agent);
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id =
     op.target.kind === "fresh" ? r.freshId() : op.target.kind === "slot" ? conversation?.id : undefined;
   const nonce = r.nonce();
@@ -379,7 +388,7 @@ async function runRead(
   r: SequenceRun,
   op: Extract<Operation, { op: "read" }>,
 ): Promise<void> {
-  const { conversation, agent } = resolve(m.state, op.target, op.agent);
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id = conversation?.id ?? r.freshId();
   const found = lookUpConversation(m.state, op.actor, agent, id);
   const options = callOptions(r, op.actor, agent);
@@ -412,8 +421,9 @@ async function runRead(
 async function runList(
   m: SequenceModel,
   r: SequenceRun,
-  op: Extract<Operation, { op: "list" }>,
+  given: Extract<Operation, { op: "list" }>,
 ): Promise<void> {
+  const op = { ...given, agent: agentFor(given.actor, given.agent) };
   const query: Record<string, string> = {};
   if (op.limit !== undefined) query.limit = String(op.limit);
   const channel = op.channel
@@ -447,7 +457,7 @@ async function runShare(
   r: SequenceRun,
   op: Extract<Operation, { op: "share" }>,
 ): Promise<void> {
-  const { conversation, agent } = resolve(m.state, op.target, op.agent);
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id = conversation?.id ?? r.freshId();
   const json =
     op.body === "true"
@@ -479,7 +489,7 @@ async function runFork(
   r: SequenceRun,
   op: Extract<Operation, { op: "fork" }>,
 ): Promise<void> {
-  const { conversation, agent } = resolve(m.state, op.target, op.agent);
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id = conversation?.id ?? r.freshId();
   const taken = m.state.conversations.find((c) => c.live && c.agent === agent);
   const childId = op.child === "fresh" ? r.freshId() : op.child === "taken" ? taken?.id : undefined;
@@ -554,7 +564,7 @@ async function runDelete(
   r: SequenceRun,
   op: Extract<Operation, { op: "delete" }>,
 ): Promise<void> {
-  const { conversation, agent } = resolve(m.state, op.target, op.agent);
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id = conversation?.id ?? r.freshId();
   const options = callOptions(r, op.actor, agent);
   record(r, { method: "DELETE", url: r.ctx.conversationUrl(id, options.agent), actor: op.actor });
@@ -571,8 +581,9 @@ async function runDelete(
 async function runModels(
   m: SequenceModel,
   r: SequenceRun,
-  op: Extract<Operation, { op: "models" }>,
+  given: Extract<Operation, { op: "models" }>,
 ): Promise<void> {
+  const op = { ...given, agent: agentFor(given.actor, given.agent) };
   const options = callOptions(r, op.actor, op.agent);
   record(r, { method: "GET", url: `${r.ctx.agentUrl(options.agent)}/v1/models`, actor: op.actor });
   const res: ApiResponse = await r.ctx.listModels(options);

@@ -60,8 +60,12 @@ export class ModelState {
     this.conversations.push(c);
   }
 
-  /** The n-th conversation (modulo), deleted ones included; undefined when none exists. */
+  /**
+   * The n-th conversation counting back from the newest (modulo), deleted ones included; undefined when none
+   * exists. Counting from the newest keeps a sequence working on the conversation it just made.
+   */
   slot(n: number): ConversationModel | undefined {
-    return this.conversations.length === 0 ? undefined : this.conversations[n % this.conversations.length];
+    const count = this.conversations.length;
+    return count === 0 ? undefined : this.conversations[count - 1 - (n % count)];
   }
 }

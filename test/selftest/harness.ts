@@ -31,7 +31,7 @@ export interface MutationOutcome {
 /** The suite through a proxy applying `mutation` (null: unbroken), restricted to `only` when given. */
 export async function runThroughProxy(
   demo: DemoServer,
-  mutation: string | null,
+  mutation: string | Mutation | null,
   options: { only?: string[]; validator?: SpecValidator } = {},
 ): Promise<RunReport> {
   const proxy = await startFaultProxy({ target: demo.url, mutation });

@@ -32,8 +32,11 @@ export interface FaultProxy {
 export interface FaultProxyOptions {
   /** Base URL of the deployment, e.g. `http://127.0.0.1:3001`. */
   target: string;
-  /** A mutation name from mutations.ts, or null to forward faithfully. */
-  mutation: string | null;
+  /**
+   * A mutation name from mutations.ts, a mutation of one's own (the explorer's combination faults), or null to
+   * forward faithfully.
+   */
+  mutation: string | Mutation | null;
 }
 
 export * from "./proxy-calls.ts";
@@ -69,7 +72,11 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 
 export async function startFaultProxy(options: FaultProxyOptions): Promise<FaultProxy> {
   const mutation: Mutation | undefined =
-    options.mutation === null ? undefined : mutationByName(options.mutation);
+    options.mutation === null
+      ? undefined
+      : typeof options.mutation === "string"
+        ? mutationByName(options.mutation)
+        : options.mutation;
   if (options.mutation !== null && !mutation) throw new Error(`unknown mutation ${options.mutation}`);
   const target = options.target.replace(/\/+$/, "");
   const upstream = new Agent({ connections: 64, keepAliveTimeout: 10_000 });
