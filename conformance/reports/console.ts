@@ -217,7 +217,7 @@ export function explorerLines(report: RunReport): string[] {
       ...f.script
         .trimEnd()
         .split("\n")
-        .map((l) => `    ${l}`),
+        .map((l) => `    ${oneLine(l)}`),
     );
   }
   return lines;

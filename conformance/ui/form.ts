@@ -76,6 +76,22 @@ export const FORM_FIELDS: FormField[] = [
     group: "run",
   },
   {
+    flag: "--explore",
+    label: "Explorer: random sequences compared with the API's model (default 60; 0 off)",
+    secret: false,
+    required: false,
+    repeatable: false,
+    group: "run",
+  },
+  {
+    flag: "--seed",
+    label: "Explorer's seed (default a fresh one; a report names it)",
+    secret: false,
+    required: false,
+    repeatable: false,
+    group: "run",
+  },
+  {
     flag: "--only",
     label: "Only these check ids (comma-separated, ID* matches a prefix)",
     secret: false,

@@ -11,7 +11,7 @@ import { combinationMutation } from "../selftest/combination-mutations.ts";
 import { exploreThrough, replayThrough } from "../selftest/explorer-harness.ts";
 import { runThroughProxy } from "../selftest/harness.ts";
 
-const SEEDS = (process.env.EXPLORE_SEEDS ?? "1,2,3,4,5,6,7,8").split(",").map(Number);
+const SEEDS = (process.env.EXPLORE_SEEDS ?? "1,2,3,4,5,6").split(",").map(Number);
 const RUNS = 60;
 
 let demo: DemoServer;
@@ -50,7 +50,14 @@ describe("the explorer over many seeds", () => {
     const mutation = combinationMutation("turn-count-stops-at-two");
     // The whole named catalogue through the fault: no check enumerates a third turn's count.
     const named = await runThroughProxy(demo, mutation, { validator });
-    expect(named.results.filter((r) => r.outcome === "fail").map((r) => r.id)).toEqual([]);
+    // The proxy holds a stream whole for a mutation that rewrites answers: the delivery checks see that, and so
+    // does the session check that reads agent_session_id the moment the stream closes (late, when held).
+    const held = new Set([
+      "SSE-STREAMED-INCREMENTAL",
+      "SSE-HEADERS-BEFORE-END",
+      "STATE-SESSION-NULL-AT-CLOSE",
+    ]);
+    expect(named.results.filter((r) => r.outcome === "fail" && !held.has(r.id)).map((r) => r.id)).toEqual([]);
     const findings = [];
     for (const seed of [2, 9, 11]) {
       const { report } = await exploreThrough(demo, mutation, { runs: RUNS, seed }, { validator });
