@@ -16,7 +16,15 @@ export default defineConfig({
     // test/tools/ (the compatibility matrix, npm run test:tools), test/proxies (real nginx and HAProxy for a
     // minute, npm run test:proxies) and test/packages (packed, installed and run on two Node versions, npm run
     // test:packages) are their own runs.
-    exclude: ["node_modules/**", ".tmp/**", "test/tools/**", "test/proxies/**", "test/packages/**"],
+    // test/explore (the explorer over many seeds, npm run test:explore) is its own run too.
+    exclude: [
+      "node_modules/**",
+      ".tmp/**",
+      "test/tools/**",
+      "test/proxies/**",
+      "test/packages/**",
+      "test/explore/**",
+    ],
     // Vitest's default on a 2-core machine is one file at a time (cores - 1), yet most files spend their time
     // waiting on servers, child processes and session delays rather than on a core. Measured on 2 cores: 3 at
     // once 158 s, 4 130 s, 5 121 s (the machine ~95% busy from 4 on); 4 leaves the timing tests some room.

@@ -24,6 +24,8 @@ function runCli(
     const base = Object.fromEntries(
       Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_") && k !== "NODE_EXTRA_CA_CERTS"),
     );
+    // The explorer's own budget: these runs judge the fronts, not a fresh random sample.
+    base.AGENT_API_EXPLORE = "0";
     execFile(
       node,
       [SOURCE_CONDITION_FLAG, "conformance/cli/agent-api.ts", "check", "--no-color", ...args],

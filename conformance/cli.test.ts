@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
-import { envNameOf, resolveInputs, UsageError } from "./inputs.ts";
+import { DEFAULT_EXPLORE_RUNS, envNameOf, resolveExplore, resolveInputs, UsageError } from "./inputs.ts";
 
 const root = new URL("..", import.meta.url).pathname;
 const node = join(root, "node_modules/.bin/node");
@@ -18,7 +18,11 @@ function runCli(
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     // A clean environment: a stray AGENT_API_* of the developer's shell must not leak into the test.
-    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_")));
+    const base = {
+      ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("AGENT_API_"))),
+      // The explorer's own budget: these runs judge the command, not a fresh random sample.
+      AGENT_API_EXPLORE: "0",
+    };
     execFile(
       node,
       [SOURCE_CONDITION_FLAG, "conformance/cli/agent-api.ts", "check", ...args],
@@ -238,5 +242,19 @@ describe("agent-api check (child process)", () => {
     });
     expect(code).toBe(2);
     expect(stderr).toContain(`could not write --junit ${blocked}`);
+  });
+});
+
+describe("the explorer's budget: --explore and --seed", () => {
+  it("explores by default from a fresh seed, not with --only unless asked, and refuses malformed values", () => {
+    expect(resolveExplore({}, {}, false, () => 42)).toMatchObject({ runs: DEFAULT_EXPLORE_RUNS, seed: 42 });
+    expect(resolveExplore({}, {}, true, () => 42).runs).toBe(0);
+    expect(resolveExplore({ explore: "5", seed: "7" }, {}, true)).toMatchObject({ runs: 5, seed: 7 });
+    expect(resolveExplore({}, { AGENT_API_EXPLORE: "0", AGENT_API_SEED: "-3" }, false)).toMatchObject({
+      runs: 0,
+      seed: -3,
+    });
+    expect(() => resolveExplore({ explore: "many" }, {}, false)).toThrow(UsageError);
+    expect(() => resolveExplore({ seed: "1.5" }, {}, false)).toThrow(UsageError);
   });
 });

@@ -2,7 +2,14 @@
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { catalogue } from "./catalogue.ts";
-import { coverageProblems, fieldTableProblems, renderCoverage, seedRules } from "./coverage.ts";
+import {
+  coverageProblems,
+  explorerRules,
+  fieldTableProblems,
+  modelRuleProblems,
+  renderCoverage,
+  seedRules,
+} from "./coverage.ts";
 
 describe("coverage map of the API", () => {
   it("names only catalogue ids, and every check of the catalogue", () => {
@@ -26,6 +33,16 @@ describe("coverage map of the API", () => {
     expect(fieldTableProblems(catalogue)).toEqual([]);
     expect(fieldTableProblems(catalogue.filter((c) => c.id !== "GET-TURN-COUNT"))).toEqual([
       "the fields × routes table names GET-TURN-COUNT, which the catalogue lacks",
+    ]);
+  });
+
+  it("gives every rule of the executable model an owning check of the catalogue", () => {
+    expect(modelRuleProblems(catalogue)).toEqual([]);
+    expect(explorerRules.length).toBeGreaterThan(40);
+    const broken = [{ ...explorerRules[0], check: "NO-SUCH-CHECK" }, explorerRules[0]];
+    expect(modelRuleProblems(catalogue, broken)).toEqual([
+      `model rule ${explorerRules[0].id} names NO-SUCH-CHECK, which the catalogue lacks`,
+      `model rule ${explorerRules[0].id} is defined twice`,
     ]);
   });
 

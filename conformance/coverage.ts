@@ -6,6 +6,8 @@
  * or when COVERAGE.md is stale.
  */
 import type { components } from "@agent-api/client/api-types";
+import { shapeRules } from "./explorer/session.ts";
+import { type ModelRule, modelRules } from "./model/index.ts";
 import type { CheckDef } from "./types.ts";
 
 export interface SeedRule {
@@ -979,6 +981,45 @@ export function fieldTableProblems(catalogue: CheckDef[]): string[] {
     .map((id) => `the fields × routes table names ${id}, which the catalogue lacks`);
 }
 
+/** The model's rules and the explorer's shape rules, each owned by a check. */
+export const explorerRules: ModelRule[] = [...modelRules, ...shapeRules];
+
+/** Rules of the model whose owning check the catalogue lacks, and rule ids used twice. */
+export function modelRuleProblems(catalogue: CheckDef[], rules: ModelRule[] = explorerRules): string[] {
+  const known = new Set(catalogue.map((c) => c.id));
+  const seen = new Set<string>();
+  const problems: string[] = [];
+  for (const r of rules) {
+    if (seen.has(r.id)) problems.push(`model rule ${r.id} is defined twice`);
+    seen.add(r.id);
+    if (!known.has(r.check)) problems.push(`model rule ${r.id} names ${r.check}, which the catalogue lacks`);
+  }
+  return problems;
+}
+
+function renderModelRules(byId: Map<string, CheckDef>): string[] {
+  const lines = [
+    "## The executable model (conformance/model/)",
+    "",
+    "The rules the explorer compares every answer with (`agent-api check` explores by default; `--explore <n>`,",
+    "`--seed <s>`). A departure it finds is shrunk to a minimal sequence and fails the check that owns the rule.",
+    "Where the API leaves a choice open, the model learns the deployment's first answer and reports a later",
+    "departure from it as information, never as a failure.",
+    "",
+    `${explorerRules.length} rules.`,
+    "",
+    "| rule | API section | owned by | API |",
+    "| --- | --- | --- | --- |",
+  ];
+  for (const r of explorerRules) {
+    lines.push(
+      `| \`${r.id}\` | ${cell(r.section)} | \`${r.check}\` ${byId.get(r.check)?.level ?? "?"} | ${cell(r.text)} |`,
+    );
+  }
+  lines.push("");
+  return lines;
+}
+
 const cell = (text: string) => text.replaceAll("|", "\\|").replaceAll("\n", " ");
 
 /** Every route that returns a conversation's fields: the three reads carry the whole object. */
@@ -1095,6 +1136,7 @@ export function renderCoverage(catalogue: CheckDef[], rules: SeedRule[] = seedRu
     if (rules[i + 1]?.section !== section) lines.push("");
   });
   lines.push(...renderFieldRoutes(byId));
+  lines.push(...renderModelRules(byId));
   lines.push("## Checks → rules", "", "| check | level | API section | rules |", "| --- | --- | --- | --- |");
   for (const c of catalogue) {
     const numbers = rules.flatMap((r, i) => (r.checks?.includes(c.id) ? [String(i + 1)] : []));

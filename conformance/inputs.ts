@@ -2,6 +2,7 @@
  * Turns flags and AGENT_API_* environment variables into SuiteInputs. Each flag `--some-flag` also reads
  * `AGENT_API_SOME_FLAG`, so the env file the reference server's `--demo --env-file` writes works as is.
  */
+import type { ExploreOptions } from "./explorer/explore.ts";
 import { REQUEST_TIMEOUT_MS } from "./http.ts";
 import { DEFAULT_CONCURRENCY } from "./runner.ts";
 import type { InputName, SuiteInputs } from "./types.ts";
@@ -14,6 +15,7 @@ export const INPUT_FLAGS: Record<InputName, string> = {
   viewerKey: "--viewer-key",
   revokedKey: "--revoked-key",
   foreignAgent: "--foreign-agent",
+  foreignKey: "--foreign-key",
   automation: "--automation",
   storageAgent: "--storage-agent",
   repoAgent: "--repo-agent",
@@ -126,6 +128,7 @@ export function resolveInputs(
     viewerKey: get("--viewer-key"),
     revokedKey: get("--revoked-key"),
     foreignAgent: get("--foreign-agent"),
+    foreignKey: get("--foreign-key"),
     automation: get("--automation"),
     storageAgent: get("--storage-agent"),
     repoAgent: get("--repo-agent"),
@@ -190,5 +193,42 @@ export function resolveRunSettings(
     concurrency: positive("--concurrency", DEFAULT_CONCURRENCY),
     timeoutMs: positive("--timeout-ms", DEFAULT_TIMEOUT_MS),
     ...(maxTurns !== undefined && { maxTurns }),
+  };
+}
+
+/** Sequences `agent-api check` explores by default: on the demo, well within 30 s. */
+export const DEFAULT_EXPLORE_RUNS = 60;
+/** Bound of a default exploration, shrinking included (a deployment on a real model is slower). */
+export const DEFAULT_EXPLORE_TIME_MS = 90_000;
+
+/**
+ * `--explore <n>` and `--seed <s>` (or their AGENT_API_* variables). By default a run explores
+ * DEFAULT_EXPLORE_RUNS sequences from a fresh seed; a run restricted with --only explores only when asked.
+ */
+export function resolveExplore(
+  values: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+  restricted: boolean,
+  freshSeed: () => number = () => Math.floor(Math.random() * 2 ** 31),
+): ExploreOptions {
+  const text = (flag: string) => {
+    const v = flagOrEnv(values, flag, env);
+    return Array.isArray(v) ? v[v.length - 1] : v;
+  };
+  const runsText = text("--explore");
+  const seedText = text("--seed");
+  if (runsText !== undefined && !/^\d{1,6}$/.test(runsText)) {
+    throw new UsageError(
+      `--explore must be a number of sequences (0 to turn the explorer off), not ${JSON.stringify(runsText)}`,
+    );
+  }
+  if (seedText !== undefined && !/^-?\d{1,10}$/.test(seedText)) {
+    throw new UsageError(`--seed must be an integer, not ${JSON.stringify(seedText)}`);
+  }
+  const runs = runsText !== undefined ? Number(runsText) : restricted ? 0 : DEFAULT_EXPLORE_RUNS;
+  return {
+    runs,
+    seed: seedText !== undefined ? Number(seedText) | 0 : freshSeed(),
+    timeLimitMs: DEFAULT_EXPLORE_TIME_MS,
   };
 }

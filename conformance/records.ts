@@ -11,6 +11,7 @@ export type InputName =
   | "viewerKey"
   | "revokedKey"
   | "foreignAgent"
+  | "foreignKey"
   | "automation"
   | "storageAgent"
   | "repoAgent"
@@ -32,6 +33,8 @@ export interface SuiteInputs {
   viewerKey?: string;
   revokedKey?: string;
   foreignAgent?: string;
+  /** A key of another workspace (the explorer sends it to this workspace's agents). */
+  foreignKey?: string;
   automation?: string;
   storageAgent?: string;
   repoAgent?: string;
@@ -77,3 +80,46 @@ export interface FailureDetail {
 
 /** Why a check did not run: an input it needs was not given, or the deployment cannot show the fact. */
 export type SkipKind = "input" | "unobservable";
+
+/** A sequence the explorer found breaking a rule of the model, shrunk to a minimum. */
+export interface ExplorerFinding {
+  /** The model's rule id (`forks.allTurns`). */
+  rule: string;
+  /** The named check that owns the rule (the failure is that check's). */
+  check: string;
+  section: string;
+  ruleText: string;
+  expected: string;
+  actual: string;
+  seed: number;
+  /** The minimal sequence, one line per operation; the last one departs from the API. */
+  steps: string[];
+  /** The sequence as curl lines (keys from the AGENT_API_* variables). */
+  script: string;
+  /** Whether replaying the minimal sequence once more showed the same departure. */
+  reproduced: boolean;
+}
+
+/** What the explorer did in a run. */
+export interface ExplorerSummary {
+  seed: number;
+  /** Sequences drawn (shrinking and the replay not counted). */
+  runs: number;
+  /** Sequences run against the deployment, shrinking and the replay included. */
+  sequences: number;
+  operations: number;
+  turns: number;
+  /** The most turns any conversation of the exploration held (forks count their copied turns). */
+  deepest: number;
+  /** Sequences a transient refusal or an error event ended before they could show anything. */
+  inconclusive: number;
+  shrinks: number;
+  /** The time limit ended the exploration early. */
+  interrupted: boolean;
+  findings: ExplorerFinding[];
+  /** Choices the API leaves open, as this deployment made them. */
+  learned: Array<{ choice: string; value: string }>;
+  /** Later answers that departed from a learned choice (information, never a failure). */
+  departures: Array<{ choice: string; learned: string; seen: string }>;
+  ms: number;
+}

@@ -9,11 +9,20 @@
 import type { Dispatcher } from "undici";
 import { CheckContext, createRunState, type RetryPolicy, type RunState } from "./context.ts";
 import { applyExpectedFailure, type ExpectedFailure, ExpectedFailuresError } from "./expected-failures.ts";
+import { type ExploreOptions, explore } from "./explorer/explore.ts";
 import { type ConnectionOptions, createDispatcher } from "./http.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented } from "./outcomes.ts";
 import { SpecValidator } from "./spec-validator.ts";
 import { deploymentFindings } from "./tool-findings.ts";
-import type { CheckDef, CheckResult, InputName, Level, RunReport, SuiteInputs } from "./types.ts";
+import type {
+  CheckDef,
+  CheckResult,
+  ExplorerSummary,
+  InputName,
+  Level,
+  RunReport,
+  SuiteInputs,
+} from "./types.ts";
 
 /** Checks run at once, unless the caller says otherwise. */
 export const DEFAULT_CONCURRENCY = 8;
@@ -50,6 +59,11 @@ export interface RunOptions {
    * its flag instead (`--member-key`).
    */
   inputLabel?: (name: InputName) => string;
+  /**
+   * The explorer's budget (conformance/explorer/): sequences and seed. Undefined or `runs: 0`: no exploration
+   * (the library's default; `agent-api check` explores by default).
+   */
+  explore?: ExploreOptions;
 }
 
 export function selectChecks(
@@ -91,21 +105,24 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
   const selected = selectChecks(options.checks, options.only, options.level);
   const results: CheckResult[] = [];
   const warnings: string[] = [];
+  let explorer: ExplorerSummary | undefined;
   try {
     let next = 0;
     const worker = async () => {
       while (next < selected.length) {
         const check = selected[next++];
-        const result = applyExpectedFailure(
-          await runCheck(check, run, options.inputLabel ?? String),
-          expected.get(check.id),
-        );
+        const result = await runCheck(check, run, options.inputLabel ?? String);
         results.push(result);
-        options.onResult?.(result);
+        options.onResult?.(applyExpectedFailure(result, expected.get(check.id)));
       }
     };
     const workers = Array.from({ length: Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY) }, worker);
     await Promise.all(workers);
+    if (options.explore && options.explore.runs > 0) {
+      // After the named checks, so its conversations never crowd theirs; before the cleanup, which deletes its own.
+      explorer = await explore(run, options.explore);
+      attributeFindings(explorer, results, options.checks);
+    }
     warnings.push(...(await cleanUp(run)));
   } finally {
     // Every check has its verdict: what is still in flight is a request given up on (see httpRequest), which
@@ -113,18 +130,57 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     await dispatcher.destroy();
   }
   const order = new Map(selected.map((c, i) => [c.id, i]));
-  results.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
+  const judged = results.map((r) => applyExpectedFailure(r, expected.get(r.id)));
+  judged.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
   return {
     runId: run.runId,
     baseUrl: options.inputs.baseUrl,
     agent: options.inputs.agent,
     startedAt,
     ms: Math.round(performance.now() - started),
-    results,
+    results: judged,
     warnings,
     findings: deploymentFindings(run.toolResults),
     cost: run.turns.cost,
+    ...(explorer && { explorer }),
   };
+}
+
+/**
+ * A finding of the explorer is a failure of the named check that owns the rule it breaks: that check's result
+ * fails (whatever it concluded alone) and carries the minimal sequence. A check the run did not select gets a
+ * result of its own.
+ */
+function attributeFindings(summary: ExplorerSummary, results: CheckResult[], checks: CheckDef[]): void {
+  for (const finding of summary.findings) {
+    let result = results.find((r) => r.id === finding.check);
+    if (!result) {
+      const def = checks.find((c) => c.id === finding.check);
+      result = {
+        id: finding.check,
+        level: def?.level ?? "MUST",
+        section: def?.section ?? finding.section,
+        title: def?.title ?? finding.ruleText,
+        outcome: "pass",
+        ms: 0,
+        details: [],
+        notes: [],
+        exchanges: [],
+      };
+      results.push(result);
+    }
+    const said = `the explorer found a sequence of ${finding.steps.length} operations that breaks "${finding.ruleText}" (${finding.section}): expected ${finding.expected}, saw ${finding.actual}`;
+    if (result.outcome !== "fail") {
+      result.outcome = "fail";
+      result.skipKind = undefined;
+      result.reason = said;
+    }
+    result.details.push({
+      message: said,
+      evidence: finding.steps.map((s, i) => `${i + 1}. ${s}`).join("\n"),
+    });
+    result.sequences = [...(result.sequences ?? []), finding];
+  }
 }
 
 async function runCheck(

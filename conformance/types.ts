@@ -3,11 +3,28 @@
  * reports. The catalogue (catalogue.ts) is plain data of these shapes.
  */
 import type { CheckContext } from "./context.ts";
-import type { Exchange, FailureDetail, InputName, SkipKind, SuiteInputs } from "./records.ts";
+import type {
+  Exchange,
+  ExplorerFinding,
+  ExplorerSummary,
+  FailureDetail,
+  InputName,
+  SkipKind,
+  SuiteInputs,
+} from "./records.ts";
 import type { RunCost } from "./run-cost.ts";
 import type { TurnTimeline } from "./sse/timing.ts";
 
-export type { Exchange, FailureDetail, InputName, RunCost, SkipKind, SuiteInputs };
+export type {
+  Exchange,
+  ExplorerFinding,
+  ExplorerSummary,
+  FailureDetail,
+  InputName,
+  RunCost,
+  SkipKind,
+  SuiteInputs,
+};
 
 /** MUST: the API states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
 export type Level = "MUST" | "SHOULD" | "INFO";
@@ -56,6 +73,8 @@ export interface CheckResult {
   exchanges: Exchange[];
   /** The turns whose timing the check judged, each with its timeline (every report shows these). */
   timelines?: Array<{ label: string; timeline: TurnTimeline }>;
+  /** Minimal sequences the explorer found breaking a rule this check owns. */
+  sequences?: ExplorerFinding[];
 }
 
 export interface RunReport {
@@ -74,4 +93,6 @@ export interface RunReport {
   findings?: string[];
   /** What the run cost the deployment: turns, tokens, total_cost_usd (absent in reports of older runs). */
   cost?: RunCost;
+  /** What the explorer did, when it ran. */
+  explorer?: ExplorerSummary;
 }

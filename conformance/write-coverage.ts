@@ -4,11 +4,11 @@
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { catalogue } from "./catalogue.ts";
-import { coverageProblems, renderCoverage } from "./coverage.ts";
+import { coverageProblems, modelRuleProblems, renderCoverage } from "./coverage.ts";
 
 export const COVERAGE_FILE = new URL("./COVERAGE.md", import.meta.url);
 
-const problems = coverageProblems(catalogue);
+const problems = [...coverageProblems(catalogue), ...modelRuleProblems(catalogue)];
 if (problems.length > 0) {
   process.stderr.write(`coverage map and catalogue disagree:\n  ${problems.join("\n  ")}\n`);
   process.exit(1);

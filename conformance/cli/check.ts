@@ -28,12 +28,14 @@ import {
 } from "../index.ts";
 import {
   DEFAULT_CONCURRENCY,
+  DEFAULT_EXPLORE_RUNS,
   DEFAULT_IDLE_SECONDS,
   DEFAULT_TIMEOUT_MS,
   envNameOf,
   flagOrEnv,
   INPUT_FLAGS,
   inputFlag,
+  resolveExplore,
   resolveInputs,
   resolveRunSettings,
   UsageError,
@@ -71,6 +73,7 @@ function buildProgram(): Command {
     .option("--viewer-key <key>", `Viewer-role key of the same workspace ${env("--viewer-key")}`)
     .option("--revoked-key <key>", `a revoked key ${env("--revoked-key")}`)
     .option("--foreign-agent <name>", `an agent of another workspace ${env("--foreign-agent")}`)
+    .option("--foreign-key <key>", `a key of another workspace ${env("--foreign-key")}`)
     .option("--automation <name>", `an active automation of the agent ${env("--automation")}`)
     .option("--storage-agent <name>", `a storage-backed agent ${env("--storage-agent")}`)
     .option("--repo-agent <name>", `a repository-backed agent ${env("--repo-agent")}`)
@@ -127,6 +130,14 @@ function buildProgram(): Command {
     .option(
       "--expected-failures <file>",
       `YAML or JSON list of {id, reason}: known deviations reported as expected failures, not failing the run; a listed check that passes fails it ${env("--expected-failures")}`,
+    )
+    .option(
+      "--explore <n>",
+      `random sequences of operations compared with the API's model, each departure shrunk to a replayable script; default ${DEFAULT_EXPLORE_RUNS} (0 with --only), 0 turns it off ${env("--explore")}`,
+    )
+    .option(
+      "--seed <s>",
+      `seed of the explorer's sequences (printed by every run), default a fresh one ${env("--seed")}`,
     )
     .option("--junit <file>", `write a JUnit XML report ${env("--junit")}`)
     .option("--json <file>", `write a JSON report ${env("--json")}`)
@@ -341,9 +352,11 @@ export async function main(args: string[]): Promise<number> {
     if (opts.ui) return await servePage(opts, environment);
     let inputs: ReturnType<typeof resolveInputs>;
     let settings: ReturnType<typeof resolveRunSettings>;
+    let exploration: ReturnType<typeof resolveExplore>;
     try {
       inputs = resolveInputs(opts, environment);
       settings = resolveRunSettings(opts, environment);
+      exploration = resolveExplore(opts, environment, only !== undefined);
     } catch (error) {
       if (error instanceof UsageError) {
         process.stderr.write(`agent-api check: ${error.message}\n`);
@@ -362,7 +375,13 @@ export async function main(args: string[]): Promise<number> {
     }
     const color = opts.color !== false && consoleOut.isTTY === true;
     consoleOut.write(`${turnBoundText(settings.maxTurns)}\n`);
+    if (exploration.runs > 0) {
+      consoleOut.write(
+        `The explorer will run ${exploration.runs} random sequences after the checks, seed ${exploration.seed} (--seed ${exploration.seed} draws them again; --explore 0 turns it off)\n`,
+      );
+    }
     const report = await runConformance({
+      explore: exploration,
       inputs,
       only,
       level,

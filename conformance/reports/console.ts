@@ -187,10 +187,42 @@ export function summaryText(report: RunReport): string {
       .map((r) => r.id);
     if (ids.length > 0) lines.push(`${plural(ids.length, "MUST check")} failed: ${idList(ids)}`);
   }
+  lines.push(...explorerLines(report));
   lines.push(
     s.verdict === "pass"
       ? `verdict: PASS: all MUST checks that ran passed (${s.byLevel.MUST.passed})`
       : "verdict: FAIL",
   );
   return `${lines.join("\n")}\n`;
+}
+
+/** The explorer's part of the summary: what it ran, each minimal sequence with its replay script. */
+export function explorerLines(report: RunReport): string[] {
+  const e = report.explorer;
+  if (!e) return [];
+  const lines = [
+    `explorer: ${plural(e.runs, "sequence")} drawn (${e.sequences} run, ${plural(e.operations, "operation")}, ${plural(e.turns, "turn")}) in ${(e.ms / 1000).toFixed(1)} s, seed ${e.seed}${e.interrupted ? ", stopped by its time limit" : ""}: ${e.findings.length === 0 ? "every answer as the API's model predicts" : plural(e.findings.length, "departure")}`,
+  ];
+  if (e.inconclusive > 0)
+    lines.push(
+      `  ${plural(e.inconclusive, "sequence")} inconclusive (a refusal for load or a turn ending in an error event)`,
+    );
+  for (const d of e.departures) {
+    lines.push(
+      `  INFO: ${oneLine(d.choice)}: learned ${oneLine(d.learned)} first, then saw ${oneLine(d.seen)} (a choice the API leaves open; not a failure)`,
+    );
+  }
+  for (const f of e.findings) {
+    lines.push(
+      `  ${f.check} fails: ${oneLine(f.ruleText)} (${f.section}); expected ${oneLine(f.expected)}, saw ${oneLine(f.actual)}`,
+      `  minimal sequence${f.reproduced ? "" : " (did not show the departure again when replayed)"}:`,
+      ...f.steps.map((step, i) => `    ${i + 1}. ${oneLine(step)}`),
+      "  replay script:",
+      ...f.script
+        .trimEnd()
+        .split("\n")
+        .map((l) => `    ${oneLine(l)}`),
+    );
+  }
+  return lines;
 }

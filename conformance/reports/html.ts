@@ -7,7 +7,7 @@
 
 import { costText } from "../run-cost.ts";
 import { timelineText } from "../sse/timing.ts";
-import type { CheckResult, Exchange, FailureDetail, Level, RunReport } from "../types.ts";
+import type { CheckResult, Exchange, ExplorerFinding, FailureDetail, Level, RunReport } from "../types.ts";
 import { type Counts, summarize } from "./console.ts";
 import { escapeMarkup as esc } from "./escape.ts";
 
@@ -183,6 +183,7 @@ function failed(r: CheckResult): string {
     parts.push(`<ul class="details">${r.details.map((d) => detail(d, r.reason)).join("")}</ul>`);
   if (r.notes.length > 0) parts.push(`<h3>Notes</h3>${notes(r.notes)}`);
   if (r.timelines) parts.push(`<h3>Timelines</h3>${timelines(r)}`);
+  for (const f of r.sequences ?? []) parts.push(sequenceHtml(f));
   if (r.exchanges.length > 0) {
     // The last request is usually the one the check judged; the others stay one line until clicked.
     const last = r.exchanges.length - 1;
@@ -193,6 +194,31 @@ function failed(r: CheckResult): string {
   return (
     `<details open class="result${info ? " info" : ""}" id="${anchor(r)}"><summary>${cells(r)}</summary>` +
     `<div class="body">${parts.join("")}</div></details>`
+  );
+}
+
+/** A minimal sequence the explorer found: its steps, the departure, the script that replays it. */
+function sequenceHtml(f: ExplorerFinding): string {
+  return (
+    `<h3>Minimal sequence found by the explorer (seed ${f.seed})</h3>` +
+    `<ol class="sequence">${f.steps.map((step) => `<li>${esc(step)}</li>`).join("")}</ol>` +
+    `<p>Breaks: ${esc(f.ruleText)} (${esc(f.section)}); expected ${esc(f.expected)}, saw ${esc(f.actual)}${f.reproduced ? "" : " (did not show the departure again when replayed)"}</p>` +
+    `<h4>Replay script</h4>${pre(f.script)}`
+  );
+}
+
+/** What the explorer ran, in one box. */
+function explorerBox(report: RunReport): string {
+  const e = report.explorer;
+  if (!e) return "";
+  const departures = e.departures.map(
+    (d) =>
+      `${d.choice}: learned ${d.learned} first, then saw ${d.seen} (a choice the API leaves open; not a failure)`,
+  );
+  return (
+    `<div class="box"><strong>Explorer</strong> ${plural(e.runs, "sequence")} drawn (${e.sequences} run, ${plural(e.operations, "operation")}, ${plural(e.turns, "turn")}) in ${(e.ms / 1000).toFixed(1)} s, seed <code>${e.seed}</code>: ` +
+    `${e.findings.length === 0 ? "every answer as the API's model predicts" : `${plural(e.findings.length, "minimal sequence")} breaking the API (under the checks that own the rules)`}` +
+    `${departures.length > 0 ? notes(departures) : ""}</div>`
   );
 }
 
@@ -348,6 +374,7 @@ ${verdict}
 <table class="levels"><thead><tr><th>Level</th><th></th><th>passed</th><th>failed</th><th>skipped</th><th title="failures the expected-failures file lists">expected failures</th></tr></thead>
 <tbody>${levelRows}<tr><td><b>all</b></td><td class="barcell">${bar(s)}</td>${tallyCells(s)}</tr></tbody></table>
 ${warnings}
+${explorerBox(report)}
 ${failureList}
 <nav class="box"><strong>Sections</strong><ul class="chips">${chips}</ul></nav>
 <main>

@@ -63,6 +63,7 @@ export function jsonReport(report: RunReport): string {
     cost: report.cost,
     warnings: report.warnings,
     results: report.results,
+    explorer: report.explorer,
   };
   const body = Object.assign(ordered, report, { results: report.results.map(result) });
   return `${JSON.stringify(body, null, 2)}\n`;

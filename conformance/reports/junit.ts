@@ -9,7 +9,7 @@
  * - Skips are `<skipped message="reason"/>`, and so are expected failures (a baseline lists them), as pytest
  *   reports its xfails: they must not turn a build red, and are not passes either.
  */
-import type { CheckResult, Exchange, RunReport } from "../types.ts";
+import type { CheckResult, Exchange, ExplorerFinding, RunReport } from "../types.ts";
 import { escapeMarkup as attr, escapeText as text } from "./escape.ts";
 
 function seconds(ms: number): string {
@@ -40,10 +40,22 @@ function failureText(r: CheckResult): string {
     if (d.evidence !== undefined) lines.push("  evidence:", d.evidence);
     parts.push(lines.join("\n"));
   }
+  for (const f of r.sequences ?? []) parts.push(sequenceText(f));
   if (r.exchanges.length > 0) {
     parts.push(`HTTP exchanges (${r.exchanges.length}):\n${r.exchanges.map(exchangeText).join("\n\n")}`);
   }
   return parts.join("\n\n");
+}
+
+/** A minimal sequence the explorer found: its steps, then the script that replays it. */
+export function sequenceText(f: ExplorerFinding): string {
+  return [
+    `Minimal sequence found by the explorer (seed ${f.seed}${f.reproduced ? "" : "; did not show the departure again when replayed"}):`,
+    ...f.steps.map((step, i) => `  ${i + 1}. ${step}`),
+    `Breaks: ${f.ruleText} (${f.section}); expected ${f.expected}, saw ${f.actual}`,
+    "Replay script:",
+    f.script,
+  ].join("\n");
 }
 
 function testcase(r: CheckResult): string {
@@ -113,6 +125,7 @@ export function junitReport(report: RunReport): string {
     ["run_id", report.runId],
     ...(report.findings ?? []).map((f) => ["deployment_finding", f]),
     ...costProperties(report),
+    ...(report.explorer ? [["explorer_seed", String(report.explorer.seed)]] : []),
     ...report.warnings.map((w) => ["warning", w]),
   ]
     .map(([name, value]) => `      <property name="${name}" value="${attr(value)}"/>`)

@@ -251,3 +251,78 @@ describe("timelines of judged turns", () => {
     expect(validate(broken)).toBe(false);
   });
 });
+
+describe("the explorer's minimal sequences", () => {
+  const finding = {
+    rule: "ids.viewerSend403",
+    check: "MUST-FAIL-0",
+    section: "Authentication",
+    ruleText: `A Viewer key gets 403 when sending a message ${HOSTILE}`,
+    expected: "403",
+    actual: `200 ${HOSTILE}`,
+    seed: 1234,
+    steps: ["owner sends to no id on the main agent, content string", `viewer sends ${HOSTILE}`],
+    script: `#!/bin/sh\necho "step 1:"; curl -sS -X POST "$AGENT_API_BASE_URL"'/api/agents/v1/messages' ${HOSTILE}\n`,
+    reproduced: true,
+  };
+  const withSequence: RunReport = {
+    ...report,
+    results: report.results.map((r, i) =>
+      i === 1
+        ? { ...r, sequences: [finding] }
+        : r.outcome === "skip"
+          ? { ...r, skipKind: "input" as const }
+          : r,
+    ),
+    explorer: {
+      seed: 1234,
+      runs: 60,
+      sequences: 70,
+      operations: 400,
+      turns: 50,
+      deepest: 4,
+      inconclusive: 1,
+      shrinks: 9,
+      interrupted: false,
+      findings: [finding],
+      learned: [{ choice: "share toggle success status", value: "200" }],
+      departures: [{ choice: "delete by a member who is not the owner", learned: "404", seen: "403" }],
+      ms: 12_345,
+    },
+  };
+
+  it("console: the explorer's line, each departure from a learned choice as INFO, and each sequence with its script", () => {
+    const text = summaryText(withSequence);
+    expect(text).toContain(
+      "explorer: 60 sequences drawn (70 run, 400 operations, 50 turns) in 12.3 s, seed 1234: 1 departure",
+    );
+    expect(text).toContain("INFO: delete by a member who is not the owner: learned 404 first, then saw 403");
+    expect(text).toContain("    2. viewer sends");
+    expect(text).toContain(`    echo "step 1:"; curl -sS -X POST`);
+    expect(text).not.toMatch(CONTROL);
+  });
+
+  it("junit and html: the sequence and its script under the failed check, escaped", () => {
+    const xml = junitReport(withSequence);
+    expect(XMLValidator.validate(xml)).toBe(true);
+    expect(xml).toContain("Minimal sequence found by the explorer (seed 1234)");
+    expect(xml).toContain('<property name="explorer_seed" value="1234"/>');
+    const html = htmlReport(withSequence);
+    expect(html).toContain("Minimal sequence found by the explorer (seed 1234)");
+    expect(html).toContain("Replay script");
+    expect(html).toContain("<strong>Explorer</strong>");
+    expect(html).not.toContain("<script");
+  });
+
+  it("json: the explorer and the sequences as the published schema describes them", async () => {
+    const parsed = JSON.parse(jsonReport(withSequence));
+    expect(parsed.explorer.findings[0].steps).toHaveLength(2);
+    expect(parsed.results[1].sequences[0].script).toBe(finding.script);
+    const schema = JSON.parse(await readFile(new URL("../report.schema.json", import.meta.url), "utf8"));
+    const validate = new Ajv2020({ allErrors: true, strict: false }).compile(schema);
+    expect(validate(parsed), JSON.stringify(validate.errors)).toBe(true);
+    const broken = structuredClone(parsed);
+    delete broken.explorer.findings[0].script;
+    expect(validate(broken)).toBe(false);
+  });
+});

@@ -13,9 +13,17 @@ import type { AddressInfo } from "node:net";
 import { catalogue } from "../catalogue.ts";
 import { seedRules } from "../coverage.ts";
 import type { ExpectedFailure } from "../expected-failures.ts";
+import type { ExploreOptions } from "../explorer/explore.ts";
 import { type ConnectionOptions, reachability } from "../http.ts";
 import { type ConformanceResults, runConformance } from "../index.ts";
-import { inputFlag, type RunSettings, resolveInputs, resolveRunSettings, UsageError } from "../inputs.ts";
+import {
+  inputFlag,
+  type RunSettings,
+  resolveExplore,
+  resolveInputs,
+  resolveRunSettings,
+  UsageError,
+} from "../inputs.ts";
 import { htmlReport, resultHtml } from "../reports/html.ts";
 import { jsonReport } from "../reports/json.ts";
 import { junitReport } from "../reports/junit.ts";
@@ -57,6 +65,8 @@ interface LiveRun {
   settings: RunSettings;
   only?: string[];
   level?: Level;
+  /** The explorer's budget and seed for this run (--explore, --seed). */
+  explore: ExploreOptions;
   startedAt: string;
   results: CheckResult[];
   report?: ConformanceResults;
@@ -135,6 +145,7 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
     settings: LiveRun["settings"],
     only: string[] | undefined,
     level: Level | undefined,
+    explore: ExploreOptions,
   ): LiveRun => {
     const startedAt = new Date().toISOString();
     const run: LiveRun = {
@@ -143,6 +154,7 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
       settings,
       only,
       level,
+      explore,
       startedAt,
       results: [],
       subscribers: new Set(),
@@ -162,11 +174,17 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
           connection: options.connection,
           expectedFailures: options.expectedFailures,
           inputLabel: inputFlag,
+          explore: run.explore,
           onResult: (result) => {
             run.results.push(result);
             publish(run, "result", resultEvent(result));
           },
         });
+        // The explorer runs after the checks: a check it found failing is shown again, with its sequence.
+        for (const result of run.report.results.filter((r) => r.sequences)) {
+          run.results = [...run.results.filter((r) => r.id !== result.id), result];
+          publish(run, "result", resultEvent(result));
+        }
         await history.save(run.id, run.report);
       } catch (error) {
         run.error = error instanceof Error ? error.message : String(error);
@@ -229,7 +247,7 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
       const inputs = resolveInputs(values, {});
       const settings = resolveRunSettings(values, {});
       const { only, level } = selection(body);
-      const run = start(inputs, settings, only, level);
+      const run = start(inputs, settings, only, level, resolveExplore(values, {}, only !== undefined));
       sendJson(res, 202, { id: run.id });
       return;
     }
@@ -295,7 +313,11 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
       }
       const body = await readJson(req);
       const { only } = selection(body);
-      const rerun = start(live.inputs, live.settings, only ?? live.only, live.level);
+      // A re-run of chosen checks judges those checks: no exploration unless the whole run is re-run.
+      const rerun = start(live.inputs, live.settings, only ?? live.only, live.level, {
+        ...live.explore,
+        runs: only ? 0 : live.explore.runs,
+      });
       sendJson(res, 202, { id: rerun.id });
       return;
     }

@@ -83,6 +83,7 @@ describe("createDemo", () => {
       AGENT_API_VIEWER_KEY: "demo-viewer-key",
       AGENT_API_REVOKED_KEY: "demo-revoked-key",
       AGENT_API_FOREIGN_AGENT: "other-agent",
+      AGENT_API_FOREIGN_KEY: "other-admin-key",
       AGENT_API_AUTOMATION: "nightly-summary",
       AGENT_API_STORAGE_AGENT: "notes-agent",
       AGENT_API_REPO_AGENT: "acme-widgets",

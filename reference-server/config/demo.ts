@@ -344,6 +344,7 @@ export async function createDemo(dataDir: string, opts: DemoOptions): Promise<De
     AGENT_API_VIEWER_KEY: DEMO_VIEWER_KEY,
     AGENT_API_REVOKED_KEY: DEMO_REVOKED_KEY,
     AGENT_API_FOREIGN_AGENT: "other-agent",
+    AGENT_API_FOREIGN_KEY: OTHER_ADMIN_KEY,
     AGENT_API_AUTOMATION: "nightly-summary",
     AGENT_API_STORAGE_AGENT: "notes-agent",
     AGENT_API_REPO_AGENT: "acme-widgets",

@@ -80,6 +80,9 @@ function check(proxyUrl: string, env: Record<string, string>, args: string[]): P
     AGENT_API_BASE_URL: proxyUrl,
     AGENT_API_FLOW_URL: proxyUrl,
     AGENT_API_SESSION_WAIT_MS: "8000",
+    // A fixed sample of the explorer behind each proxy: the same sequences on every run, never a fresh flake.
+    AGENT_API_EXPLORE: "10",
+    AGENT_API_SEED: "29",
     NODE_EXTRA_CA_CERTS: certs.caFile,
   };
   return new Promise((resolve, reject) => {

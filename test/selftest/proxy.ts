@@ -32,7 +32,10 @@ export interface FaultProxy {
 export interface FaultProxyOptions {
   /** Base URL of the deployment, e.g. `http://127.0.0.1:3001`. */
   target: string;
-  /** A mutation name from mutations.ts, a mutation made elsewhere (a random draw), or null to forward faithfully. */
+  /**
+   * A mutation name from mutations.ts, a mutation made elsewhere (a random draw, the explorer's combination
+   * faults), or null to forward faithfully.
+   */
   mutation: string | Mutation | null;
 }
 

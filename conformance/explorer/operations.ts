@@ -1,0 +1,245 @@
+/**
+ * The operations the explorer draws, as plain data: every route of the API, with the key, the agent, the
+ * conversation and the input shape chosen at random among what the run's inputs provide. A conversation is
+ * named by its position among those the sequence made so far (`slot`), so a sequence still means something
+ * after shrinking removes steps.
+ */
+import fc from "fast-check";
+import { ATTACHMENT_SHAPES, type AttachmentShape } from "../model/attachments.ts";
+import type { Actor, AgentKind } from "../model/state.ts";
+import type { SuiteInputs } from "../records.ts";
+
+export type Target = { kind: "slot"; n: number } | { kind: "fresh" } | { kind: "omit" };
+export type ContentShape = "string" | "blocks" | "blocks-with-image" | "earlier-messages";
+/** The agent a request names: a kind, or the one the target conversation belongs to. */
+export type AgentChoice = AgentKind | "same";
+
+export interface SendFlags {
+  streamFalse?: boolean;
+  streamToolCalls?: boolean;
+  system?: boolean;
+  /** A model of the models list: its first or last entry. */
+  model?: "first" | "last";
+  automation?: "given" | "unknown";
+  attachments?: AttachmentShape;
+  isolated?: boolean;
+  asyncDelivery?: boolean;
+  /** Fields of the messages API the API accepts and ignores (max_tokens, temperature, tools). */
+  ignoredFields?: boolean;
+}
+
+export type Operation =
+  | {
+      op: "send";
+      actor: Actor;
+      agent: AgentChoice;
+      target: Target;
+      content: ContentShape;
+      flags: SendFlags;
+      route: "agent" | "prefix" | "bare";
+    }
+  | { op: "read"; actor: Actor; agent: AgentChoice; target: Target; route: "get" | "messages" | "compaction" }
+  | { op: "list"; actor: Actor; agent: AgentKind; limit?: number; channel?: boolean }
+  | {
+      op: "share";
+      actor: Actor;
+      agent: AgentChoice;
+      target: Target;
+      body: "true" | "false" | "string" | "empty" | "extra";
+    }
+  | {
+      op: "fork";
+      actor: Actor;
+      agent: AgentChoice;
+      target: Target;
+      atTurn?: number;
+      child: "auto" | "fresh" | "taken";
+      model?: "first" | "last";
+    }
+  | { op: "delete"; actor: Actor; agent: AgentChoice; target: Target }
+  | { op: "models"; actor: Actor; agent: AgentKind };
+
+/** The keys and agents this run's inputs provide (the owner's key and main agent always). */
+export function availableActors(inputs: SuiteInputs): Actor[] {
+  const actors: Actor[] = ["owner", "none", "unknown"];
+  if (inputs.memberKey) actors.push("member");
+  if (inputs.viewerKey) actors.push("viewer");
+  if (inputs.revokedKey) actors.push("revoked");
+  if (inputs.foreignKey) actors.push("foreign");
+  return actors;
+}
+
+export function availableAgents(inputs: SuiteInputs): AgentKind[] {
+  const agents: AgentKind[] = ["main", "unknown"];
+  if (inputs.storageAgent) agents.push("storage");
+  if (inputs.repoAgent) agents.push("repo");
+  if (inputs.foreignAgent) agents.push("foreign");
+  return agents;
+}
+
+/** Callers that may pass the gate weigh more: most interesting sequences are theirs. */
+function actorArb(actors: Actor[], ownerWeight = 6): fc.Arbitrary<Actor> {
+  const weight = (a: Actor) => (a === "owner" ? ownerWeight : a === "member" || a === "viewer" ? 3 : 1);
+  return fc.oneof(...actors.map((a) => ({ arbitrary: fc.constant(a), weight: weight(a) })));
+}
+
+function agentChoiceArb(agents: AgentKind[]): fc.Arbitrary<AgentChoice> {
+  return fc.oneof(
+    { arbitrary: fc.constant<AgentChoice>("same"), weight: 8 },
+    ...agents.map((a) => ({ arbitrary: fc.constant<AgentChoice>(a), weight: 1 })),
+  );
+}
+
+function agentArb(agents: AgentKind[]): fc.Arbitrary<AgentKind> {
+  return fc.oneof(...agents.map((a) => ({ arbitrary: fc.constant(a), weight: a === "main" ? 6 : 1 })));
+}
+
+/** Mostly the newest conversations, so a sequence builds deep ones (several turns, forks of forks). */
+const slotArb: fc.Arbitrary<Target> = fc
+  .oneof(
+    { arbitrary: fc.constant(0), weight: 5 },
+    { arbitrary: fc.constant(1), weight: 2 },
+    { arbitrary: fc.nat({ max: 7 }), weight: 2 },
+  )
+  .map((n) => ({ kind: "slot", n }));
+const targetArb = fc.oneof(
+  { arbitrary: slotArb, weight: 8 },
+  { arbitrary: fc.constant<Target>({ kind: "fresh" }), weight: 1 },
+);
+
+/** Arbitraries of every operation over what `inputs` provide. */
+export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Operation>> {
+  const actors = actorArb(availableActors(inputs));
+  const agents = availableAgents(inputs);
+  const routes: Array<"agent" | "prefix" | "bare"> = inputs.routingPrefix
+    ? ["agent", "prefix", "bare"]
+    : ["agent", "bare"];
+  // Each flag present now and then; the refusing ones (async delivery) rarely, so conversations grow deep.
+  const sometimes = <T>(arb: fc.Arbitrary<T>, oneIn = 3): fc.Arbitrary<T | undefined> =>
+    fc.oneof({ arbitrary: fc.constant(undefined), weight: oneIn - 1 }, { arbitrary: arb, weight: 1 });
+  const automations: Array<"given" | "unknown"> = inputs.automation ? ["given", "unknown"] : ["unknown"];
+  const flags: fc.Arbitrary<SendFlags> = fc.record({
+    streamFalse: sometimes(fc.constant(true), 4),
+    streamToolCalls: sometimes(fc.constant(true)),
+    system: sometimes(fc.constant(true), 4),
+    model: sometimes(fc.constantFrom<"first" | "last">("first", "last")),
+    automation: sometimes(fc.constantFrom(...automations), 5),
+    attachments: sometimes(fc.constantFrom(...ATTACHMENT_SHAPES), 4),
+    isolated: sometimes(fc.constant(true), 6),
+    asyncDelivery: sometimes(fc.constant(true), 12),
+    ignoredFields: sometimes(fc.constant(true), 4),
+  });
+  const send = fc.record({
+    op: fc.constant("send" as const),
+    // Sends that run a turn are what makes a conversation deep: the owner's weigh most.
+    actor: actorArb(availableActors(inputs), 12),
+    agent: agentChoiceArb(agents),
+    target: fc.oneof(
+      { arbitrary: slotArb, weight: 6 },
+      { arbitrary: fc.constant<Target>({ kind: "fresh" }), weight: 1 },
+      { arbitrary: fc.constant<Target>({ kind: "omit" }), weight: 1 },
+    ),
+    content: fc.constantFrom<ContentShape>("string", "blocks", "blocks-with-image", "earlier-messages"),
+    flags: fc.oneof({ arbitrary: fc.constant<SendFlags>({}), weight: 2 }, { arbitrary: flags, weight: 3 }),
+    route: fc.oneof(
+      { arbitrary: fc.constant<"agent">("agent"), weight: 4 },
+      ...routes.map((r) => ({ arbitrary: fc.constant(r), weight: 1 })),
+    ),
+  });
+  const read = fc.record({
+    op: fc.constant("read" as const),
+    actor: actors,
+    agent: agentChoiceArb(agents),
+    target: targetArb,
+    route: fc.constantFrom<"get" | "messages" | "compaction">("get", "messages", "compaction"),
+  });
+  const list = fc.record(
+    {
+      op: fc.constant("list" as const),
+      actor: actors,
+      agent: agentArb(agents),
+      limit: fc.constantFrom(1, 2, 3, 5, 50, 200),
+      channel: fc.boolean(),
+    },
+    { requiredKeys: ["op", "actor", "agent"] },
+  );
+  const share = fc.record({
+    op: fc.constant("share" as const),
+    actor: actors,
+    agent: agentChoiceArb(agents),
+    target: targetArb,
+    body: fc.oneof(
+      { arbitrary: fc.constantFrom<"true" | "false">("true", "false"), weight: 6 },
+      { arbitrary: fc.constantFrom<"string" | "empty" | "extra">("string", "empty", "extra"), weight: 1 },
+    ),
+  });
+  const fork = fc.record(
+    {
+      op: fc.constant("fork" as const),
+      actor: actors,
+      agent: agentChoiceArb(agents),
+      target: targetArb,
+      atTurn: fc.nat({ max: 4 }),
+      child: fc.constantFrom<"auto" | "fresh" | "taken">("auto", "fresh", "fresh", "taken"),
+      model: fc.constantFrom<"first" | "last">("first", "last"),
+    },
+    { requiredKeys: ["op", "actor", "agent", "target", "child"] },
+  );
+  const del = fc.record({
+    op: fc.constant("delete" as const),
+    actor: actors,
+    agent: agentChoiceArb(agents),
+    target: targetArb,
+  });
+  const models = fc.record({ op: fc.constant("models" as const), actor: actors, agent: agentArb(agents) });
+  return [
+    send as fc.Arbitrary<Operation>,
+    send as fc.Arbitrary<Operation>,
+    send as fc.Arbitrary<Operation>,
+    send as fc.Arbitrary<Operation>,
+    send as fc.Arbitrary<Operation>,
+    read,
+    read,
+    read,
+    list,
+    share,
+    share,
+    fork,
+    fork,
+    del,
+    models,
+  ];
+}
+
+/** One line naming an operation, for the reports. */
+export function describeOperation(o: Operation): string {
+  const target = (t: Target) =>
+    t.kind === "slot" ? `conversation #${t.n}` : t.kind === "fresh" ? "a new id" : "no id";
+  const agent = (a: AgentChoice) => (a === "same" ? "its agent" : `the ${a} agent`);
+  switch (o.op) {
+    case "send": {
+      const flags = Object.entries(o.flags)
+        .filter(([, v]) => v !== undefined && v !== false)
+        .map(([k, v]) => (v === true ? k : `${k}=${v}`));
+      const via =
+        o.route === "agent"
+          ? ""
+          : o.route === "prefix"
+            ? " via the routed send (prefix)"
+            : " via the routed send (bare name)";
+      return `${o.actor} sends to ${target(o.target)} on ${agent(o.agent)}${via}, content ${o.content}${flags.length ? `, ${flags.join(", ")}` : ""}`;
+    }
+    case "read":
+      return `${o.actor} reads ${target(o.target)} (${o.route}) on ${agent(o.agent)}`;
+    case "list":
+      return `${o.actor} lists the ${o.agent} agent's conversations${o.limit ? ` limit=${o.limit}` : ""}${o.channel ? " by channel" : ""}`;
+    case "share":
+      return `${o.actor} shares ${target(o.target)} on ${agent(o.agent)} with body ${o.body}`;
+    case "fork":
+      return `${o.actor} forks ${target(o.target)} on ${agent(o.agent)}${o.atTurn !== undefined ? ` at_turn=${o.atTurn}` : ""}, child id ${o.child}${o.model ? `, model ${o.model}` : ""}`;
+    case "delete":
+      return `${o.actor} deletes ${target(o.target)} on ${agent(o.agent)}`;
+    case "models":
+      return `${o.actor} lists the ${o.agent} agent's models`;
+  }
+}

@@ -1,0 +1,603 @@
+/**
+ * One sequence's run against the deployment: each operation is sent through the suite's context (the one send
+ * helper, validation against the spec, the grammar), its answer compared with the model, and the model moved
+ * on by what the operation did. A departure throws a Mismatch naming the rule it breaks.
+ */
+import { randomBytes } from "node:crypto";
+import type { ApiResponse, CheckContext } from "../context.ts";
+import { isRecord } from "../json.ts";
+import { accessRefusal } from "../model/access.ts";
+import { attachmentRules, attachmentsOf } from "../model/attachments.ts";
+import type { LearnedChoices } from "../model/choices.ts";
+import { deleteRules, predictDelete } from "../model/deletes.ts";
+import type { StatusExpectation } from "../model/expectation.ts";
+import { judgeConversation } from "../model/fields.ts";
+import { copiedTurns, forkRules, predictFork } from "../model/forks.ts";
+import { predictSendStatus } from "../model/ids.ts";
+import { judgeList, listRules } from "../model/lists.ts";
+import { lookUpConversation } from "../model/lookup.ts";
+import { expectRule, Mismatch } from "../model/mismatch.ts";
+import type { ModelRule } from "../model/rules.ts";
+import { ASYNC_REFUSAL, sendRules } from "../model/send-flags.ts";
+import { predictShare, type ShareBody, sharingRules } from "../model/sharing.ts";
+import type { Actor, AgentKind, ConversationModel, ModelState } from "../model/state.ts";
+import { ruleOfViolation } from "../model/stream.ts";
+import { judgeTranscript, messageText } from "../model/transcripts.ts";
+import { visibilityRules } from "../model/visibility.ts";
+import { judgeStatus } from "./judge.ts";
+import type { AgentChoice, Operation, Target } from "./operations.ts";
+import { agentName, keyOf, messagesOf, type SentRequest } from "./requests.ts";
+
+/** The model a sequence runs against: the state, and the turns it spent (bounded per sequence). */
+export interface SequenceModel {
+  state: ModelState;
+  turns: number;
+}
+
+/** What a run of sequences shares: the run's context factory, the learned choices, the agents' models. */
+export interface ExplorerShared {
+  choices: LearnedChoices;
+  runId: string;
+  /** Model ids of each agent, as its models list first gave them (first = default). */
+  models: Map<AgentKind, string[] | null>;
+  /** The model id of the conversation's default recorded for each model id requested explicitly. */
+  sequenceCount: number;
+}
+
+/** A model id a turn's message_start named for an explicitly requested id; learned per run. */
+const reportedChoice = (id: string) => `message_start model of a turn that asked for ${id}`;
+
+export class SequenceRun {
+  readonly ctx: CheckContext;
+  readonly shared: ExplorerShared;
+  readonly prefix: string;
+  readonly sent: SentRequest[] = [];
+  /** Operations run (in order), for the report. */
+  readonly done: Operation[] = [];
+  #next = 0;
+
+  constructor(ctx: CheckContext, shared: ExplorerShared) {
+    this.ctx = ctx;
+    this.shared = shared;
+    shared.sequenceCount++;
+    this.prefix = `acc-${shared.runId}-x${shared.sequenceCount}`;
+  }
+
+  freshId(): string {
+    this.#next++;
+    return `${this.prefix}-c${this.#next}`;
+  }
+
+  nonce(): string {
+    return randomBytes(3).toString("hex");
+  }
+
+  agent(kind: AgentKind): string {
+    return agentName(kind, this.ctx.inputs, this.shared.runId);
+  }
+
+  /** The agent's model ids (the owner's key, outside the sequence); null when the list cannot be read. */
+  async modelsOf(kind: AgentKind): Promise<string[] | null> {
+    if (!["main", "storage", "repo"].includes(kind)) return null;
+    if (!this.shared.models.has(kind)) {
+      const res = await this.ctx.listModels({ agent: this.agent(kind) });
+      const data = isRecord(res.body) && Array.isArray(res.body.data) ? res.body.data : null;
+      const ids = data?.map((m) => (isRecord(m) ? String(m.id) : "")).filter(Boolean) ?? null;
+      this.shared.models.set(kind, res.status === 200 && ids && ids.length > 0 ? ids : null);
+    }
+    return this.shared.models.get(kind) ?? null;
+  }
+}
+
+/** Whether `op` would run a turn in `m` (the only costly operation). */
+export function runsTurn(m: SequenceModel, op: Operation): boolean {
+  if (op.op !== "send") return false;
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
+  const id = op.target.kind === "omit" || !conversation ? undefined : conversation.id;
+  if (op.target.kind === "fresh") return accessRefusal(op.actor, agent) === null && op.actor !== "viewer";
+  return (
+    predictSendStatus(m.state, op.actor, agent, id, op.flags.asyncDelivery === true, ASYNC_REFUSAL)
+      .expectation.kind === "success"
+  );
+}
+
+function resolve(
+  state: ModelState,
+  target: Target,
+  choice: AgentChoice,
+  actor: Actor,
+): { conversation?: ConversationModel; agent: AgentKind } {
+  const conversation = target.kind === "slot" ? state.slot(target.n) : undefined;
+  const agent = choice === "same" ? (conversation?.agent ?? "main") : choice;
+  return { conversation, agent: agentFor(actor, agent) };
+}
+
+/**
+ * The agent a request names. Another workspace's key on that workspace's own agent is a caller the model
+ * knows nothing of: it names an agent no workspace has instead (404 for every key).
+ */
+export function agentFor(actor: Actor, agent: AgentKind): AgentKind {
+  return actor === "foreign" && agent === "foreign" ? "unknown" : agent;
+}
+
+/** Runs `op` against the deployment and the model; throws a Mismatch where they part. */
+export async function runOperation(m: SequenceModel, r: SequenceRun, op: Operation): Promise<void> {
+  r.done.push(op);
+  const schemaBefore = r.ctx.schemaFailures.length;
+  const shapeRule = await dispatch(m, r, op);
+  const failures = r.ctx.schemaFailures.slice(schemaBefore);
+  if (failures.length > 0) {
+    throw new Mismatch(
+      shapeRule,
+      "a body the API's schema allows",
+      failures.map((f) => f.message).join("; "),
+    );
+  }
+}
+
+const SHAPE: Record<Operation["op"], ModelRule> = {
+  send: {
+    id: "shapes.send",
+    section: "Events",
+    check: "SSE-EVENT-SCHEMA",
+    level: "MUST",
+    text: "Every event's data has the API's shape",
+  },
+  read: {
+    id: "shapes.read",
+    section: "Resources/Conversation",
+    check: "GET-SHAPE",
+    level: "MUST",
+    text: "Conversation, transcript and compaction bodies have the API's shapes",
+  },
+  list: {
+    id: "shapes.list",
+    section: "Endpoints/List conversations",
+    check: "LIST-SHAPE-ORDER",
+    level: "MUST",
+    text: "A list is {conversations: [<conversation>]}",
+  },
+  share: {
+    id: "shapes.share",
+    section: "Endpoints/Toggle sharing",
+    check: "STATE-SHARE-TRUE",
+    level: "MUST",
+    text: "The share toggle's answer has the API's shape",
+  },
+  fork: {
+    id: "shapes.fork",
+    section: "Resources/Fork result",
+    check: "CONSIST-FORK-READBACK",
+    level: "MUST",
+    text: "The fork result has the API's shape",
+  },
+  delete: {
+    id: "shapes.delete",
+    section: "Endpoints/Delete a conversation",
+    check: "STATE-DELETE",
+    level: "MUST",
+    text: "The delete's answer has the API's shape",
+  },
+  models: {
+    id: "shapes.models",
+    section: "Endpoints/List models",
+    check: "MODELS-SHAPE",
+    level: "MUST",
+    text: "The models list has the API's shape",
+  },
+};
+export const shapeRules: ModelRule[] = Object.values(SHAPE);
+
+async function dispatch(m: SequenceModel, r: SequenceRun, op: Operation): Promise<ModelRule> {
+  switch (op.op) {
+    case "send":
+      await runSend(m, r, op);
+      break;
+    case "read":
+      await runRead(m, r, op);
+      break;
+    case "list":
+      await runList(m, r, op);
+      break;
+    case "share":
+      await runShare(m, r, op);
+      break;
+    case "fork":
+      await runFork(m, r, op);
+      break;
+    case "delete":
+      await runDelete(m, r, op);
+      break;
+    case "models":
+      await runModels(m, r, op);
+      break;
+  }
+  return SHAPE[op.op];
+}
+
+function callOptions(r: SequenceRun, actor: Operation["actor"], agent: AgentKind) {
+  return { key: keyOf(actor, r.ctx.inputs), agent: r.agent(agent) };
+}
+
+function record(r: SequenceRun, req: SentRequest): SentRequest {
+  r.sent.push(req);
+  return req;
+}
+
+async function runSend(
+  m: SequenceModel,
+  r: SequenceRun,
+  op: Extract<Operation, { op: "send" }>,
+): Promise<void> {
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
+  const id =
+    op.target.kind === "fresh" ? r.freshId() : op.target.kind === "slot" ? conversation?.id : undefined;
+  const nonce = r.nonce();
+  const { messages, stored } = messagesOf(op.content, nonce);
+  const routed = op.route !== "agent";
+  const models = routed || !op.flags.model ? null : await r.modelsOf(agent);
+  const model = models ? (op.flags.model === "first" ? models[0] : models[models.length - 1]) : undefined;
+  const metadata: Record<string, unknown> = {};
+  if (id !== undefined) metadata.conversation_id = id;
+  if (op.flags.streamToolCalls) metadata.stream_tool_calls = true;
+  if (op.flags.isolated) metadata.isolated = true;
+  if (op.flags.asyncDelivery) metadata.delivery = "async";
+  if (op.flags.automation)
+    metadata.automation =
+      op.flags.automation === "given" ? r.ctx.inputs.automation : `acc-${r.shared.runId}-no-such-automation`;
+  if (op.flags.attachments) metadata.attachments = attachmentsOf(op.flags.attachments, nonce);
+  const body: Record<string, unknown> = { stream: !op.flags.streamFalse, messages };
+  if (op.flags.system) body.system = "Answer briefly.";
+  if (op.flags.ignoredFields) Object.assign(body, { max_tokens: 64, temperature: 0.5, tools: [] });
+  const name = r.agent(agent);
+  if (routed) body.model = op.route === "prefix" ? `${r.ctx.inputs.routingPrefix}--${name}` : name;
+  else if (model !== undefined) body.model = model;
+  const url = routed
+    ? `${r.ctx.inputs.baseUrl}/api/agents/v1/messages`
+    : `${r.ctx.agentUrl(name)}/v1/messages`;
+  const sentBody = { ...body, ...(Object.keys(metadata).length > 0 && { metadata }) };
+  const req = record(r, { method: "POST", url, actor: op.actor, json: sentBody });
+  const prediction = predictSendStatus(
+    m.state,
+    op.actor,
+    agent,
+    id,
+    op.flags.asyncDelivery === true,
+    ASYNC_REFUSAL,
+  );
+  const { stream_tool_calls: _toolCalls, ...otherMetadata } = metadata;
+  const turn = await r.ctx.turn({
+    key: keyOf(op.actor, r.ctx.inputs),
+    agent: name,
+    messages,
+    metadata: otherMetadata,
+    streamToolCalls: op.flags.streamToolCalls ? true : undefined,
+    extraBody: body,
+    routed,
+  });
+  const successRule =
+    op.flags.attachments === "malformed"
+      ? attachmentRules.droppedSilently
+      : op.flags.attachments
+        ? attachmentRules.accepted
+        : op.flags.streamFalse
+          ? sendRules.streamFalse
+          : sendRules.stream200;
+  if (!judgeStatus(prediction.expectation, turn.response, r.shared.choices, successRule)) return;
+  expectRule(
+    successRule,
+    (turn.headers["content-type"] ?? "").startsWith("text/event-stream"),
+    "Content-Type text/event-stream",
+    turn.headers["content-type"],
+  );
+  const headerId = turn.headers["x-conversation-id"];
+  const target = prediction.target;
+  if (target?.kind === "create") {
+    expectRule(
+      target.rule,
+      typeof headerId === "string" && headerId !== "" && !m.state.live(headerId),
+      "a new conversation's id",
+      headerId,
+    );
+    req.captures = { id: headerId as string, from: "header" };
+  } else {
+    expectRule(
+      target?.kind === "create-verbatim" ? target.rule : sendRules.headerId,
+      headerId === id,
+      String(id),
+      headerId,
+    );
+  }
+  const reading = turn.reading;
+  if (reading) {
+    const grammarError = reading.violations.find((v) => v.severity === "error");
+    if (grammarError)
+      throw new Mismatch(
+        ruleOfViolation(grammarError),
+        "a stream in the API's grammar",
+        grammarError.message,
+      );
+    if (reading.end === "error")
+      throw new Inconclusive(`the turn ended in an error event: ${reading.errorMessage ?? ""}`);
+  }
+  m.turns++;
+  // A body's model wins; then the conversation's recorded default; then the agent's (first in its list).
+  let conv: ConversationModel;
+  if (target?.kind === "resume") {
+    conv = target.conversation;
+    conv.history.push(stored);
+    conv.ownTurns++;
+  } else {
+    conv = {
+      id: target?.kind === "create-verbatim" ? target.id : (headerId as string),
+      agent,
+      owner: op.actor,
+      shared: false,
+      history: [stored],
+      ownTurns: 1,
+      parent: null,
+      live: true,
+      generated: target?.kind === "create",
+      defaultModel: { kind: "agent" },
+    };
+    m.state.add(conv);
+  }
+  judgeModel(r, op, conv, reading?.model, routed ? undefined : model, agent);
+}
+
+/** message_start names the turn's model: the body's, else the conversation's default, else the agent's. */
+function judgeModel(
+  r: SequenceRun,
+  op: Extract<Operation, { op: "send" }>,
+  conv: ConversationModel,
+  reported: string | undefined,
+  bodyModel: string | undefined,
+  agent: AgentKind,
+): void {
+  if (reported === undefined) return;
+  const choices = r.shared.choices;
+  if (bodyModel !== undefined) {
+    choices.observe(reportedChoice(bodyModel), reported);
+    // Whether a turn's model becomes the conversation's default is not shown.
+    conv.defaultModel = { kind: "unknown" };
+    return;
+  }
+  if (op.flags.automation === "given") {
+    conv.defaultModel = { kind: "unknown" };
+    return;
+  }
+  const models = r.shared.models.get(agent);
+  const effective =
+    conv.defaultModel?.kind === "id"
+      ? conv.defaultModel.id
+      : conv.defaultModel?.kind === "agent"
+        ? models?.[0]
+        : undefined;
+  if (effective === undefined) return;
+  const expected = choices.get(reportedChoice(effective));
+  if (expected === undefined) return;
+  const rule = conv.defaultModel?.kind === "id" ? forkRules.modelRecorded : sendRules.modelDefault;
+  expectRule(rule, reported === expected, `${expected} (the default ${effective})`, reported);
+}
+
+/** The deployment could not show the fact now (a turn ended in an error event): the sequence proves nothing. */
+export class Inconclusive extends Error {}
+
+async function runRead(
+  m: SequenceModel,
+  r: SequenceRun,
+  op: Extract<Operation, { op: "read" }>,
+): Promise<void> {
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
+  const id = conversation?.id ?? r.freshId();
+  const found = lookUpConversation(m.state, op.actor, agent, id);
+  const options = callOptions(r, op.actor, agent);
+  const path = op.route === "get" ? "" : op.route === "messages" ? "/messages" : "/last-compaction";
+  record(r, { method: "GET", url: `${r.ctx.conversationUrl(id, options.agent)}${path}`, actor: op.actor });
+  const res =
+    op.route === "get"
+      ? await r.ctx.getConversation(id, options)
+      : op.route === "messages"
+        ? await r.ctx.transcript(id, options)
+        : await r.ctx.lastCompaction(id, options);
+  const expectation: StatusExpectation =
+    "refusal" in found ? { kind: "exact", refusal: found.refusal } : { kind: "success" };
+  const rule =
+    "refusal" in found
+      ? visibilityRules.ownerReads
+      : found.visibility === "owner"
+        ? visibilityRules.ownerReads
+        : op.actor === "viewer"
+          ? visibilityRules.viewerReads
+          : visibilityRules.sharedReadable;
+  if (!judgeStatus(expectation, res, r.shared.choices, rule) || "refusal" in found) return;
+  if (op.route === "compaction") return;
+  const body = isRecord(res.body) ? res.body : {};
+  if (isRecord(body.conversation))
+    judgeConversation(body.conversation, found.conversation, op.actor, r.shared.choices);
+  if (op.route === "messages") judgeTranscript(body.messages, found.conversation);
+}
+
+async function runList(
+  m: SequenceModel,
+  r: SequenceRun,
+  given: Extract<Operation, { op: "list" }>,
+): Promise<void> {
+  const op = { ...given, agent: agentFor(given.actor, given.agent) };
+  const query: Record<string, string> = {};
+  if (op.limit !== undefined) query.limit = String(op.limit);
+  const channel = op.channel
+    ? (r.shared.choices.get("channel of a conversation made through the API") ?? "INTERACTIVE")
+    : undefined;
+  if (channel) query.channel = channel;
+  const options = callOptions(r, op.actor, op.agent);
+  const qs = new URLSearchParams(query).toString();
+  record(r, {
+    method: "GET",
+    url: `${r.ctx.agentUrl(options.agent)}/conversations${qs ? `?${qs}` : ""}`,
+    actor: op.actor,
+  });
+  const res = await r.ctx.listConversations(query, options);
+  const refusal = accessRefusal(op.actor, op.agent);
+  const expectation: StatusExpectation = refusal ? { kind: "exact", refusal } : { kind: "success" };
+  if (!judgeStatus(expectation, res, r.shared.choices, listRules.order) || refusal) return;
+  const listed =
+    isRecord(res.body) && Array.isArray(res.body.conversations)
+      ? res.body.conversations.filter(isRecord)
+      : [];
+  judgeList(m.state, op.actor, op.agent, listed as Array<{ id: string }>, op.limit ?? 50, channel);
+  for (const item of listed) {
+    const c = m.state.live(String(item.id));
+    if (c && c.agent === op.agent) judgeConversation(item, c, op.actor, r.shared.choices);
+  }
+}
+
+async function runShare(
+  m: SequenceModel,
+  r: SequenceRun,
+  op: Extract<Operation, { op: "share" }>,
+): Promise<void> {
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
+  const id = conversation?.id ?? r.freshId();
+  const json =
+    op.body === "true"
+      ? { shared: true }
+      : op.body === "false"
+        ? { shared: false }
+        : op.body === "string"
+          ? { shared: "true" }
+          : op.body === "empty"
+            ? {}
+            : { shared: true, note: "x" };
+  const model: ShareBody =
+    op.body === "true" || op.body === "false" ? { shared: op.body === "true" } : { malformed: json };
+  const options = callOptions(r, op.actor, agent);
+  record(r, { method: "POST", url: r.ctx.conversationUrl(id, options.agent), actor: op.actor, json });
+  const expectation = predictShare(m.state, op.actor, agent, id, model);
+  const res = await r.ctx.share(id, json, options);
+  if (!judgeStatus(expectation, res, r.shared.choices, sharingRules.ownerToggles)) return;
+  if (expectation.kind === "learned" && expectation.rule !== sharingRules.ownerToggles) {
+    // A refusal the model expected answered 2xx: the rule it breaks is the refusal's.
+    expectRule(expectation.rule, false, `a refusal (${expectation.among.join(", ")})`, res.status);
+  }
+  const c = m.state.live(id);
+  if (c && "shared" in model) c.shared = model.shared;
+}
+
+async function runFork(
+  m: SequenceModel,
+  r: SequenceRun,
+  op: Extract<Operation, { op: "fork" }>,
+): Promise<void> {
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
+  const id = conversation?.id ?? r.freshId();
+  const taken = m.state.conversations.find((c) => c.live && c.agent === agent);
+  const childId = op.child === "fresh" ? r.freshId() : op.child === "taken" ? taken?.id : undefined;
+  const models = op.model ? await r.modelsOf(agent) : null;
+  const model = models ? (op.model === "first" ? models[0] : models[models.length - 1]) : undefined;
+  const json: Record<string, unknown> = {};
+  if (op.atTurn !== undefined) json.at_turn = op.atTurn;
+  if (childId !== undefined) json.conversation_id = childId;
+  if (model !== undefined) json.model = model;
+  const options = callOptions(r, op.actor, agent);
+  const req = record(r, {
+    method: "POST",
+    url: `${r.ctx.conversationUrl(id, options.agent)}/fork`,
+    actor: op.actor,
+    json,
+  });
+  const expectation = predictFork(m.state, op.actor, agent, id, childId);
+  const res = await r.ctx.fork(id, json, options);
+  if (!judgeStatus(expectation, res, r.shared.choices, forkRules.readerForks)) return;
+  if (expectation.kind === "exact" && expectation.refusal.status !== 200) return;
+  const parent = m.state.live(id) as ConversationModel;
+  const result = isRecord(res.body) ? res.body : {};
+  expectRule(forkRules.result, result.parent_conversation_id === id, id, result.parent_conversation_id);
+  const child = String(result.conversation_id ?? "");
+  if (childId !== undefined) expectRule(forkRules.customId, child === childId, childId, child);
+  else {
+    expectRule(forkRules.result, child !== "" && !m.state.live(child), "a new conversation's id", child);
+    req.captures = { id: child, from: "fork-result" };
+  }
+  const forkedAt = typeof result.forked_at_turn === "number" ? result.forked_at_turn : -1;
+  // The child's history, read back as the forking caller: how many turns it copied.
+  record(r, {
+    method: "GET",
+    url: `${r.ctx.conversationUrl(child, options.agent)}/messages`,
+    actor: op.actor,
+  });
+  const read = await r.ctx.transcript(child, options);
+  expectRule(
+    forkRules.childPrivateOwned,
+    read.status === 200,
+    "200 (the caller reads its child)",
+    read.status,
+  );
+  const messages =
+    isRecord(read.body) && Array.isArray(read.body.messages) ? read.body.messages.filter(isRecord) : [];
+  const users = messages
+    .filter((x) => x.role === "user" && x.is_compact_summary !== true)
+    .map((x) => messageText(x.content));
+  const { expected, rule } = copiedTurns(parent, op.atTurn, users.length, r.shared.choices);
+  if (expected !== undefined)
+    expectRule(rule, users.length === expected, `${expected} copied turns`, users.length);
+  const c: ConversationModel = {
+    id: child,
+    agent,
+    owner: op.actor,
+    shared: false,
+    history: parent.history.slice(0, users.length),
+    ownTurns: 0,
+    parent: { id, forkedAt },
+    live: true,
+    generated: childId === undefined,
+    defaultModel: model !== undefined ? { kind: "id", id: model } : parent.defaultModel,
+  };
+  m.state.add(c);
+  judgeTranscript(messages, c);
+  if (isRecord(read.body) && isRecord(read.body.conversation))
+    judgeConversation(read.body.conversation, c, op.actor, r.shared.choices);
+}
+
+async function runDelete(
+  m: SequenceModel,
+  r: SequenceRun,
+  op: Extract<Operation, { op: "delete" }>,
+): Promise<void> {
+  const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
+  const id = conversation?.id ?? r.freshId();
+  const options = callOptions(r, op.actor, agent);
+  record(r, { method: "DELETE", url: r.ctx.conversationUrl(id, options.agent), actor: op.actor });
+  const expectation = predictDelete(m.state, op.actor, agent, id);
+  const res = await r.ctx.deleteConversation(id, options);
+  const ok = judgeStatus(expectation, res, r.shared.choices, deleteRules.owner204, 204);
+  if (!ok) return;
+  if (expectation.kind === "learned")
+    expectRule(expectation.rule, false, `a refusal (${expectation.among.join(", ")})`, res.status);
+  const c = m.state.live(id);
+  if (c) c.live = false;
+}
+
+async function runModels(
+  m: SequenceModel,
+  r: SequenceRun,
+  given: Extract<Operation, { op: "models" }>,
+): Promise<void> {
+  const op = { ...given, agent: agentFor(given.actor, given.agent) };
+  const options = callOptions(r, op.actor, op.agent);
+  record(r, { method: "GET", url: `${r.ctx.agentUrl(options.agent)}/v1/models`, actor: op.actor });
+  const res: ApiResponse = await r.ctx.listModels(options);
+  const refusal = accessRefusal(op.actor, op.agent);
+  const expectation: StatusExpectation = refusal ? { kind: "exact", refusal } : { kind: "success" };
+  if (!judgeStatus(expectation, res, r.shared.choices, sendRules.modelsFirstDefault) || refusal) return;
+  const data = isRecord(res.body) && Array.isArray(res.body.data) ? res.body.data.filter(isRecord) : [];
+  const known = await r.modelsOf(op.agent);
+  if (known)
+    expectRule(
+      sendRules.modelsFirstDefault,
+      data[0]?.id === known[0],
+      `${known[0]} first (the agent's default)`,
+      data[0]?.id,
+    );
+  void m;
+}

@@ -1,0 +1,49 @@
+/**
+ * The send flags and their defaults, and the meaning of the stream's fields (Endpoints/Send a message; Events):
+ * which model a turn runs on, what `stream: false` and `delivery` do, which blocks a stream may carry.
+ */
+import type { Refusal } from "./expectation.ts";
+import { defineRules } from "./rules.ts";
+
+const SEND = "Endpoints/Send a message";
+
+export const sendRules = defineRules("send", {
+  stream200: {
+    section: SEND,
+    check: "SEND-200-STREAM",
+    text: "A send that is not refused answers 200 text/event-stream with X-Conversation-Id",
+  },
+  headerId: {
+    section: SEND,
+    check: "CONVID-UNKNOWN-VERBATIM",
+    text: "X-Conversation-Id names the conversation the turn ran in",
+  },
+  streamFalse: {
+    section: SEND,
+    check: "SEND-STREAM-FALSE",
+    text: "`stream: false` still yields an event stream",
+  },
+  async501: { section: "Errors", check: "ERR-501-ASYNC", text: '`metadata.delivery` "async" gives 501' },
+  modelSelects: {
+    section: SEND,
+    check: "SEND-MODEL-SELECTS",
+    text: "`model` selects the turn's model (message_start names it)",
+  },
+  modelDefault: {
+    section: SEND,
+    check: "SEND-MODEL-DEFAULT",
+    text: "Without `model`, the turn falls back to the automation's model, then the conversation's recorded default, then the agent's default (first in the models list)",
+  },
+  toolBlocksGated: {
+    section: "Events",
+    check: "SEND-TOOL-BLOCKS-DEFAULT-OFF",
+    text: "`tool_use` and `tool_result` blocks only when `stream_tool_calls` is true",
+  },
+  modelsFirstDefault: {
+    section: "Endpoints/List models",
+    check: "MODELS-SHAPE",
+    text: 'The models list is {data: [{type: "model", id, display_name}], has_more}, the agent\'s default model first',
+  },
+});
+
+export const ASYNC_REFUSAL: Refusal = { status: 501, rule: sendRules.async501 };
