@@ -6,9 +6,9 @@ import type { CheckDef } from "../types.ts";
 import {
   check,
   ensureClientError,
+  ensureNotCrowdedOut,
   ensureStatus,
   ensureTurnOk,
-  ensureNotCrowdedOut,
   firstBlockNotHeld,
   ISO_MS_UTC,
   justBefore,
@@ -528,4 +528,3 @@ export const endpointChecks: CheckDef[] = [
 ];
 
 /** A timestamp one minute earlier (for `since` filters that may be exclusive); unparsable ones unchanged. */
-
