@@ -94,6 +94,7 @@ export async function settledConversation(
   const id = ctx.newConversationId();
   const turn = await ctx.turn({ conversationId: id, prompt, key });
   ensureTurnOk(turn, "set-up turn");
+  ensureAnswered(turn, "the set-up turn");
   const sessionId = await ctx.waitForSession(id, { key });
   return { id, firstPrompt: prompt, turn, sessionId };
 }
@@ -259,4 +260,17 @@ export function ensureNotCrowdedOut(list: unknown[], ids: Array<string | undefin
 export function justBefore(timestamp: string): string {
   const ms = Date.parse(timestamp);
   return Number.isNaN(ms) ? timestamp : new Date(ms - 1_000).toISOString();
+}
+
+/**
+ * A turn's stream showed no block (the model refused or said nothing): a turn without output, which the API
+ * lets leave no session, whatever the deployment did out of sight. A block the stream does not show
+ * (redacted thinking, tool blocks without stream_tool_calls) is not output the suite can judge, so it counts
+ * for nothing: a check whose fact needs an answered turn is inconclusive after one that showed none.
+ */
+export function ensureAnswered(turn: Turn, what: string): void {
+  if (!carriesOutput(turn.reading?.blocks ?? []))
+    skip(
+      `${what} showed no output (no block in its stream: a refusal or an empty reply), and a turn without output legitimately leaves no session: inconclusive`,
+    );
 }
