@@ -38,6 +38,13 @@ describe("the SSE frame reader and writer", () => {
     ]);
   });
 
+  it("hands over a frame written with CR endings when its last CR arrives, not at the next chunk", () => {
+    const reader = new SseFrameReader();
+    expect(reader.push("event: a\rdata: 1\r\r").map((f) => [f.event, f.data])).toEqual([["a", "1"]]);
+    expect(reader.push("\nevent: b\r\ndata: 2\r\n\r").map((f) => [f.event, f.data])).toEqual([["b", "2"]]);
+    expect([...reader.push("\n"), ...reader.end()]).toEqual([]);
+  });
+
   it("keeps what a parser would smooth over: the raw lines, an unterminated last frame, an event without data", () => {
     const frames = splitSseFrames("event: only\n\n: note\n\ndata: x\nevent: y\n\nevent: z\ndata: {");
     expect(

@@ -41,7 +41,7 @@ export class SseFrameReader {
   #frames = 0;
   #started = false;
   #pending = "";
-  #crHeld = false;
+  #lfOwed = false;
   #lines: string[] = [];
   #parsed: { event?: string; data?: string } = {};
   readonly #parser: EventSourceParser = createParser({
@@ -52,39 +52,39 @@ export class SseFrameReader {
 
   push(text: string): SseFrame[] {
     const out: SseFrame[] = [];
+    if (text === "") return out;
     // The standard ignores one byte order mark at the very start; a TextDecoder drops it from bytes, but
     // text handed over already decoded may still carry it.
-    if (!this.#started && text !== "") {
+    if (!this.#started) {
       this.#started = true;
       if (text.startsWith("\uFEFF")) text = text.slice(1);
     }
+    // A CR ends its line at once (a frame written with CR endings is complete when its last CR arrives);
+    // an LF opening the next chunk is the second half of that CRLF, not another line.
+    if (this.#lfOwed) {
+      this.#lfOwed = false;
+      if (text.startsWith("\n")) text = text.slice(1);
+    }
     // Only new text can end a line: a long line arriving in many chunks is split once, when it ends, instead
     // of again at every chunk (quadratic in the line a server streams).
-    // (Whether a CR is held is kept aside: asking the growing text itself would flatten it at every chunk.)
-    if (!this.#crHeld && !LINE_BREAK.test(text)) {
+    if (!LINE_BREAK.test(text)) {
       this.#pending += text;
       return out;
     }
     this.#pending += text;
     const lines = this.#pending.split(/\r\n|\n|\r/);
     this.#pending = lines.pop() ?? "";
-    // A CR at the very end may be the first half of a CRLF: keep it until the next chunk says.
-    if (this.#pending === "" && text.endsWith("\r")) {
-      const last = lines.pop();
-      if (last !== undefined) this.#pending = `${last}\r`;
-    }
-    this.#crHeld = this.#pending.endsWith("\r");
+    this.#lfOwed = text.endsWith("\r");
     for (const line of lines) this.#line(line, out);
     return out;
   }
 
   end(): SseFrame[] {
     const out: SseFrame[] = [];
-    // A held-back CR ended its line after all; any other rest is a line the stream cut short.
-    if (this.#pending.endsWith("\r")) this.#line(this.#pending.slice(0, -1), out);
-    else if (this.#pending !== "") this.#lines.push(this.#pending);
+    // Any rest is a line the stream cut short.
+    if (this.#pending !== "") this.#lines.push(this.#pending);
     this.#pending = "";
-    this.#crHeld = false;
+    this.#lfOwed = false;
     if (this.#lines.length > 0) out.push(this.#frame(false));
     return out;
   }

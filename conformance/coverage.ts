@@ -320,11 +320,13 @@ export const seedRules: SeedRule[] = [
     section: STATES,
     rule: "turn stream closes, output → `agent_session_id` non-null, recorded a few seconds after",
     checks: ["STATE-SESSION-RECORDED", "STATE-SESSION-NULL-AT-CLOSE"],
+    note: '"output" is a block the stream shows: a turn whose stream carries no block (a refusal, an empty reply) is a turn without output for every check; a block the stream does not show (redacted thinking, tool blocks without stream_tool_calls) counts as no output, so a check that needs an answered turn is inconclusive after one that showed none',
   },
   {
     section: STATES,
     rule: "resumed turn ends with no output → `agent_session_id` null; next turn starts a clean session",
     checks: ["STATE-EMPTY-TURN-CLEARS", "STATE-EMPTY-TURN-CLEAN-SESSION"],
+    note: "no output: no block in the stream; a block the stream does not show counts as none",
   },
   {
     section: STATES,

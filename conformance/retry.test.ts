@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { encodeSseEvent } from "@agent-api/client/sse";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureTurnOk } from "./checks/common.ts";
+import { ensureTurnOk, settledConversation } from "./checks/common.ts";
 import { DEFAULT_RETRY, retryDelayMs } from "./context.ts";
 import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS, resolveRunSettings, UsageError } from "./inputs.ts";
 import { runSuite } from "./runner.ts";
@@ -288,5 +288,22 @@ describe("--concurrency and --timeout-ms", () => {
   it("refuse what is not a positive integer", () => {
     expect(() => resolveRunSettings({ concurrency: "0" }, {})).toThrow(UsageError);
     expect(() => resolveRunSettings({}, { AGENT_API_TIMEOUT_MS: "3m" })).toThrow(/--timeout-ms/);
+  });
+});
+
+describe("a turn whose stream shows no block", () => {
+  it("is a turn without output: a check that needs its session is inconclusive, not failed", async () => {
+    const noBlock: Answer = (res) =>
+      res
+        .writeHead(200, { "content-type": "text/event-stream", "x-conversation-id": "stub-conv" })
+        .end(
+          SSE.slice(0, SSE.indexOf("event: content_block_start")) +
+            SSE.slice(SSE.indexOf("event: message_delta")),
+        );
+    const { result } = await runOne("a-refusal", [noBlock], async (ctx) => {
+      await settledConversation(ctx);
+    });
+    expect(result.outcome).toBe("skip");
+    expect(result.reason).toMatch(/showed no output .*no block in its stream.*inconclusive/);
   });
 });

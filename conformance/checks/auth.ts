@@ -5,8 +5,10 @@ import type { CheckDef } from "../types.ts";
 import {
   check,
   ensureClientError,
+  ensureNotCrowdedOut,
   ensureStatus,
   ensureTurnOk,
+  justBefore,
   prompts,
   settledConversation,
 } from "./common.ts";
@@ -118,14 +120,18 @@ export const authChecks: CheckDef[] = [
       const key = ctx.inputs.viewerKey;
       const conv = await settledConversation(ctx);
       ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle by the owner");
-      const list = await ctx.listConversations({ limit: "200" }, { key });
+      const began = String((await ctx.conversation(conv.id)).created_at);
+      const list = await ctx.listConversations({ limit: "200", since: justBefore(began) }, { key });
       ensureStatus(list, 200, "conversation list with the Viewer key");
-      const ids = (
-        isRecord(list.body) && Array.isArray(list.body.conversations) ? list.body.conversations : []
-      ).map((c) => (isRecord(c) ? c.id : undefined));
+      const entries =
+        isRecord(list.body) && Array.isArray(list.body.conversations) ? list.body.conversations : [];
+      ensureNotCrowdedOut(entries, [conv.id], "the Viewer's list since the conversation began");
+      const ids = entries.map((c) => (isRecord(c) ? c.id : undefined));
       // Shared with the workspace is visible to a caller: in the list, not only by id.
       if (!ids.includes(conv.id))
-        fail(`the Viewer's list (limit 200) leaves out ${conv.id}, shared with the workspace`);
+        fail(
+          `the Viewer's list (limit 200, since the conversation began) leaves out ${conv.id}, shared with the workspace`,
+        );
       ensureStatus(await ctx.getConversation(conv.id, { key }), 200, "Viewer reads the shared conversation");
       ensureStatus(await ctx.transcript(conv.id, { key }), 200, "Viewer reads the shared transcript");
     },

@@ -94,6 +94,7 @@ export async function settledConversation(
   const id = ctx.newConversationId();
   const turn = await ctx.turn({ conversationId: id, prompt, key });
   ensureTurnOk(turn, "set-up turn");
+  ensureAnswered(turn, "the set-up turn");
   const sessionId = await ctx.waitForSession(id, { key });
   return { id, firstPrompt: prompt, turn, sessionId };
 }
@@ -234,3 +235,42 @@ export function firstBlockNotHeld(stored: string, blocks: string[]): string | un
 /** Why a check that needs a turn without output could not judge one. */
 export const ANSWERED_SILENCE =
   "this deployment's model answered when asked for silence, so a turn without output could not be made";
+
+/** The API's largest list page (`limit` 1 to 200); paging beyond it is not shown. */
+export const LIST_LIMIT_MAX = 200;
+
+/**
+ * On a workspace other clients of the key keep filling, a conversation of the run can be pushed out of even
+ * the largest page by their newer activity, which the API's lists (no paging shown) do not promise against.
+ * When one of `ids` is missing from a full page, the check is inconclusive, never "missing"; from a page
+ * with room left, it is the check's to judge.
+ */
+export function ensureNotCrowdedOut(list: unknown[], ids: Array<string | undefined>, what: string): void {
+  const missing = ids.filter((id) => !list.some((c) => isRecord(c) && c.id === id));
+  if (missing.length === 0 || list.length < LIST_LIMIT_MAX) return;
+  skip(
+    `${what}: ${missing.join(", ")} is not among the ${list.length} newest it returned, a full page (the API's largest limit, with the narrowest filters the check can use): other clients' newer activity pushed it out, and paging beyond limit is not shown; inconclusive`,
+  );
+}
+
+/**
+ * A \`since\` just before \`timestamp\` (one second: whether \`since\` is inclusive is not shown), narrow enough
+ * that a busy workspace's other conversations leave the run's own within one page.
+ */
+export function justBefore(timestamp: string): string {
+  const ms = Date.parse(timestamp);
+  return Number.isNaN(ms) ? timestamp : new Date(ms - 1_000).toISOString();
+}
+
+/**
+ * A turn's stream showed no block (the model refused or said nothing): a turn without output, which the API
+ * lets leave no session, whatever the deployment did out of sight. A block the stream does not show
+ * (redacted thinking, tool blocks without stream_tool_calls) is not output the suite can judge, so it counts
+ * for nothing: a check whose fact needs an answered turn is inconclusive after one that showed none.
+ */
+export function ensureAnswered(turn: Turn, what: string): void {
+  if (!carriesOutput(turn.reading?.blocks ?? []))
+    skip(
+      `${what} showed no output (no block in its stream: a refusal or an empty reply), and a turn without output legitimately leaves no session: inconclusive`,
+    );
+}

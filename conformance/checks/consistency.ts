@@ -13,8 +13,10 @@ import type { CheckDef } from "../types.ts";
 import {
   carriesOutput,
   check,
+  ensureNotCrowdedOut,
   ensureStatus,
   ensureTurnOk,
+  justBefore,
   memoryRound,
   prompts,
   type SettledConversation,
@@ -56,9 +58,19 @@ async function listedEntry(
   id: string,
   options?: CallOptions,
 ): Promise<Fields | undefined> {
-  const res = await ctx.listConversations({ limit: "200" }, options);
+  // Since a second before the conversation began, when it can still be read: on a busy workspace the
+  // newest 200 may all be others'.
+  const single = await ctx.getConversation(id, options);
+  const began =
+    single.status === 200 && isRecord(single.body) && isRecord(single.body.conversation)
+      ? single.body.conversation.created_at
+      : undefined;
+  const query: Record<string, string> = { limit: "200" };
+  if (typeof began === "string") query.since = justBefore(began);
+  const res = await ctx.listConversations(query, options);
   ensureStatus(res, 200, "list conversations");
   const list = isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : [];
+  ensureNotCrowdedOut(list, [id], "the list since the conversation began");
   const entry = list.find((c) => isRecord(c) && c.id === id);
   return isRecord(entry) ? entry : undefined;
 }
@@ -690,9 +702,10 @@ export const consistencyChecks: CheckDef[] = [
       for (const since of forms) {
         const res = await ctx.listConversations({ since, limit: "200" });
         ensureStatus(res, 200, `list since=${since}`);
-        const ids = (
-          isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : []
-        ).map((c) => (isRecord(c) ? c.id : undefined));
+        const list =
+          isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : [];
+        ensureNotCrowdedOut(list, [newerId], `since=${since}`);
+        const ids = list.map((c) => (isRecord(c) ? c.id : undefined));
         if (!ids.includes(newerId)) fail(`since=${since} leaves out a conversation created after it`);
         if (ids.includes(older.id))
           fail(`since=${since} lists a conversation whose last activity was before it`);
@@ -737,11 +750,12 @@ export const consistencyChecks: CheckDef[] = [
       await sleep(20);
       ensureTurnOk(await ctx.turn({ conversationId: a.id, prompt: prompts.hello }), "later turn on A");
       await ctx.waitForSession(a.id);
-      const res = await ctx.listConversations({ limit: "200" });
+      const aBegan = String((await ctx.conversation(a.id)).created_at);
+      const res = await ctx.listConversations({ limit: "200", since: justBefore(aBegan) });
       ensureStatus(res, 200, "list conversations");
-      const ids = (
-        isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : []
-      ).map((c) => (isRecord(c) ? c.id : undefined));
+      const list = isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : [];
+      ensureNotCrowdedOut(list, [a.id, b.id], "the list since A began");
+      const ids = list.map((c) => (isRecord(c) ? c.id : undefined));
       const posA = ids.indexOf(a.id);
       const posB = ids.indexOf(b.id);
       if (posA < 0 || posB < 0) fail(`the list (limit 200) leaves out ${posA < 0 ? a.id : b.id}`);

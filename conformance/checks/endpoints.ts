@@ -6,10 +6,12 @@ import type { CheckDef } from "../types.ts";
 import {
   check,
   ensureClientError,
+  ensureNotCrowdedOut,
   ensureStatus,
   ensureTurnOk,
   firstBlockNotHeld,
   ISO_MS_UTC,
+  justBefore,
   memoryRound,
   modelsInfo,
   prompts,
@@ -54,15 +56,16 @@ export const endpointChecks: CheckDef[] = [
       // A second, newer conversation: it must come before the older one.
       const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
       ensureTurnOk(newer);
-      // `since` keeps the check's own conversations within the first 200 on a busy deployment; a minute
+      // `since` keeps the check's own conversations within the first 200 on a busy deployment; a second
       // early, as the API does not say whether it is inclusive.
-      const since = minuteBefore(String((await ctx.conversation(conv.id)).created_at));
+      const since = justBefore(String((await ctx.conversation(conv.id)).created_at));
       const res = await ctx.listConversations({ limit: "200", since });
       ensureStatus(res, 200, "conversation list");
       if (!isRecord(res.body) || !Array.isArray(res.body.conversations))
         fail("no conversations array", res.text.slice(0, 300));
       const list = res.body.conversations.filter(isRecord);
       const ids = list.map((c) => c.id);
+      ensureNotCrowdedOut(list, [conv.id, newer.conversationId], "the list since the conversation began");
       const older = ids.indexOf(conv.id);
       const newest = ids.indexOf(newer.conversationId);
       if (older === -1) fail("the caller's conversation is not listed");
@@ -129,7 +132,7 @@ export const endpointChecks: CheckDef[] = [
         const res = await ctx.listConversations({
           channel,
           limit: "200",
-          since: minuteBefore(String(own.created_at)),
+          since: justBefore(String(own.created_at)),
         });
         ensureStatus(res, 200, `list with channel ${channel}`);
         const list =
@@ -139,6 +142,7 @@ export const endpointChecks: CheckDef[] = [
         if (list.some((c) => c.channel !== channel))
           fail(`channel=${channel} returned conversations of another channel`);
         const listed = list.some((c) => c.id === conv.id);
+        if (channel === own.channel) ensureNotCrowdedOut(list, [conv.id], `channel=${channel}`);
         if (channel === own.channel && !listed)
           fail(`channel=${channel} does not list a conversation of that channel`);
         if (channel !== own.channel && listed) fail(`channel=${channel} lists a ${own.channel} conversation`);
@@ -163,13 +167,13 @@ export const endpointChecks: CheckDef[] = [
         [200, 204],
         "share toggle by the owner",
       );
-      const since = minuteBefore(String((await ctx.conversation(privateId, { key })).created_at));
+      const since = justBefore(String((await ctx.conversation(privateId, { key })).created_at));
       const res = await ctx.listConversations({ limit: "200", since });
       ensureStatus(res, 200, "conversation list");
-      const ids =
-        isRecord(res.body) && Array.isArray(res.body.conversations)
-          ? res.body.conversations.filter(isRecord).map((c) => c.id)
-          : [];
+      const conversations =
+        isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : [];
+      const ids = conversations.filter(isRecord).map((c) => c.id);
+      ensureNotCrowdedOut(conversations, [sharedId], "the list since the member's conversations began");
       if (!ids.includes(sharedId))
         fail("another member's conversation shared with the workspace is not listed");
       if (ids.includes(privateId)) fail("another member's private conversation is listed");
@@ -524,7 +528,3 @@ export const endpointChecks: CheckDef[] = [
 ];
 
 /** A timestamp one minute earlier (for `since` filters that may be exclusive); unparsable ones unchanged. */
-function minuteBefore(timestamp: string): string {
-  const ms = Date.parse(timestamp);
-  return Number.isNaN(ms) ? timestamp : new Date(ms - 60_000).toISOString();
-}

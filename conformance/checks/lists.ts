@@ -8,6 +8,7 @@ import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
   check,
+  ensureNotCrowdedOut,
   ensureStatus,
   ensureTurnOk,
   ISO_MS_UTC,
@@ -100,7 +101,9 @@ export const listChecks: CheckDef[] = [
           `the deployment's created_at of the later conversation (${new Date(newerStart).toISOString()}) is within 2 ms of the earlier one's updated_at (${new Date(olderEnd).toISOString()}), although it was created at least 20 ms later: no since falls between them`,
         );
       const since = new Date(Math.floor((olderEnd + newerStart) / 2)).toISOString();
-      const list = ids(await listed(ctx, { since, limit: "200" }));
+      const entries = await listed(ctx, { since, limit: "200" });
+      ensureNotCrowdedOut(entries, [newerId], `since=${since}`);
+      const list = ids(entries);
       if (!list.has(newerId)) fail(`since=${since} does not list a conversation created after it`);
       if (list.has(older.id)) {
         const now = Date.parse(String((await ctx.conversation(older.id)).updated_at));

@@ -6,6 +6,7 @@ import {
   ANSWERED_SILENCE,
   carriesOutput,
   check,
+  ensureAnswered,
   ensureIncludes,
   ensureStatus,
   ensureTurnOk,
@@ -31,7 +32,9 @@ function emptyTurnRound(ctx: CheckContext): Promise<EmptyTurnRound> {
   return ctx.fixture("empty-turn-round", async (c) => {
     const id = c.newConversationId();
     const nonce = c.nonce();
-    ensureTurnOk(await c.turn({ conversationId: id, prompt: prompts.remember(nonce) }), "remember turn");
+    const remember = await c.turn({ conversationId: id, prompt: prompts.remember(nonce) });
+    ensureTurnOk(remember, "remember turn");
+    ensureAnswered(remember, "the remember turn");
     if ((await c.waitForSession(id)) === null)
       fail("agent_session_id was never recorded after the first turn");
     const emptyTurn = await c.turn({ conversationId: id, prompt: prompts.noOutput });
@@ -119,13 +122,17 @@ export const stateChecks: CheckDef[] = [
     needs: [],
     async run(ctx) {
       const id = ctx.newConversationId();
-      ensureTurnOk(await ctx.turn({ conversationId: id, prompt: prompts.hello }), "first turn");
+      const first = await ctx.turn({ conversationId: id, prompt: prompts.hello });
+      ensureTurnOk(first, "first turn");
       const right = await ctx.conversation(id);
       if (right.agent_session_id !== null)
         fail(
           "agent_session_id was set when the stream closed: this deployment has no race (friendlier than the API describes)",
         );
-      if ((await ctx.waitForSession(id)) === null) fail("agent_session_id was never recorded");
+      if ((await ctx.waitForSession(id)) === null) {
+        ensureAnswered(first, "the first turn");
+        fail("agent_session_id was never recorded");
+      }
     },
   }),
   /** After a turn with output the session pointer is recorded (a few seconds later at most). */

@@ -10,6 +10,7 @@ import { resolveInputs } from "../../conformance/inputs.ts";
 import { mustVerdict } from "../../conformance/reference-verdict.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { DemoServer } from "../../reference-server/demo.ts";
+import { startBusyClient } from "./flaky-upstream.ts";
 import { rewriteStream } from "./sse-variants.ts";
 import { startVariantsProxy, type VariantsProxy } from "./variants-proxy.ts";
 
@@ -58,5 +59,26 @@ describe("a correct deployment behind the legal-variants proxy", () => {
     // Every coding was met, and the framing notes were seen (not failures).
     expect([...proxy.codings.keys()].sort()).toEqual(["br", "deflate", "gzip", "identity"]);
     expect(report.results.find((r) => r.id === "SSE-NO-PING")?.outcome).toBe("fail");
+  }, 180_000);
+});
+
+describe("a correct deployment on a busy workspace", () => {
+  it("never fails a list check while other clients of the key start conversations throughout", async () => {
+    const vars = demo.envVars;
+    const busy = [1, 2, 3].map(() => startBusyClient(vars, 0));
+    let made = 0;
+    try {
+      const report = await runSuite({
+        checks: catalogue,
+        only: ["LIST-*", "CONSIST-SINCE-FORMS", "MEANING-LIST-*", "AUTH-VIEWER-READS", "CONSIST-LIST-*"],
+        inputs: resolveInputs({}, { ...vars, AGENT_API_SESSION_WAIT_MS: "3000" }),
+      });
+      for (const b of busy.splice(0)) made += await b.stop();
+      expect(mustVerdict(report).failures).toEqual([]);
+      expect(report.results.length).toBeGreaterThan(5);
+    } finally {
+      for (const b of busy) made += await b.stop();
+    }
+    expect(made).toBeGreaterThan(50);
   }, 180_000);
 });
