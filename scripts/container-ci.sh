@@ -3,8 +3,9 @@
 # Debian, starts dockerd when no engine answers (and stops what it started), makes the base image where no
 # registry answers (scripts/container-base.sh), then runs docs/container.md's own command blocks as they are
 # written there: build the image, run its demo, check the demo from the image. Passes when that check passes
-# every MUST check with the tool checks run in the sandbox (scripts/container-verdict.ts). Prints the image's
-# size and the build's time.
+# every MUST check with the tool checks run in the sandbox (scripts/container-verdict.ts), and when the image run
+# without systempaths=unconfined, and with Docker's default profiles, says at start what failed and the fix.
+# Prints the image's size and the build's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=.tmp/container
@@ -28,7 +29,7 @@ export DOCKER_CLI=$docker_cli
 
 dockerd_pid=""
 cleanup() {
-  docker rm -f agent-api >/dev/null 2>&1 || true
+  docker rm -f agent-api agent-api-masked agent-api-default >/dev/null 2>&1 || true
   docker volume rm agent-api-data >/dev/null 2>&1 || true
   if [ -n "$dockerd_pid" ]; then
     say "stopping the dockerd it started"
@@ -103,3 +104,28 @@ say "check exited $status; JSON report: $work/agent-api-report.json"
 node scripts/container-verdict.ts "$work/agent-api-report.json"
 [ "$status" -eq 0 ]
 printf 'image_bytes=%s\nbuild_seconds=%s\n' "$image_bytes" "$build_seconds" >"$work/measurements.txt"
+
+# Without the options the sandbox needs, the server must say at start what failed and which option fixes it.
+expect_refusal() {
+  local name=$1 expected=$2
+  shift 2
+  docker run -d --name "$name" "$@" agent-api serve --host 127.0.0.1 --port 8080 --data /tmp/data >/dev/null
+  for _ in $(seq 120); do
+    docker logs "$name" 2>&1 | grep -q '^Tool user: ' && break
+    [ "$(docker inspect -f '{{.State.Running}}' "$name")" = true ] || break
+    sleep 0.5
+  done
+  local logs
+  logs=$(docker logs "$name" 2>&1)
+  docker rm -f "$name" >/dev/null
+  if ! grep -q "^Warning: tools refused: $expected" <<<"$logs"; then
+    echo "$logs" >&2
+    say "run with $*: the server did not say \"$expected\""
+    exit 1
+  fi
+  local options="$*"
+  say "run with ${options:-no security options}: $(grep '^Warning: tools refused: ' <<<"$logs")"
+}
+expect_refusal agent-api-masked "bubblewrap could not mount /proc" \
+  --security-opt seccomp=docker/seccomp.json --security-opt apparmor=unconfined
+expect_refusal agent-api-default "bubblewrap could not create the sandbox's namespaces"

@@ -482,7 +482,10 @@ describe("where bubblewrap is not available", () => {
     const refusing = await serveWithoutBwrap([], dataDir);
     try {
       expect(refusing.stdout()).toContain("Tool isolation: unavailable");
-      expect(refusing.stdout()).toContain("bubblewrap (bwrap) is not usable here: tools are refused");
+      // The start-up lines (one write, before the test reads on) say why and what to install.
+      expect(refusing.stdout()).toContain(
+        "Warning: tools refused: bubblewrap is not installed (the bwrap command is not on the server's PATH): apt-get install bubblewrap",
+      );
       const reply = await sendTurn(refusing.url, "demo-agent", PHRASES.run("echo hi"), {
         conversation_id: "no-bwrap",
         stream_tool_calls: true,
