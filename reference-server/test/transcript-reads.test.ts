@@ -16,8 +16,8 @@ import { KEYS, raw, startTestServer, type TestServer, uid } from "./helpers.ts";
 
 const KiB = 1024;
 const STALL_MS = 3_000;
-/** Turns of the seeded transcript: three pages and a bit of messages (two a turn). */
-const TURNS = Math.ceil((TRANSCRIPT_PAGE_ROWS * 3) / 2) + 1;
+/** Turns of the seeded transcript: at least three pages and a bit of messages (two a turn). */
+const TURNS = Math.max(Math.ceil((TRANSCRIPT_PAGE_ROWS * 3) / 2) + 1, 48);
 // Over 20 MB in all: more than the two sockets' kernel buffers hold, so an unread body stops draining.
 const PROMPT_BYTES = 512 * KiB;
 /** Its summary is row TRANSCRIPT_PAGE_ROWS - 1 (the turn before it has one message). */
