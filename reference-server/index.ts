@@ -15,7 +15,13 @@ import { Admission, DEFAULT_ADMISSION_LIMITS } from "./http/admission.ts";
 import { buildApp, SLOW_CLIENT_DEFAULTS } from "./http/app.ts";
 import { trackListener } from "./http/listener-close.ts";
 import { KEEP_ALIVE_MS } from "./http/sse.ts";
-import { createSandboxManager, type SandboxLimits, type SandboxUserSetting } from "./sandbox/index.ts";
+import { DEFAULT_TURN_SHARE_LIMITS, TurnShares } from "./http/turn-shares.ts";
+import {
+  createSandboxManager,
+  DEFAULT_SANDBOX_LIMITS,
+  type SandboxLimits,
+  type SandboxUserSetting,
+} from "./sandbox/index.ts";
 import { createService, type ServiceLive } from "./service/index.ts";
 import { DEFAULT_WAITING_TURN_LIMITS } from "./service/locks.ts";
 import { openServerStore } from "./store/open.ts";
@@ -138,6 +144,8 @@ export const DEFAULTS = {
 /** Caps on pending work and slow clients (README "Limits under load"). */
 export const DEFAULT_LIMITS: Required<LimitsConfig> = {
   ...DEFAULT_ADMISSION_LIMITS,
+  ...DEFAULT_TURN_SHARE_LIMITS,
+  sandboxCommandsPerWorkspace: DEFAULT_SANDBOX_LIMITS.commandsPerWorkspace,
   waitingTurnsPerConversation: DEFAULT_WAITING_TURN_LIMITS.perConversation,
   waitingTurnsPerKey: DEFAULT_WAITING_TURN_LIMITS.perKey,
   waitingTurnsPerServer: DEFAULT_WAITING_TURN_LIMITS.perServer,
@@ -172,6 +180,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     checkpointIntervalMs: options.checkpointIntervalMs ?? DEFAULTS.checkpointIntervalMs,
   });
   if (demo) await seedDemoConversations(store);
+  const limits: Required<LimitsConfig> = { ...DEFAULT_LIMITS, ...config.limits, ...defined(options.limits) };
   const sandbox = await createSandboxManager({
     rootDir: join(dataDir, "sandboxes"),
     idleMs: options.sandboxIdleMs ?? DEFAULTS.sandboxIdleMs,
@@ -179,7 +188,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     toolTimeoutMs: options.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs,
     toolOutputCapBytes: options.toolOutputCapBytes ?? DEFAULTS.toolOutputCapBytes,
     sandboxUser: options.sandboxUser,
-    limits: options.sandboxLimits,
+    limits: { ...options.sandboxLimits, commandsPerWorkspace: limits.sandboxCommandsPerWorkspace },
     // PostgreSQL: conversations' files live in the shared store, and --data holds a cache of them.
     fileStore: store.fileStore,
   });
@@ -195,7 +204,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
 
   const keys = createKeyIndex(config);
-  const limits: Required<LimitsConfig> = { ...DEFAULT_LIMITS, ...config.limits, ...defined(options.limits) };
   const service = await createService(
     {
       config,
@@ -228,6 +236,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     corsOrigins: options.corsOrigins,
     keepAliveMs: options.keepAliveMs ?? DEFAULTS.keepAliveMs,
     admission,
+    turnShares: new TurnShares(limits),
     requestTimeoutMs: limits.requestTimeoutMs,
     headersTimeoutMs: limits.headersTimeoutMs,
   });

@@ -275,6 +275,11 @@ function limitsOf(file: NonNullable<ConfigFile["limits"]>): LimitsConfig {
     waitingTurnsPerServer: file.waiting_turns_per_server,
     requestTimeoutMs: file.request_timeout_ms,
     headersTimeoutMs: file.headers_timeout_ms,
+    requestsPerWorkspace: file.requests_per_workspace,
+    bodyBytesPerWorkspace: file.body_bytes_per_workspace,
+    turnsPerWorkspace: file.turns_per_workspace,
+    turnsPerKey: file.turns_per_key,
+    sandboxCommandsPerWorkspace: file.sandbox_commands_per_workspace,
   };
   return Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined));
 }

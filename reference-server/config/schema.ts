@@ -164,6 +164,11 @@ export const configFileSchema = {
         waiting_turns_per_server: positive,
         request_timeout_ms: positive,
         headers_timeout_ms: positive,
+        requests_per_workspace: positive,
+        body_bytes_per_workspace: positive,
+        turns_per_workspace: positive,
+        turns_per_key: positive,
+        sandbox_commands_per_workspace: positive,
       },
     },
   },
@@ -220,5 +225,10 @@ export interface ConfigFile {
     waiting_turns_per_server?: number;
     request_timeout_ms?: number;
     headers_timeout_ms?: number;
+    requests_per_workspace?: number;
+    body_bytes_per_workspace?: number;
+    turns_per_workspace?: number;
+    turns_per_key?: number;
+    sandbox_commands_per_workspace?: number;
   };
 }

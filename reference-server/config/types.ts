@@ -98,6 +98,11 @@ export interface LimitsConfig {
   waitingTurnsPerServer?: number;
   requestTimeoutMs?: number;
   headersTimeoutMs?: number;
+  requestsPerWorkspace?: number;
+  bodyBytesPerWorkspace?: number;
+  turnsPerWorkspace?: number;
+  turnsPerKey?: number;
+  sandboxCommandsPerWorkspace?: number;
 }
 
 export interface ServerConfig {

@@ -7,6 +7,10 @@
  * The count and a body's declared length (`Content-Length`) are checked when the head arrives, before a
  * byte of body is read; a body of unknown length (chunked) is counted as it arrives. Over a key's cap the
  * answer is 429; over the server's, 503 (every caller is refused alike); both with `Retry-After`.
+ *
+ * Once the key is known to belong to a workspace (`attribute`), the request also counts against that
+ * workspace's share, below the server's cap: one workspace's keys together cannot fill the server, so the
+ * others always find room (429 for the workspace over its share, never a 503 for everyone).
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { Transform, type TransformCallback } from "node:stream";
@@ -21,6 +25,10 @@ export interface AdmissionLimits {
   bodyBytesPerServer: number;
   /** Request body bytes held for one API key (or one flow). */
   bodyBytesPerKey: number;
+  /** Requests in flight of one workspace's keys and flows together. */
+  requestsPerWorkspace: number;
+  /** Request body bytes held for one workspace. */
+  bodyBytesPerWorkspace: number;
 }
 
 const MiB = 1024 * 1024;
@@ -34,6 +42,9 @@ export const DEFAULT_ADMISSION_LIMITS: AdmissionLimits = {
   // byte held costs 2-3 bytes of memory (raw chunks, the string, the parsed value): see README "Limits".
   bodyBytesPerServer: 256 * MiB,
   bodyBytesPerKey: 192 * MiB,
+  // Three quarters of the server's: a quarter of it stays free for the other workspaces, whatever one does.
+  requestsPerWorkspace: 3072,
+  bodyBytesPerWorkspace: 224 * MiB,
 };
 
 /** Seconds a refused request is told to wait: pending work here drains within about a turn. */
@@ -54,6 +65,11 @@ export interface AdmissionTicket {
   /** Body bytes counted so far. */
   readonly bodyBytes: number;
   /**
+   * Counts the request, and its body from now on, against `workspace`'s share too (once its key is known);
+   * throws 429 over it. A second call is ignored.
+   */
+  attribute(workspace: string): void;
+  /**
    * Keeps the ticket while the request's work runs, whether or not its client is still there: a turn
    * waiting for its conversation's lock holds its parsed body after its client left. Returns the unhold.
    */
@@ -65,6 +81,7 @@ export class Admission {
   readonly #limits: AdmissionLimits;
   readonly #server: Usage = { requests: 0, bodyBytes: 0 };
   readonly #byKey = new Map<string, Usage>();
+  readonly #byWorkspace = new Map<string, Usage>();
 
   constructor(limits: Partial<AdmissionLimits> = {}) {
     this.#limits = { ...DEFAULT_ADMISSION_LIMITS, ...limits };
@@ -97,18 +114,49 @@ export class Admission {
     let released = false;
     let holds = 0;
     let closed = false;
+    let workspaceName: string | undefined;
+    let workspace: Usage | undefined;
+    const byWorkspace = this.#byWorkspace;
     const reserve = (bytes: number) => {
       if (released || bytes <= 0) return;
       this.#checkBytes(mine, bytes);
+      if (workspace && workspace.bodyBytes + bytes > limits.bodyBytesPerWorkspace)
+        throw overCap(
+          "workspace",
+          "Too many request body bytes of this workspace are already in flight",
+          RETRY_AFTER_S,
+        );
       held += bytes;
       mine.bodyBytes += bytes;
       server.bodyBytes += bytes;
+      if (workspace) workspace.bodyBytes += bytes;
     };
     reserve(declaredBytes);
     return {
       reserve,
       get bodyBytes() {
         return held;
+      },
+      attribute: (name: string) => {
+        if (released || workspace) return;
+        const usage = byWorkspace.get(name) ?? { requests: 0, bodyBytes: 0 };
+        if (usage.requests >= limits.requestsPerWorkspace)
+          throw overCap(
+            "workspace",
+            "Too many requests of this workspace are already in flight",
+            RETRY_AFTER_S,
+          );
+        if (usage.bodyBytes + held > limits.bodyBytesPerWorkspace)
+          throw overCap(
+            "workspace",
+            "Too many request body bytes of this workspace are already in flight",
+            RETRY_AFTER_S,
+          );
+        byWorkspace.set(name, usage);
+        usage.requests++;
+        usage.bodyBytes += held;
+        workspace = usage;
+        workspaceName = name;
       },
       hold: () => {
         holds++;
@@ -134,6 +182,11 @@ export class Admission {
       mine.requests--;
       mine.bodyBytes -= held;
       if (mine.requests === 0) byKey.delete(key);
+      if (workspace && workspaceName !== undefined) {
+        workspace.requests--;
+        workspace.bodyBytes -= held;
+        if (workspace.requests === 0) byWorkspace.delete(workspaceName);
+      }
     }
   }
 

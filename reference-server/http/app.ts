@@ -26,6 +26,7 @@ import { errorBody } from "./error-body.ts";
 import { holdAdmissionWhileHandling } from "./held-work.ts";
 import { sendJsonPieces } from "./json-stream.ts";
 import { type StreamOutcome, writeEventStream } from "./sse.ts";
+import { TurnShares } from "./turn-shares.ts";
 import { RequestValidator } from "./validate.ts";
 
 type Schemas = components["schemas"];
@@ -54,6 +55,8 @@ export interface AppOptions {
   requestTimeoutMs?: number;
   /** Time a request's head may take to arrive. */
   headersTimeoutMs?: number;
+  /** Turns running at once per workspace and per key (default: the defaults). */
+  turnShares?: TurnShares;
 }
 
 /**
@@ -100,6 +103,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
   const { config, keys, service } = options;
   const validator = new RequestValidator();
   const admission = options.admission ?? new Admission();
+  const turnShares = options.turnShares ?? new TurnShares();
   const requestTimeout = options.requestTimeoutMs ?? SLOW_CLIENT_DEFAULTS.requestTimeoutMs;
   const headersTimeout = Math.min(
     options.headersTimeoutMs ?? SLOW_CLIENT_DEFAULTS.headersTimeoutMs,
@@ -257,7 +261,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
   // nothing about its request (the API's 401, or the revoked body) whatever the body holds.
   const authenticated = {
     onRequest: async (request: FastifyRequest) => {
-      callerOf(request);
+      request.admission?.attribute(callerOf(request).workspaceId);
     },
   };
 
@@ -270,6 +274,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
   ): Promise<void> {
     // The body stays counted until the turn is over, also when its client left while it waited or ran.
     const unhold = request.admission?.hold();
+    const caller = request.caller as AuthenticatedCaller;
+    const leave = turnShares.enter(caller.workspaceId, caller.admissionKey ?? "");
     try {
       const turn = await service.turns.prepare({
         caller: request.caller as AuthenticatedCaller,
@@ -293,6 +299,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
       );
       logTurnStream(request, reply, turn.conversationId, outcome);
     } finally {
+      leave();
       unhold?.();
     }
   }
@@ -436,16 +443,20 @@ export function buildApp(options: AppOptions): FastifyInstance {
         const key = headerValue(request.headers["x-api-key"]);
         // The flow endpoint takes the same header, so a revoked API key gets the API's revoked body here too.
         if (key !== undefined && keys.lookup(key)?.revoked) throw revokedKey();
-        service.flows.authorize(app_id, key);
+        request.admission?.attribute(service.flows.authorize(app_id, key).workspaceId);
       },
     },
     async (request) => {
       validator.body("invokeFlow", request.body);
       const { input_vars } = request.body as Schemas["FlowInvokeRequest"];
+      const flow = service.flows.authorize(request.params.app_id, headerValue(request.headers["x-api-key"]));
       const unhold = request.admission?.hold();
+      // A flow runs its steps one turn at a time: it counts as one turn of its workspace while it runs.
+      const leave = turnShares.enter(flow.workspaceId, `flow:${flow.id}`);
       try {
         return await service.flows.invoke(request.params.app_id, input_vars);
       } finally {
+        leave();
         unhold?.();
       }
     },

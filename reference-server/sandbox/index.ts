@@ -12,6 +12,7 @@ import { chown, mkdir, mkdtemp, readdir, rename } from "node:fs/promises";
 import path from "node:path";
 import { type FileStore, outputsSet, type WriteFence, workingFilesSet } from "../store/file-store.ts";
 import { writeAttachments } from "./attachments.ts";
+import { CommandShares } from "./command-shares.ts";
 import { DirectorySync } from "./directory-sync.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
 import { detectHost, hostNotices } from "./host-setup.ts";
@@ -143,6 +144,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     : undefined;
   sweeper?.unref();
 
+  const commandShares = new CommandShares(limits.commandsPerWorkspace, options.toolTimeoutMs);
   const warm = new Map<string, WarmEntry>();
   /** The current turn of each working directory (by key), to end before anything else touches it. */
   const activity = new Map<string, TurnActivity>();
@@ -201,7 +203,10 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     });
     return {
       run: (name: ToolName, input: Record<string, unknown>, signal?: AbortSignal) =>
-        turn.run(() => runner.run(name, input, signal ? anySignal(turn.signal, signal) : turn.signal)),
+        turn.run(() => {
+          const ends = signal ? anySignal(turn.signal, signal) : turn.signal;
+          return commandShares.run(agent.workspaceId, ends, () => runner.run(name, input, ends));
+        }),
     };
   }
 

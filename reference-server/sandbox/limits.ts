@@ -21,6 +21,11 @@ export interface SandboxLimits {
   totalPids: number;
   /** Files and directories a conversation's working directory may hold (inodes cost the host even when empty). */
   files: number;
+  /**
+   * Tool calls of one workspace running at once (command-shares.ts): its share of the pool above, kept by
+   * the server, so it holds without cgroups too.
+   */
+  commandsPerWorkspace: number;
 }
 
 import { totalmem } from "node:os";
@@ -37,6 +42,8 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   totalMemoryBytes: Math.floor(totalmem() / 2),
   totalPids: 4096,
   files: 100_000,
+  // Half the pool: 8 calls × 256 processes is 2,048 of the 4,096, so another workspace always has the rest.
+  commandsPerWorkspace: 8,
 };
 
 /** `512M`, `2G`, `1048576`: the flags' size syntax (binary units). */

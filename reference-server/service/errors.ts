@@ -175,7 +175,11 @@ export const conversationNotFound = () => new ApiError("AGENT_API_CONVERSATION_N
 export const conflict = (message: string) => new ApiError("AGENT_API_CONFLICT", message);
 export const notImplemented = (message: string) => new ApiError("AGENT_API_NOT_IMPLEMENTED", message);
 /** Over a cap on pending work: a fast refusal the caller may retry after `retryAfterSeconds`. */
-export function overCap(scope: "server" | "key" | "conversation", message: string, retryAfterSeconds = 1) {
+export function overCap(
+  scope: "server" | "workspace" | "key" | "conversation",
+  message: string,
+  retryAfterSeconds = 1,
+) {
   const error = new ApiError(
     scope === "server" ? "AGENT_API_OVERLOADED" : "AGENT_API_TOO_MANY_REQUESTS",
     message,

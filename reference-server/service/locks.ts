@@ -6,6 +6,7 @@
  * bounded three ways: per conversation, per key and for the whole server. A turn over a cap is refused at
  * once (429, or 503 for the server's cap) instead of joining a queue that would only grow.
  */
+import { decrement } from "./counters.ts";
 import { overCap } from "./errors.ts";
 
 export interface WaitingTurnLimits {
@@ -94,10 +95,4 @@ export class KeyedMutex {
     decrement(this.#waitingByKey, key);
     decrement(this.#waitingByOwner, owner);
   }
-}
-
-function decrement(map: Map<string, number>, key: string): void {
-  const n = (map.get(key) ?? 1) - 1;
-  if (n === 0) map.delete(key);
-  else map.set(key, n);
 }

@@ -13,9 +13,9 @@ type Schemas = components["schemas"];
 
 /**
  * Rows per page. A row is bounded by what a turn may store (a prompt up to the body limit, a tool result up
- * to the output cap), so a page is bounded too; small pages keep the common row (a few KiB) cheap.
+ * to the output cap), so a page is bounded too: a response holds one page's rows and their JSON at a time.
  */
-export const TRANSCRIPT_PAGE_ROWS = 32;
+export const TRANSCRIPT_PAGE_ROWS = 8;
 
 /** Gives the event loop back: pending I/O (other requests) runs before the next page is read. */
 function yieldToLoop(): Promise<void> {

@@ -12,12 +12,12 @@ import { TRANSCRIPT_PAGE_ROWS } from "../service/transcript-pages.ts";
 import { openSqliteStore } from "../store/sqlite.ts";
 import { conversationRecord } from "../store/testing.ts";
 import type { Store } from "../store/types.ts";
-import { KEYS, startTestServer, type TestServer, uid } from "./helpers.ts";
+import { KEYS, raw, startTestServer, type TestServer, uid } from "./helpers.ts";
 
 const KiB = 1024;
-const STALL_MS = 800;
-/** Turns of the seeded transcript: three pages and a bit of messages (two a turn). */
-const TURNS = Math.ceil((TRANSCRIPT_PAGE_ROWS * 3) / 2) + 1;
+const STALL_MS = 3_000;
+/** Turns of the seeded transcript: at least three pages and a bit of messages (two a turn). */
+const TURNS = Math.max(Math.ceil((TRANSCRIPT_PAGE_ROWS * 3) / 2) + 1, 48);
 // Over 20 MB in all: more than the two sockets' kernel buffers hold, so an unread body stops draining.
 const PROMPT_BYTES = 512 * KiB;
 /** Its summary is row TRANSCRIPT_PAGE_ROWS - 1 (the turn before it has one message). */
@@ -28,9 +28,9 @@ let seeder: Store;
 const big = uid("big");
 
 beforeAll(async () => {
-  t = await startTestServer({ sseStallMs: STALL_MS });
+  t = await startTestServer({ sseStallMs: STALL_MS, limits: { requestsPerWorkspace: 2 } });
   seeder = openSqliteStore(t.dbFile);
-  await seeder.insertConversation(conversationRecord({ id: big, ownerMemberId: "alice" }));
+  await seeder.insertConversation(conversationRecord({ id: big, ownerMemberId: "alice", shared: true }));
   const text = (role: "user" | "assistant", body: string, author: string | null = null) => ({
     role,
     text: body,
@@ -67,12 +67,12 @@ afterAll(async () => {
 });
 
 /** Sends a GET of the transcript on a raw socket that never reads; resolves once the response head arrived. */
-function unreadTranscript(): Promise<Socket> {
+function unreadTranscript(key = KEYS.admin): Promise<Socket> {
   const { hostname, port } = new URL(t.url);
   return new Promise((resolve, reject) => {
     const socket = connect(Number(port), hostname, () => {
       socket.write(
-        `GET /api/agents/demo-agent/conversations/${big}/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${KEYS.admin}\r\n\r\n`,
+        `GET /api/agents/demo-agent/conversations/${big}/messages HTTP/1.1\r\nHost: x\r\nX-Api-Key: ${key}\r\n\r\n`,
       );
     });
     socket.once("data", (chunk) => {
@@ -137,5 +137,18 @@ describe("transcript reads in pages", () => {
     await until(() => cutLines() > cutBefore);
     await until(() => t.server.live().requestsInFlight === 0);
     socket.destroy();
+  });
+
+  it("count against their workspace's share of the requests in flight: over it that workspace gets 429, another is served", async () => {
+    const cutBefore = cutLines();
+    const readers = [await unreadTranscript(KEYS.admin), await unreadTranscript(KEYS.member)];
+    const mine = await raw(t.url, "GET", "/api/agents/demo-agent/v1/models", { key: KEYS.viewer });
+    expect(mine.status).toBe(429);
+    expect(mine.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect((mine.json as { message: string }).message).toMatch(/this workspace/);
+    const theirs = await raw(t.url, "GET", "/api/agents/other-agent/v1/models", { key: KEYS.otherAdmin });
+    expect(theirs.status).toBe(200);
+    await until(() => cutLines() >= cutBefore + 2);
+    for (const socket of readers) socket.destroy();
   });
 });
