@@ -373,6 +373,11 @@ export interface components {
             /** @description Model identifier usable in the `model` field of send-message. */
             id: string;
             display_name: string;
+            /**
+             * Format: date-time
+             * @description Not part of the API's model entry: an optional extra that the SDKs of the messages API type as required, so a deployment may send it; a client of this API must not rely on it.
+             */
+            created_at?: string;
         };
         /** @description The models an agent can run with; the agent's configured default model is first. */
         ModelList: {
@@ -760,6 +765,7 @@ export interface components {
          */
         BadRequest: {
             headers: {
+                "X-Should-Retry": components["headers"]["X-Should-Retry"];
                 [name: string]: unknown;
             };
             content: {
@@ -772,6 +778,7 @@ export interface components {
          */
         Unauthorized: {
             headers: {
+                "X-Should-Retry": components["headers"]["X-Should-Retry"];
                 [name: string]: unknown;
             };
             content: {
@@ -784,6 +791,7 @@ export interface components {
          */
         NotFound: {
             headers: {
+                "X-Should-Retry": components["headers"]["X-Should-Retry"];
                 [name: string]: unknown;
             };
             content: {
@@ -875,6 +883,13 @@ export interface components {
          *     gives the id back; the JSON bodies always carry the id verbatim.
          */
         "X-Conversation-Id": string;
+        /**
+         * @description Not part of the API: a hint for stock clients of the messages API, whose SDKs retry 408, 409, 429 and
+         *     5xx answers unless this header says `false`. A deployment may send it or not; a client must not rely on
+         *     it. The reference server sends `false` on an answer the same request would get again: every 4xx but 408
+         *     and 429 (a wrong key, role, id or body; a fork's taken id) and the 501 of async delivery.
+         */
+        "X-Should-Retry": "false" | "true";
         /** @description Seconds after which the request may be sent again. */
         "Retry-After": number;
     };
@@ -912,6 +927,7 @@ export interface operations {
              */
             403: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -922,6 +938,7 @@ export interface operations {
             /** @description The request body is too large. The maximum request body size (other than the attachment caps, which drop silently) is "not shown" by the API. */
             413: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -932,6 +949,7 @@ export interface operations {
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -966,6 +984,7 @@ export interface operations {
              */
             403: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -976,6 +995,7 @@ export interface operations {
             /** @description The request body is too large. The maximum request body size (other than the attachment caps, which drop silently) is "not shown" by the API. */
             413: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -986,6 +1006,7 @@ export interface operations {
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1155,6 +1176,7 @@ export interface operations {
             /** @description The caller can read the conversation but does not own it (owner only, no admin override). The status a non-owner gets is not shown by the API. */
             403: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1200,6 +1222,7 @@ export interface operations {
             /** @description The caller can read the conversation but does not own it (owner only, no admin override). The status a non-owner gets is not shown by the API. */
             403: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1328,6 +1351,7 @@ export interface operations {
             /** @description The requested child `conversation_id` is already taken. */
             409: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1371,6 +1395,7 @@ export interface operations {
             /** @description No deployed flow with this app id. Statuses of the flow endpoint are not shown by the API. */
             404: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
