@@ -379,6 +379,11 @@ export interface components {
             /** @description Model identifier usable in the `model` field of send-message. */
             id: string;
             display_name: string;
+            /**
+             * Format: date-time
+             * @description Not part of the API's model entry: an optional extra that the SDKs of the messages API type as required, so a deployment may send it; a client of this API must not rely on it.
+             */
+            created_at?: string;
         };
         /** @description The models an agent can run with; the agent's configured default model is first. */
         ModelList: {
@@ -766,6 +771,7 @@ export interface components {
          */
         BadRequest: {
             headers: {
+                "X-Should-Retry": components["headers"]["X-Should-Retry"];
                 [name: string]: unknown;
             };
             content: {
@@ -778,6 +784,7 @@ export interface components {
          */
         Unauthorized: {
             headers: {
+                "X-Should-Retry": components["headers"]["X-Should-Retry"];
                 [name: string]: unknown;
             };
             content: {
@@ -790,6 +797,7 @@ export interface components {
          */
         NotFound: {
             headers: {
+                "X-Should-Retry": components["headers"]["X-Should-Retry"];
                 [name: string]: unknown;
             };
             content: {
@@ -881,6 +889,13 @@ export interface components {
          *     gives the id back; the JSON bodies always carry the id verbatim.
          */
         "X-Conversation-Id": string;
+        /**
+         * @description Not part of the API: a hint for stock clients of the messages API, whose SDKs retry 408, 409, 429 and
+         *     5xx answers unless this header says `false`. A deployment may send it or not; a client must not rely on
+         *     it. The reference server sends `false` on an answer the same request would get again: every 4xx but 408
+         *     and 429 (a wrong key, role, id or body; a fork's taken id) and the 501 of async delivery.
+         */
+        "X-Should-Retry": "false" | "true";
         /** @description Seconds after which the request may be sent again. */
         "Retry-After": number;
     };
@@ -918,6 +933,7 @@ export interface operations {
              */
             403: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -928,6 +944,7 @@ export interface operations {
             /** @description The request body is too large. The maximum request body size (other than the attachment caps, which drop silently) is "not shown" by the API. */
             413: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -938,6 +955,7 @@ export interface operations {
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -972,6 +990,7 @@ export interface operations {
              */
             403: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -982,6 +1001,7 @@ export interface operations {
             /** @description The request body is too large. The maximum request body size (other than the attachment caps, which drop silently) is "not shown" by the API. */
             413: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -992,6 +1012,7 @@ export interface operations {
             /** @description `metadata.delivery` is `"async"`; only `"sync"` is supported. */
             501: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1161,6 +1182,7 @@ export interface operations {
             /** @description The caller can read the conversation but does not own it (owner only, no admin override). The status a non-owner gets is not shown by the API. */
             403: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1206,6 +1228,7 @@ export interface operations {
             /** @description The caller can read the conversation but does not own it (owner only, no admin override). The status a non-owner gets is not shown by the API. */
             403: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1334,6 +1357,7 @@ export interface operations {
             /** @description The requested child `conversation_id` is already taken. */
             409: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1377,6 +1401,7 @@ export interface operations {
             /** @description No deployed flow with this app id. Statuses of the flow endpoint are not shown by the API. */
             404: {
                 headers: {
+                    "X-Should-Retry": components["headers"]["X-Should-Retry"];
                     [name: string]: unknown;
                 };
                 content: {

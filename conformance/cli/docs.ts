@@ -71,6 +71,44 @@ export function withJsonContentShown(node: unknown): unknown {
   return out;
 }
 
+/**
+ * `additionalProperties: true` says what JSON Schema assumes anyway, and Redocly draws it as an empty
+ * "property name* any" row among the real fields (under `metadata`, for one): the page's form drops it.
+ * A schema for the additional properties (a flow's named inputs) is kept.
+ */
+export function withoutDefaultAdditionalProperties(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(withoutDefaultAdditionalProperties);
+  if (node === null || typeof node !== "object") return node;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) {
+    if (key === "additionalProperties" && value === true) continue;
+    out[key] = withoutDefaultAdditionalProperties(value);
+  }
+  return out;
+}
+
+/** Where Redocly's bundle fetches its badge's logo from (the page would otherwise reach out to it). */
+const REDOCLY_CDN_ASSET = /https:\/\/cdn\.redoc\.ly\/[^`"'\s)]+/g;
+
+/**
+ * Lines of an SSE example (one `data:` line holds a whole JSON event) ran off the right edge of the example
+ * panel: the page's code blocks wrap, breaking a long token where they must.
+ */
+export const PAGE_STYLE =
+  "<style>pre, pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; }</style>";
+
+/**
+ * The page as Redocly writes it, made self-contained: its badge's logo is a CDN image, replaced by a data URI
+ * that is no image (the badge's own error handler then drops the picture and keeps its words), and the style
+ * that wraps code blocks goes into the head.
+ */
+export function selfContainedPage(html: string): string {
+  const withoutCdn = html.replace(REDOCLY_CDN_ASSET, "data:,");
+  return withoutCdn.includes("</head>")
+    ? withoutCdn.replace("</head>", `${PAGE_STYLE}</head>`)
+    : PAGE_STYLE + withoutCdn;
+}
+
 /** Builds the HTML page of `spec` into `output`; throws with Redocly's output when it fails. */
 export async function buildDocs(output: string = defaultDocsPath, spec: string = specPath): Promise<string> {
   const target = resolve(output);
@@ -92,8 +130,14 @@ export async function buildDocs(output: string = defaultDocsPath, spec: string =
     ]);
     if (bundled.code !== 0) throw new Error(`redocly bundle failed:\n${bundled.stderr}${bundled.stdout}`);
     const doc = JSON.parse(await readFile(shown, "utf8")) as unknown;
-    await writeFile(shown, JSON.stringify(withJsonContentShown(withReferenceBehaviorShown(doc))));
+    await writeFile(
+      shown,
+      JSON.stringify(
+        withoutDefaultAdditionalProperties(withJsonContentShown(withReferenceBehaviorShown(doc))),
+      ),
+    );
     await render(shown, target);
+    await writeFile(target, selfContainedPage(await readFile(target, "utf8")));
   } finally {
     await rm(work, { recursive: true, force: true });
   }

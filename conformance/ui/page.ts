@@ -102,7 +102,7 @@ ${group("deployment")}
 </div>
 <section id="history-box"><h2>Earlier runs</h2>
 <table class="hist"><thead><tr><th>started</th><th>deployment</th><th>passed</th><th>failed</th><th>skipped</th><th></th></tr></thead><tbody id="history"></tbody></table>
-<p><label>Compare <select id="cmp-from"></select></label> <label>with <select id="cmp-to"></select></label> <button id="compare" type="button">Compare</button></p>
+<p id="cmp-box"><label>Compare <select id="cmp-from"></select></label> <label>with <select id="cmp-to"></select></label> <button id="compare" type="button">Compare</button></p>
 <div id="comparison"></div>
 </section>
 <footer>Runs on this machine through the conformance library of <code>agent-api check</code>. Keys stay in this process's memory; kept runs hold masked exchanges only.</footer>
@@ -134,15 +134,18 @@ function tally() {
     const n = (o) => of.filter((r) => r.dataset.outcome === o).length;
     return { p: n("pass"), f: n("fail"), s: n("skip") };
   };
-  const bar = (c) => {
-    const t = c.p + c.f + c.s;
+  // A bar fills against the checks the run will do at its level, so it is full only once they all have their
+  // verdict; a row shown from an earlier run (a re-run keeps them) counts as done.
+  const planned = (lvl) => (current && current.planned ? (lvl ? current.planned.levels[lvl] : current.planned.total) : 0);
+  const bar = (c, lvl) => {
+    const t = Math.max(c.p + c.f + c.s, planned(lvl));
     const seg = (n, cls) => n ? '<span class="' + cls + '" style="width:' + (n / t * 100).toFixed(2) + '%"></span>' : "";
     return '<div class="bar">' + (t ? seg(c.p, "p") + seg(c.f, "f") + seg(c.s, "s") : "") + "</div>";
   };
   const cell = (n, cls) => '<td class="' + (n ? cls : "zero") + '">' + n + "</td>";
   $("levels").innerHTML = [...LEVELS, ""].map((l) => {
     const c = count(l);
-    return "<tr><td>" + (l ? '<span class="lvl ' + l + '">' + l + "</span>" : "<b>all</b>") + '</td><td class="barcell">' + bar(c) + "</td>" + cell(c.p, "n-pass") + cell(c.f, "n-fail") + cell(c.s, "n-skip") + "</tr>";
+    return "<tr><td>" + (l ? '<span class="lvl ' + l + '">' + l + "</span>" : "<b>all</b>") + '</td><td class="barcell">' + bar(c, l) + "</td>" + cell(c.p, "n-pass") + cell(c.f, "n-fail") + cell(c.s, "n-skip") + "</tr>";
   }).join("");
   for (const head of document.querySelectorAll(".section-head")) {
     const of = rows.filter((r) => r.dataset.section === head.dataset.section);
@@ -202,7 +205,10 @@ function verdict(text, ok, small) {
 
 function follow(id, keep) {
   if (source) source.close();
-  current = { id, total: 0, done: false };
+  current = { id, total: 0, done: false, planned: null };
+  // The run's id in the address: a reload follows it again (the server replays its verdicts so far).
+  history.replaceState(null, "", "#run=" + encodeURIComponent(id));
+  document.body.dataset.state = "running";
   if (!keep) { $("results").innerHTML = ""; $("f-section").length = 1; }
   $("run-view").hidden = false;
   $("form-box").open = false;
@@ -212,6 +218,8 @@ function follow(id, keep) {
   source.addEventListener("run", (e) => {
     const run = JSON.parse(e.data);
     current.total = run.total;
+    current.planned = { total: run.total, levels: run.levels };
+    tally();
     $("run-meta").innerHTML = "<dt>Base URL</dt><dd><code>" + esc(run.baseUrl) + "</code></dd><dt>Agent</dt><dd><code>" + esc(run.agent) + "</code></dd><dt>Started</dt><dd>" + esc(run.startedAt) + "</dd><dt>Run</dt><dd><code>" + esc(run.id) + "</code></dd>";
   });
   source.addEventListener("result", (e) => {
@@ -236,6 +244,14 @@ function follow(id, keep) {
     }
     document.body.dataset.state = "done";
     loadHistory();
+  });
+  source.addEventListener("error", () => {
+    // A run this process no longer holds (the page was kept open across a restart) answers 404: say so
+    // instead of waiting for ever.
+    if (current.done || source.readyState !== EventSource.CLOSED) return;
+    $("run").disabled = false;
+    verdict("This run is not in this process any more", false, "Its report, when it finished, is under Earlier runs.");
+    document.body.dataset.state = "idle";
   });
 }
 
@@ -271,9 +287,18 @@ async function loadHistory() {
   const options = rows.map((r) => '<option value="' + esc(r.id) + '">' + esc(r.startedAt + " " + r.agent + " at " + r.baseUrl) + "</option>").join("");
   $("cmp-from").innerHTML = options;
   $("cmp-to").innerHTML = options;
+  // A comparison needs two runs: the newest against the one before it, by default.
   if (rows.length > 1) $("cmp-from").selectedIndex = 1;
+  $("cmp-box").hidden = rows.length < 2;
+  compareReady();
   $("history-box").hidden = rows.length === 0;
 }
+
+function compareReady() {
+  $("compare").disabled = $("cmp-from").value === $("cmp-to").value;
+}
+$("cmp-from").addEventListener("change", compareReady);
+$("cmp-to").addEventListener("change", compareReady);
 
 $("compare").addEventListener("click", async () => {
   const c = await api("/api/compare?from=" + encodeURIComponent($("cmp-from").value) + "&to=" + encodeURIComponent($("cmp-to").value));
@@ -299,6 +324,11 @@ $("run-form").addEventListener("submit", async (event) => {
 });
 
 loadHistory();
+const followed = /^#run=(.+)$/.exec(location.hash);
+if (followed) {
+  $("run").disabled = true;
+  follow(decodeURIComponent(followed[1]), false);
+}
 </script>
 </body>
 </html>

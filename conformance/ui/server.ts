@@ -35,6 +35,19 @@ import { FORM_FIELDS, formValues, publicDefaults } from "./form.ts";
 import { RunHistory, runIdFor } from "./history.ts";
 import { uiPage } from "./page.ts";
 
+/**
+ * What a run will check, per level: the page's level bars fill against these, so a bar is full only once
+ * every check of its level has its verdict.
+ */
+function plannedChecks(checks: ReadonlyArray<{ level: Level }>): {
+  total: number;
+  levels: Record<Level, number>;
+} {
+  const levels: Record<Level, number> = { MUST: 0, SHOULD: 0, INFO: 0 };
+  for (const check of checks) levels[check.level] += 1;
+  return { total: checks.length, levels };
+}
+
 export interface UiOptions {
   /** Default 127.0.0.1: the page holds keys; listening elsewhere is the operator's explicit choice. */
   host?: string;
@@ -260,6 +273,10 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
     }
     if (req.method === "GET" && path === "/api/compare") {
       const [from, to] = [url.searchParams.get("from") ?? "", url.searchParams.get("to") ?? ""];
+      if (from === to) {
+        sendJson(res, 400, { message: "a comparison needs two different runs" });
+        return;
+      }
       const [a, b] = await Promise.all([history.read(from), history.read(to)]);
       if (!a || !b) {
         sendJson(res, 404, { message: "no kept run with that id" });
@@ -291,7 +308,7 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
           baseUrl: live.inputs.baseUrl,
           agent: live.inputs.agent,
           startedAt: live.startedAt,
-          total: selectChecks(catalogue, live.only, live.level).length,
+          ...plannedChecks(selectChecks(catalogue, live.only, live.level)),
         }),
       );
       for (const result of live.results) res.write(sseFrame("result", resultEvent(result)));

@@ -52,6 +52,59 @@ afterAll(async () => {
 });
 
 describe.skipIf(skipReason !== undefined)("agent-api check --ui in a browser", () => {
+  it("fills the level bars as checks land, keeps the run's results across a reload, and compares only two runs", async () => {
+    const page = await browser.newPage();
+    await page.goto(ui.url);
+    // Every redraw of the levels table, as it happens: how many checks had their verdict, and how full the
+    // "all" bar was drawn at that moment.
+    await page.evaluate(`(() => {
+      window.__bars = [];
+      new MutationObserver(() => {
+        const rows = document.querySelectorAll("#levels tr");
+        const all = rows[rows.length - 1];
+        if (!all) return;
+        const cells = [...all.querySelectorAll("td")].slice(2).map((td) => Number(td.textContent));
+        const fill = [...all.querySelectorAll(".bar span")].reduce((sum, s) => sum + parseFloat(s.style.width), 0);
+        window.__bars.push({ done: cells.reduce((a, b) => a + b, 0), fill });
+      }).observe(document.getElementById("levels"), { childList: true, subtree: true });
+    })()`);
+    await page.fill('input[name="--only"]', "CONSIST-*,MEANING-*,GET-TURN-COUNT");
+    await page.click("#run");
+    await page.waitForSelector('body[data-state="done"]', { timeout: 60_000 });
+    const bars = (await page.evaluate("window.__bars")) as Array<{ done: number; fill: number }>;
+    const total = Math.max(...bars.map((b) => b.done));
+    const partway = bars.filter((b) => b.done > 0 && b.done < total);
+    expect(partway.length).toBeGreaterThan(0);
+    for (const bar of partway) expect(bar.fill, `${bar.done} of ${total} done`).toBeLessThan(99.9);
+    expect(bars.at(-1)?.fill).toBeGreaterThan(99.9);
+    // One kept run: nothing to compare yet.
+    await expect.poll(() => page.locator("#history tr").count(), { timeout: 30_000 }).toBe(1);
+    expect(await page.isVisible("#cmp-box")).toBe(false);
+
+    // A reload shows the same run again, whole.
+    const shown = await page.locator(".ui-check").count();
+    const verdictText = await page.textContent("#verdict");
+    await page.reload();
+    await page.waitForSelector('body[data-state="done"]', { timeout: 30_000 });
+    expect(await page.locator(".ui-check").count()).toBe(shown);
+    expect(await page.textContent("#verdict")).toBe(verdictText);
+
+    // A second run: the comparison offers the two, and never a run with itself.
+    await page.click("#form-box > summary");
+    await page.fill('input[name="--only"]', "GET-TURN-COUNT");
+    await page.click("#run");
+    await page.waitForSelector('body[data-state="done"]', { timeout: 60_000 });
+    await expect.poll(() => page.locator("#history tr").count(), { timeout: 30_000 }).toBe(2);
+    expect(await page.isVisible("#cmp-box")).toBe(true);
+    expect(await page.isDisabled("#compare")).toBe(false);
+    const newest = await page.$eval("#cmp-to", (e) => (e as unknown as { value: string }).value);
+    await page.selectOption("#cmp-from", newest);
+    expect(await page.isDisabled("#compare")).toBe(true);
+    const itself = await fetch(new URL(`/api/compare?from=${newest}&to=${newest}`, ui.url));
+    expect(itself.status).toBe(400);
+    await page.close();
+  }, 180_000);
+
   it("runs the suite from the prefilled form, live, then on a broken deployment shows, re-runs and downloads the failing check", async () => {
     const page = await browser.newPage({ acceptDownloads: true });
     await page.goto(ui.url);

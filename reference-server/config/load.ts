@@ -170,9 +170,15 @@ export function parseConfig(raw: unknown, baseDir: string, source = "(inline)"):
         : {}),
       ...(m.thinking_budget_tokens !== undefined ? { thinkingBudgetTokens: m.thinking_budget_tokens } : {}),
       ...(m.max_tokens !== undefined ? { maxTokens: m.max_tokens } : {}),
+      ...(m.created_at !== undefined ? { created_at: m.created_at } : {}),
     }));
     const modelIds = new Set<string>();
     models.forEach((m, j) => {
+      if (m.created_at !== undefined) {
+        const time = Date.parse(m.created_at);
+        if (Number.isNaN(time)) issues.push(`${at}.models[${j}].created_at: "${m.created_at}" is not a date`);
+        else m.created_at = new Date(time).toISOString();
+      }
       if (modelIds.has(m.id)) issues.push(`${at}.models[${j}].id: duplicate model "${m.id}"`);
       modelIds.add(m.id);
     });

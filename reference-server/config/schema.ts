@@ -89,6 +89,10 @@ export const configFileSchema = {
                 },
                 thinking_budget_tokens: { type: "integer", minimum: 1024 },
                 max_tokens: { type: "integer", minimum: 1 },
+                created_at: {
+                  type: "string",
+                  pattern: "^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?Z)?$",
+                },
               },
             },
           },
@@ -198,6 +202,8 @@ export interface ConfigFile {
       /** US dollars per million tokens; cache prices default to 0.1 and 1.25 times the input price. */
       price?: { input: number; output: number; cache_read?: number; cache_write?: number };
       thinking_budget_tokens?: number;
+      /** The model entry's `created_at` (a date, or a UTC date-time). */
+      created_at?: string;
       max_tokens?: number;
     }>;
     instructions?: string;

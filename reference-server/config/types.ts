@@ -39,6 +39,8 @@ export interface ModelConfig {
   thinkingBudgetTokens?: number;
   /** `max_tokens` of each call on this model (wins over the server's). */
   maxTokens?: number;
+  /** The models list's `created_at` (ISO 8601, UTC, milliseconds); MODEL_CREATED_AT_UNKNOWN when not configured. */
+  created_at?: string;
 }
 
 export interface AgentConfig {

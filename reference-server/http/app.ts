@@ -22,7 +22,7 @@ import { ApiError, badRequest, notFound, overCap, revokedKey } from "../service/
 import type { Service } from "../service/index.ts";
 import { Admission, type AdmissionTicket, countedBody, declaredLength } from "./admission.ts";
 import { type AuthenticatedCaller, authenticate, headerValue, presentedKey } from "./auth.ts";
-import { errorBody } from "./error-body.ts";
+import { errorBody, shouldRetryHeader } from "./error-body.ts";
 import { holdAdmissionWhileHandling } from "./held-work.ts";
 import { sendJsonPieces } from "./json-stream.ts";
 import { type StreamOutcome, writeEventStream } from "./sse.ts";
@@ -151,14 +151,19 @@ export function buildApp(options: AppOptions): FastifyInstance {
               ]
             : [new ApiError("AGENT_API_REQUEST_REFUSED", "The request is not valid HTTP"), "Bad Request"];
       const body = JSON.stringify(errorBody(apiError));
+      const retry = shouldRetryHeader(apiError) ? "x-should-retry: false\r\n" : "";
       socket.end(
-        `HTTP/1.1 ${apiError.status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        `HTTP/1.1 ${apiError.status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${retry}Connection: close\r\n\r\n${body}`,
       );
     },
     // The router's own refusals (a malformed %-escape: 400) get our error body too.
     frameworkErrors: (error, _request, reply) => {
       const apiError = toApiError(error);
-      (reply as FastifyReply).code(apiError.status).type("application/json").send(errorBody(apiError));
+      (reply as FastifyReply)
+        .code(apiError.status)
+        .headers(shouldRetryHeader(apiError) ?? {})
+        .type("application/json")
+        .send(errorBody(apiError));
     },
   });
 
@@ -245,12 +250,20 @@ export function buildApp(options: AppOptions): FastifyInstance {
     // A refusal before the body was read: closing the connection spares reading the rest of it (Node
     // would otherwise read and discard it to keep the connection).
     if (!request.raw.complete) reply.header("connection", "close");
-    reply.code(apiError.status).type("application/json").send(errorBody(apiError));
+    reply
+      .code(apiError.status)
+      .headers(shouldRetryHeader(apiError) ?? {})
+      .type("application/json")
+      .send(errorBody(apiError));
   });
 
   app.setNotFoundHandler((request, reply) => {
     const error = notFound(`No route for ${request.method} ${request.url.split("?")[0]}`);
-    reply.code(404).type("application/json").send(errorBody(error));
+    reply
+      .code(404)
+      .headers(shouldRetryHeader(error) ?? {})
+      .type("application/json")
+      .send(errorBody(error));
   });
 
   const callerOf = (request: FastifyRequest): AuthenticatedCaller => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ApiError, type ErrorCode, errorCatalogue, revokedKey } from "../service/errors.ts";
-import { errorBody } from "./error-body.ts";
+import { errorBody, shouldRetryHeader } from "./error-body.ts";
 
 describe("the error catalogue and its one body writer", () => {
   it("gives every code a 4xx/5xx status, and an error raised by code takes both from the catalogue", () => {
@@ -29,5 +29,31 @@ describe("the error catalogue and its one body writer", () => {
   it("lets only the framework's refusal carry its own status", () => {
     expect(new ApiError("AGENT_API_REQUEST_REFUSED", "x", 405).status).toBe(405);
     expect(new ApiError("AGENT_API_FORBIDDEN", "x", 405).status).toBe(403);
+  });
+});
+
+describe("x-should-retry: false on answers a retry cannot change", () => {
+  const status = (s: number) => new ApiError("AGENT_API_REQUEST_REFUSED", "x", s);
+  it("marks every 4xx but 408 and 429, and the 501", () => {
+    for (const code of [
+      "AGENT_API_BAD_REQUEST",
+      "AGENT_API_UNAUTHORIZED",
+      "AGENT_API_KEY_REVOKED",
+      "AGENT_API_FORBIDDEN",
+      "AGENT_API_NOT_FOUND",
+      "AGENT_API_CONVERSATION_NOT_FOUND",
+      "AGENT_API_CONFLICT",
+      "AGENT_API_BODY_TOO_LARGE",
+      "AGENT_API_HEAD_TOO_LARGE",
+      "AGENT_API_NOT_IMPLEMENTED",
+    ] as const)
+      expect(shouldRetryHeader(new ApiError(code, "x")), code).toEqual({ "x-should-retry": "false" });
+    expect(shouldRetryHeader(status(405))).toEqual({ "x-should-retry": "false" });
+  });
+  it("leaves unmarked what may clear: 408, 429 and the other 5xx", () => {
+    expect(shouldRetryHeader(status(408))).toBeUndefined();
+    expect(shouldRetryHeader(new ApiError("AGENT_API_TOO_MANY_REQUESTS", "x"))).toBeUndefined();
+    for (const code of ["AGENT_API_INTERNAL", "AGENT_API_FLOW_STEP_FAILED", "AGENT_API_OVERLOADED"] as const)
+      expect(shouldRetryHeader(new ApiError(code, "x")), code).toBeUndefined();
   });
 });

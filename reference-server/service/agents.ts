@@ -13,13 +13,24 @@ export function findAgent(config: ServerConfig, caller: Caller, name: string): A
   return agent;
 }
 
+/**
+ * `created_at` of a model whose configuration gives none. The SDKs' model types require the field; the Unix
+ * epoch says "unknown" plainly and is the same on every instance behind a balancer.
+ */
+export const MODEL_CREATED_AT_UNKNOWN = "1970-01-01T00:00:00.000Z";
+
 /** The agent's models with its configured default first. */
 export function listModels(agent: AgentConfig): ModelList {
   const byId = new Map(agent.models.map((m) => [m.id, m]));
   const first = byId.get(agent.defaultModel) ?? { id: agent.defaultModel, display_name: agent.defaultModel };
   const rest = agent.models.filter((m) => m.id !== agent.defaultModel);
   return {
-    data: [first, ...rest].map((m) => ({ type: "model" as const, id: m.id, display_name: m.display_name })),
+    data: [first, ...rest].map((m) => ({
+      type: "model" as const,
+      id: m.id,
+      display_name: m.display_name,
+      created_at: m.created_at ?? MODEL_CREATED_AT_UNKNOWN,
+    })),
     has_more: false,
   };
 }

@@ -2,10 +2,12 @@
  * What stock clients of the messages API send, over real HTTP: the send routes read only the newest `user`
  * element of `messages` (SendMessageRequest), so elements they never read (a `system` element, replayed
  * history with blocks of any type) and fields they ignore (`thinking`, `context_management`, client `tools`,
- * `?beta=true`) are not refused; the element they do read is still checked.
+ * `?beta=true`) are not refused; the element they do read is still checked. Beside the API, two extras the
+ * stock SDKs read: `x-should-retry: false` on answers a retry cannot change (the SDKs retry 409 and 5xx
+ * otherwise), and a `created_at` on each model entry (their model type requires it).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isErrorBody, KEYS, raw, startTestServer, type TestServer } from "./helpers.ts";
+import { ISO_MS, isErrorBody, KEYS, raw, runTurn, startTestServer, type TestServer } from "./helpers.ts";
 
 let t: TestServer;
 
@@ -126,5 +128,49 @@ describe("a stock client's request", () => {
     expect((response.json as { message: string }).message).toMatch(
       /claude-sonnet-4-5-20250929.*GET \/api\/agents\/demo-agent\/v1\/models \(demo-large, demo-small\)/,
     );
+  });
+});
+
+describe("what the stock SDKs read beside the API", () => {
+  const NO_RETRY = "x-should-retry";
+  it("the 501 of async delivery says x-should-retry: false", async () => {
+    const response = await raw(t.url, "POST", SEND, {
+      key: KEYS.admin,
+      body: { messages: [{ role: "user", content: "hi" }], metadata: { delivery: "async" } },
+    });
+    expect(response.status).toBe(501);
+    expect(response.headers.get(NO_RETRY)).toBe("false");
+  });
+
+  it("a fork's taken id (409), an unknown agent (404), a missing key (401), a viewer's turn (403) say it too", async () => {
+    const { conversationId } = await runTurn(t.client(), "hello");
+    const fork = await raw(t.url, "POST", `/api/agents/demo-agent/conversations/${conversationId}/fork`, {
+      key: KEYS.admin,
+      body: { conversation_id: conversationId },
+    });
+    expect(fork.status).toBe(409);
+    expect(fork.headers.get(NO_RETRY)).toBe("false");
+    const missing = await raw(t.url, "GET", "/api/agents/no-such-agent/v1/models", { key: KEYS.admin });
+    expect([missing.status, missing.headers.get(NO_RETRY)]).toEqual([404, "false"]);
+    const noKey = await raw(t.url, "GET", "/api/agents/demo-agent/v1/models");
+    expect([noKey.status, noKey.headers.get(NO_RETRY)]).toEqual([401, "false"]);
+    const viewer = await raw(t.url, "POST", SEND, {
+      key: KEYS.viewer,
+      body: { messages: [{ role: "user", content: "hi" }] },
+    });
+    expect([viewer.status, viewer.headers.get(NO_RETRY)]).toEqual([403, "false"]);
+  });
+
+  it("a success carries no such header", async () => {
+    const models = await raw(t.url, "GET", "/api/agents/demo-agent/v1/models", { key: KEYS.admin });
+    expect(models.status).toBe(200);
+    expect(models.headers.get(NO_RETRY)).toBeNull();
+  });
+
+  it("every model entry carries created_at, a UTC timestamp", async () => {
+    const models = await raw(t.url, "GET", "/api/agents/demo-agent/v1/models", { key: KEYS.admin });
+    const { data } = models.json as { data: Array<{ id: string; created_at?: string }> };
+    expect(data.length).toBeGreaterThan(0);
+    for (const entry of data) expect(entry.created_at, entry.id).toMatch(ISO_MS);
   });
 });

@@ -125,10 +125,10 @@ it("installs, imports from plain JavaScript and runs a turn", async () => {
   expect(result.names).toBe(7);
 });
 
-it("runs the README's client example as pasted (turn.js, with the AGENT_API_* variables set)", async () => {
-  const readme = await readFile(join(root, "README.md"), "utf8");
-  const example = /```js\n(\/\/ turn\.js[\s\S]*?)```/.exec(readme)?.[1];
-  expect(example, "the README's turn.js block").toBeDefined();
+it("runs the packages guide's client example as pasted (turn.js, with the AGENT_API_* variables set)", async () => {
+  const guide = await readFile(join(root, "docs", "packages.md"), "utf8");
+  const example = /```js\n(\/\/ turn\.js[\s\S]*?)```/.exec(guide)?.[1];
+  expect(example, "docs/packages.md's turn.js block").toBeDefined();
   await writeFile(join(dir, "readme-turn.js"), example as string);
   const { stdout } = await run(join(root, "node_modules", ".bin", "node"), ["readme-turn.js"], {
     cwd: dir,

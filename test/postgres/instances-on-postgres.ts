@@ -428,15 +428,12 @@ async function main(): Promise<number> {
   return failures.length === 0 ? 0 : 1;
 }
 
-/** The nginx block of the README's "Running several instances" (there must be exactly one). */
+/** The nginx block of the guide to several instances, docs/instances.md (there must be exactly one). */
 async function readmeNginxConfig(): Promise<string> {
-  const text = await readFile(new URL("../../README.md", import.meta.url), "utf8");
-  const start = text.indexOf("\n### Running several instances\n");
-  if (start < 0) throw new Error('README.md has no "Running several instances" section');
-  const end = text.indexOf("\n### ", start + 10);
-  const blocks = [...text.slice(start, end < 0 ? undefined : end).matchAll(/```nginx\n([\s\S]*?)```\n/g)];
+  const text = await readFile(new URL("../../docs/instances.md", import.meta.url), "utf8");
+  const blocks = [...text.matchAll(/```nginx\n([\s\S]*?)```\n/g)];
   if (blocks.length !== 1)
-    throw new Error(`expected one nginx block in "Running several instances", found ${blocks.length}`);
+    throw new Error(`expected one nginx block in docs/instances.md, found ${blocks.length}`);
   return blocks[0][1];
 }
 

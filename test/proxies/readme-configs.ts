@@ -1,23 +1,18 @@
 /**
- * The proxy configs of README.md's "Behind a reverse proxy", read from the page as a reader copies them, and
+ * The proxy configs of the reverse-proxy guide (docs/proxies.md), read from the page as a reader copies them, and
  * made runnable on loopback: only the addresses and certificate paths change, each replacement found
  * exactly once, so a README edit that the test no longer matches fails loudly instead of testing something else.
  */
 import { readFile } from "node:fs/promises";
 
-const README = new URL("../../README.md", import.meta.url);
-const SECTION = "## Behind a reverse proxy";
+const GUIDE = new URL("../../docs/proxies.md", import.meta.url);
 
-/** The fenced block of `lang` in the README's reverse-proxy section (there must be exactly one). */
+/** The fenced block of `lang` in the reverse-proxy guide (there must be exactly one). */
 export async function readmeBlock(lang: "nginx" | "haproxy" | "caddy"): Promise<string> {
-  const text = await readFile(README, "utf8");
-  const start = text.indexOf(`\n${SECTION}\n`);
-  if (start < 0) throw new Error(`README.md has no "${SECTION}" section`);
-  const end = text.indexOf("\n## ", start + SECTION.length + 2);
-  const section = text.slice(start, end < 0 ? undefined : end);
-  const blocks = [...section.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\`\\n`, "g"))];
+  const text = await readFile(GUIDE, "utf8");
+  const blocks = [...text.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\`\\n`, "g"))];
   if (blocks.length !== 1)
-    throw new Error(`expected one \`\`\`${lang} block in "${SECTION}", found ${blocks.length}`);
+    throw new Error(`expected one \`\`\`${lang} block in docs/proxies.md, found ${blocks.length}`);
   return blocks[0][1];
 }
 

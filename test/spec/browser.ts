@@ -10,15 +10,23 @@ import type { AddressInfo } from "node:net";
 /** The system Chromium, or undefined where none is installed (the tests that need it then say so). */
 export const chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => existsSync(p));
 
+/**
+ * One HTML page served over loopback, not file://: the page's script runs the same as on a real site, and
+ * every request it makes elsewhere is one a reader's browser would make too.
+ */
+export async function servePage(html: string): Promise<{ url: string; close(): void }> {
+  const server = createServer((_req, res) => res.writeHead(200, { "content-type": "text/html" }).end(html));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/`, close: () => server.close() };
+}
+
 /** The rendered page's visible text (scripts dropped, tags and runs of white space made one space). */
 export async function renderedText(html: string, fragment: string): Promise<string> {
   if (!chromium) throw new Error("no chromium installed");
   const browser = chromium;
-  // Served over loopback, not file://: the page's script runs the same as on a real site.
-  const server = createServer((_req, res) => res.writeHead(200, { "content-type": "text/html" }).end(html));
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const served = await servePage(html);
   try {
-    const { port } = server.address() as AddressInfo;
     const dom = await new Promise<string>((resolve, reject) =>
       execFile(
         browser,
@@ -29,7 +37,7 @@ export async function renderedText(html: string, fragment: string): Promise<stri
           "--disable-background-networking",
           "--virtual-time-budget=8000",
           "--dump-dom",
-          `http://127.0.0.1:${port}/${fragment}`,
+          `${served.url}${fragment}`,
         ],
         { maxBuffer: 64 << 20, timeout: 120_000 },
         (error, stdout) => (error ? reject(error) : resolve(stdout)),
@@ -42,7 +50,7 @@ export async function renderedText(html: string, fragment: string): Promise<stri
       .replaceAll("&quot;", '"')
       .replace(/\s+/g, " ");
   } finally {
-    server.close();
+    served.close();
   }
 }
 

@@ -7,7 +7,7 @@ import { main as docs, REFERENCE_LABEL, withReferenceBehaviorShown } from "../..
 import { main as lint } from "../../conformance/cli/lint.ts";
 import { main as mock } from "../../conformance/cli/mock.ts";
 import { projectRoot } from "../../conformance/cli/tool-bin.ts";
-import { chromium, renderedText } from "./browser.ts";
+import { chromium, launchChromium, renderedText, servePage } from "./browser.ts";
 
 let dir: string;
 beforeAll(async () => {
@@ -36,7 +36,8 @@ describe("agent-api docs", () => {
     // Self-contained: the Redoc script is embedded, not loaded from a CDN.
     expect(html).not.toMatch(/<script[^>]+src=/);
     expect(html).not.toMatch(/import[^;]*from\s*"https:/);
-  });
+    expect(html).not.toContain("cdn.redoc.ly");
+  }, 180_000);
 
   it("shows every reference choice (x-reference-behavior) in the description beside it", async () => {
     const html = await page();
@@ -71,6 +72,45 @@ describe("agent-api docs", () => {
       // The operation's own choice and its request fields' choices, each after the label.
       expect(text.split(REFERENCE_LABEL).length - 1).toBeGreaterThanOrEqual(4);
       expect(text).toContain("The reference server answers 400 with a message naming the models route");
+    },
+    180_000,
+  );
+
+  it.skipIf(!chromium)(
+    "in a browser the page asks nothing of another host, its SSE examples wrap, and metadata has no empty row (skipped without a system chromium)",
+    async () => {
+      const served = await servePage(await page());
+      const browser = await launchChromium();
+      try {
+        const tab = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+        const elsewhere: string[] = [];
+        tab.on("request", (request) => {
+          const url = request.url();
+          if (!url.startsWith(served.url) && !/^(blob|data):/.test(url)) elsewhere.push(url);
+        });
+        await tab.goto(`${served.url}#/messages/sendmessage`);
+        await tab.waitForSelector('[id="messages/sendmessage/t=request&path=metadata"]', { timeout: 60_000 });
+        await tab.waitForLoadState("networkidle");
+        expect(elsewhere).toEqual([]);
+        // Every code block of the operation (the SSE example of the 200 among them) fits its panel.
+        const blocks = await tab.evaluate(`[...document.querySelectorAll("pre")].map((pre) => ({
+          text: pre.textContent.slice(0, 60), overflow: pre.scrollWidth - pre.clientWidth }))`);
+        const sse = (blocks as Array<{ text: string; overflow: number }>).filter((b) =>
+          b.text.startsWith("event:"),
+        );
+        expect(sse.length).toBeGreaterThan(0);
+        for (const block of blocks as Array<{ text: string; overflow: number }>)
+          expect(block.overflow, block.text).toBeLessThanOrEqual(1);
+        // Redocly draws `additionalProperties: true` as a field named "property name*" of type any.
+        const rows = await tab.evaluate(
+          `[...document.querySelectorAll('[id^="messages/sendmessage/t=request"]')].map((e) => e.id)`,
+        );
+        expect(rows).toContain("messages/sendmessage/t=request&path=metadata");
+        expect((rows as string[]).filter((id) => id.includes("property name"))).toEqual([]);
+      } finally {
+        await browser.close();
+        served.close();
+      }
     },
     180_000,
   );

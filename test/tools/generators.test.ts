@@ -3,7 +3,7 @@
  * its output compiles with `tsc` (strict), and the generated client lists the demo agent's models from a
  * running demo server. Each also reads the other form, and what it does with it is checked against what the
  * table records, so a form that stops loading in a tool that accepted it fails here. The commands (and config
- * files) are the root README's, read from its "Generating a client" section and run as written in a project
+ * files) are the guide's, read from docs/generators.md ("Generating a client") and run as written in a project
  * holding the spec package (test/tools/readme.ts): a README command that stops working fails here.
  */
 import { readFile, writeFile } from "node:fs/promises";
@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
 import { runTs, typecheck } from "./matrix.ts";
-import { readmeSteps, runStep, type Step, userProject } from "./readme.ts";
+import { guideSteps, runStep, type Step, userProject } from "./readme.ts";
 import { toolsUnavailable } from "./tools-dir.ts";
 
 type Form = "openapi.json" | "openapi-3.1.json";
@@ -150,12 +150,12 @@ console.log(JSON.stringify(response.data.data.map((model) => model.id)));
   },
 ];
 
-const STEPS = readmeSteps("Generating a client");
+const STEPS = guideSteps("generators.md");
 
 /** The README's step running the generator, which must name the form the table gives it. */
 function readmeStep(generator: Generator): Step {
   const steps = STEPS.filter((step) => step.command.startsWith(`npx ${generator.npx} `));
-  expect(steps, `README.md's "Generating a client" runs npx ${generator.npx} once`).toHaveLength(1);
+  expect(steps, `docs/generators.md runs npx ${generator.npx} once`).toHaveLength(1);
   const step = steps[0] as Step;
   const files = [step.command, ...step.files.map((file) => file.code)].join("\n");
   expect(files, "the README's command reads the form spec/README.md's table gives the tool").toContain(

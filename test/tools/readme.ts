@@ -1,6 +1,7 @@
 /**
- * The root README's "Generating a client" and "Publishing the docs" sections as the matrix runs them: their
- * fenced blocks are read from README.md, so a command edited there is the command the matrix proves. A user's
+ * The guides "Generating a client" (docs/generators.md) and "Publishing the docs" (docs/renderers.md) as the
+ * matrix runs them: their fenced blocks are read from the guide, so a command edited there is the command the
+ * matrix proves. A user's
  * project is a work directory whose node_modules holds `@agent-api/spec` (its `dist/` files are generated/'s, as
  * the package ships them) beside the matrix's tools, so each command runs exactly as written.
  */
@@ -16,18 +17,14 @@ export interface Block {
   code: string;
 }
 
-/** The fenced code blocks between the `## heading` line of README.md and the next `## ` heading, in order. */
-export function readmeBlocks(
-  heading: string,
-  readme = readFileSync(join(projectRoot, "README.md"), "utf8"),
+/** The fenced code blocks of a guide in docs/ (`generators.md`, ...), in order. */
+export function guideBlocks(
+  guide: string,
+  text = readFileSync(join(projectRoot, "docs", guide), "utf8"),
 ): Block[] {
-  const lines = readme.split("\n");
-  const start = lines.indexOf(`## ${heading}`);
-  if (start < 0) throw new Error(`README.md has no "## ${heading}" section`);
   const blocks: Block[] = [];
   let open: { lang: string; lines: string[] } | null = null;
-  for (const line of lines.slice(start + 1)) {
-    if (!open && line.startsWith("## ")) break;
+  for (const line of text.split("\n")) {
     if (line.startsWith("```")) {
       if (open) {
         blocks.push({ lang: open.lang, code: `${open.lines.join("\n")}\n` });
@@ -50,11 +47,11 @@ export interface Step {
   files: Block[];
 }
 
-/** The section's shell blocks, each with the file blocks written just before it. */
-export function readmeSteps(heading: string): Step[] {
+/** The guide's shell blocks, each with the file blocks written just before it. */
+export function guideSteps(guide: string): Step[] {
   const steps: Step[] = [];
   let files: Block[] = [];
-  for (const block of readmeBlocks(heading)) {
+  for (const block of guideBlocks(guide)) {
     if (block.lang === "sh") {
       steps.push({ command: block.code, files });
       files = [];

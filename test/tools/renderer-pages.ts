@@ -1,6 +1,6 @@
 /**
- * Docs renderers as a publisher embeds them: the pages are the root README's ("Publishing the docs"), read
- * from README.md, each served as `index.html` of a site directory its copy command filled (so the page's
+ * Docs renderers as a publisher embeds them: the pages are the guide's ("Publishing the docs"), read
+ * from docs/renderers.md, each served as `index.html` of a site directory its copy command filled (so the page's
  * relative spec URL is what it loads), over loopback; read in headless Chromium. The pages load their
  * renderer from a CDN: the browser's requests to it are answered from the tools directory's installed
  * package of the same name, and a URL naming another version than the one installed is refused.
@@ -10,12 +10,12 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { extname, join, normalize } from "node:path";
 import type { Page } from "playwright-core";
-import { readmeBlocks } from "./readme.ts";
+import { guideBlocks } from "./readme.ts";
 import { TOOL_PACKAGES, toolsDir } from "./tools-dir.ts";
 
 export type Renderer = "swagger-ui" | "scalar" | "redoc" | "elements";
 
-export const DOCS_SECTION = "Publishing the docs";
+export const DOCS_GUIDE = "renderers.md";
 
 /** The package each renderer's page loads: how its README block is told apart from the others. */
 const RENDERER_PACKAGE: Record<Renderer, keyof typeof TOOL_PACKAGES> = {
@@ -29,18 +29,16 @@ export const CDN = "https://cdn.jsdelivr.net/npm/";
 
 /** Each renderer's page, the README's HTML block loading that renderer's package from the CDN. */
 export function readmePages(): Record<Renderer, string> {
-  const html = readmeBlocks(DOCS_SECTION).filter((block) => block.lang === "html");
+  const html = guideBlocks(DOCS_GUIDE).filter((block) => block.lang === "html");
   const pages = {} as Record<Renderer, string>;
   for (const [renderer, pkg] of Object.entries(RENDERER_PACKAGE) as [Renderer, string][]) {
     const found = html.filter((block) => block.code.includes(`${CDN}${pkg}@`));
     if (found.length !== 1)
-      throw new Error(
-        `README.md's "${DOCS_SECTION}" has ${found.length} pages loading ${CDN}${pkg}@..., not 1`,
-      );
+      throw new Error(`docs/${DOCS_GUIDE} has ${found.length} pages loading ${CDN}${pkg}@..., not 1`);
     pages[renderer] = (found[0] as { code: string }).code;
   }
   if (html.length !== Object.keys(pages).length)
-    throw new Error(`README.md's "${DOCS_SECTION}" has a page for a renderer the matrix does not run`);
+    throw new Error(`docs/${DOCS_GUIDE} has a page for a renderer the matrix does not run`);
   return pages;
 }
 

@@ -3,7 +3,7 @@
  * Elements each show the 11 operations from the 3.2 document and from the docs form, and from the docs form
  * the stream's events on the send-message response (none of them reads `itemSchema`/`contentSchema`, so
  * from the 3.2 document they show at most the examples: spec/README.md's table). The pages and the command
- * copying the spec beside them are the root README's "Publishing the docs", read from README.md and run as
+ * copying the spec beside them are the guide "Publishing the docs", read from docs/renderers.md and run as
  * written (test/tools/renderer-pages.ts); the 3.2 document is tried under the file name the pages load.
  */
 import { readFileSync } from "node:fs";
@@ -13,8 +13,8 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { projectRoot } from "../../conformance/cli/tool-bin.ts";
 import { chromium, launchChromium } from "../spec/browser.ts";
-import { type PublishedForm, readmeSteps, runStep, userProject } from "./readme.ts";
-import { DOCS_SECTION, type Renderer, rendererServer, serveCdnFromTools } from "./renderer-pages.ts";
+import { guideSteps, type PublishedForm, runStep, userProject } from "./readme.ts";
+import { DOCS_GUIDE, type Renderer, rendererServer, serveCdnFromTools } from "./renderer-pages.ts";
 import { toolsUnavailable } from "./tools-dir.ts";
 
 const bundle = JSON.parse(readFileSync(join(projectRoot, "generated", "openapi.json"), "utf8")) as {
@@ -81,8 +81,8 @@ let browser: Browser;
 
 /** The README's command filling `site/`, run in a project whose `openapi-docs.json` is the form under test. */
 async function site(form: PublishedForm): Promise<string> {
-  const steps = readmeSteps(DOCS_SECTION);
-  if (steps.length !== 1) throw new Error(`README.md's "${DOCS_SECTION}" should have one shell command`);
+  const steps = guideSteps(DOCS_GUIDE);
+  if (steps.length !== 1) throw new Error(`docs/${DOCS_GUIDE} should have one shell command`);
   const dir = userProject(`site-${form}`, { "openapi-docs.json": form });
   const copied = await runStep(steps[0] as (typeof steps)[0], dir);
   if (copied.code !== 0) throw new Error(`the README's command failed: ${copied.stderr}`);

@@ -15,6 +15,6 @@ export default defineConfig({
     testTimeout: 180_000,
     hookTimeout: 900_000,
     reporters: ["default", "./scripts/closing-line-reporter.ts"],
-    globalSetup: ["./scripts/test-tmpdir.ts", "./test/tools/tools-dir.ts"],
+    globalSetup: ["./scripts/test-tmpdir.ts", "./test/tools/tools-dir.ts", "./test/tools/python-sdk-env.ts"],
   },
 });
