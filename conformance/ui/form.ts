@@ -109,9 +109,16 @@ export const FORM_FIELDS: FormField[] = [
   },
 ];
 
+/** The address a key is bound to: the deployed-flow key to the flow's address, every other key to the API's. */
+const addressOf = (secretFlag: string) => (secretFlag === "--flow-key" ? "--flow-url" : "--base-url");
+
+const sameAddress = (a: string, b: string) => a.replace(/\/+$/, "") === b.replace(/\/+$/, "");
+
 /**
  * A submitted form as `resolveInputs` reads it: each field's value, a blank secret replaced by the value the
- * command was started with (the page never holds it), repeatable fields split into lines.
+ * command was started with (the page never holds it) only when the run goes to the address that key came
+ * with (a run posted for another deployment brings its own keys, so no key reaches a listener it was not
+ * given for), repeatable fields split into lines.
  */
 export function formValues(
   submitted: Record<string, unknown>,
@@ -121,7 +128,13 @@ export function formValues(
   for (const field of FORM_FIELDS) {
     const raw = submitted[field.flag];
     let text = typeof raw === "string" ? raw.trim() : "";
-    if (text === "" && field.secret) text = defaults[field.flag] ?? "";
+    if (text === "" && field.secret) {
+      const address = addressOf(field.flag);
+      const posted = submitted[address];
+      const target =
+        typeof posted === "string" && posted.trim() !== "" ? posted.trim() : (defaults[address] ?? "");
+      if (sameAddress(target, defaults[address] ?? "")) text = defaults[field.flag] ?? "";
+    }
     if (text === "") continue;
     values[camelOf(field.flag)] = field.repeatable
       ? text

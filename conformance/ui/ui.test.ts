@@ -25,13 +25,14 @@ let ui: UiServer;
 let browser: Browser;
 let reportsDir: string;
 let keys: string[];
+/** The command's own values (its keys among them), bound to the demo's address. */
+const defaults: Record<string, string> = {};
 
 beforeAll(async () => {
   if (skipReason) return;
   demo = await startDemoServer(300, { unsafeNoIsolation: true });
   proxy = await startFaultProxy({ target: demo.url, mutation: "updated-at-frozen" });
   reportsDir = await mkdtemp(join(tmpdir(), "agent-api-ui-"));
-  const defaults: Record<string, string> = {};
   for (const field of FORM_FIELDS) {
     const value = demo.envVars[envNameOf(field.flag)];
     if (value) defaults[field.flag] = value;
@@ -132,6 +133,9 @@ describe.skipIf(skipReason !== undefined)("agent-api check --ui in a browser", (
     expect(await page.isVisible('input[name="--base-url"]')).toBe(false);
     await page.click("#form-box > summary");
     await page.fill('input[name="--base-url"]', proxy.url);
+    // Another address: the command's keys are not sent there unless typed in (they are bound to theirs).
+    for (const field of FORM_FIELDS.filter((f) => f.secret && f.flag !== "--flow-key"))
+      if (defaults[field.flag]) await page.fill(`input[name="${field.flag}"]`, defaults[field.flag]);
     await page.fill('input[name="--only"]', "MEANING-*,GET-TURN-COUNT");
     await page.click("#run");
     await page.waitForSelector('body[data-state="done"]', { timeout: 60_000 });
