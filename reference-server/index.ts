@@ -5,11 +5,11 @@
 import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { type DestinationStream, pino } from "pino";
-import { createDemo, demoKeys, formatEnvFile } from "./config/demo.ts";
-import { seedDemoConversations } from "./config/demo-data.ts";
 import { createKeyIndex } from "./config/keys.ts";
 import { loadConfigFile } from "./config/load.ts";
 import type { LimitsConfig, ServerConfig } from "./config/types.ts";
+import { seedDemoConversations } from "./demo/conversations.ts";
+import { createDemo, demoKeys, formatEnvFile } from "./demo/workspace.ts";
 import { createEngine, LOOP_DEFAULTS } from "./engine/index.ts";
 import { Admission, DEFAULT_ADMISSION_LIMITS } from "./http/admission.ts";
 import { buildApp, SLOW_CLIENT_DEFAULTS } from "./http/app.ts";

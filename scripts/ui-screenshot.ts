@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { envNameOf } from "../conformance/inputs.ts";
 import { FORM_FIELDS } from "../conformance/ui/form.ts";
 import { startConformanceUi } from "../conformance/ui/server.ts";
-import { startDemoServer } from "../reference-server/demo.ts";
+import { startDemoServer } from "../reference-server/demo/index.ts";
 import { startFaultProxy } from "../test/selftest/proxy.ts";
 import { launchChromium } from "../test/spec/browser.ts";
 

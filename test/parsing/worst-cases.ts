@@ -11,7 +11,6 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import { SseFrameReader } from "../../client/sse.ts";
 import { DEDUP_NAME, distinctMentions, normaliseName } from "../../conformance/checks/replies.ts";
-import { ATTACHMENTS_NOTE } from "../../reference-server/engine/prompt-parts.ts";
 import { presentedKey } from "../../reference-server/http/auth.ts";
 import { RequestValidator } from "../../reference-server/http/validate.ts";
 import { acceptAttachments, sanitizeAttachmentName } from "../../reference-server/sandbox/attachments.ts";
@@ -21,6 +20,7 @@ import {
   rememberedWordsIn,
   requiredTokens,
 } from "../../reference-server/scripted-model/phrases.ts";
+import { ATTACHMENTS_NOTE } from "../../reference-server/scripted-model/prompt-parts.ts";
 import { scriptedAnswer } from "../../reference-server/scripted-model/scripted-model.ts";
 import { renderTemplate } from "../../reference-server/service/flows.ts";
 import { checkConversationId, titleFrom } from "../../reference-server/service/prompt.ts";
