@@ -25,7 +25,7 @@ import { scriptedAnswer } from "../../reference-server/scripted-model/scripted-m
 import { renderTemplate } from "../../reference-server/service/flows.ts";
 import { checkConversationId, titleFrom } from "../../reference-server/service/prompt.ts";
 
-/** The request body limit (reference-server/http/app.ts), less room for the JSON around one field. */
+/** The request body limit (reference-server/http/request-limits.ts), less room for the JSON around one field. */
 const BODY = 32 * 1024 * 1024 - 4096;
 /** Node's request-head limit: what a header or a query string can be at most. */
 const HEAD = 16 * 1024;
