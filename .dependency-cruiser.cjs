@@ -11,7 +11,8 @@ const TESTS = ["\\.test\\.ts$", "/test/", "(^|/)testing\\.ts$", "\\.testing\\.ts
  * The reference server's layers, highest first: a layer may import the layers below it, never one above
  * (CONTRIBUTING.md, "The reference server's layers"). A request's data goes down (http → service → turn →
  * engine → sandbox → store) and comes back as return values and events. The root's index.ts and the demo
- * wire the layers together, and the commands start them; config is the bottom every layer reads.
+ * wire the layers together, and the commands start them; config and the error catalogue are the bottom
+ * every layer reads.
  */
 const SERVER_LAYERS = [
   "cli",
@@ -25,6 +26,7 @@ const SERVER_LAYERS = [
   "coordination",
   "store",
   "config",
+  "errors",
 ];
 
 /** One rule a layer: nothing in it imports a layer above it, nor the root's wiring (index.ts). */

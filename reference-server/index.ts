@@ -8,6 +8,7 @@ import { type DestinationStream, pino } from "pino";
 import { createKeyIndex } from "./config/keys.ts";
 import { loadConfigFile } from "./config/load.ts";
 import type { LimitsConfig, ServerConfig } from "./config/types.ts";
+import { DEFAULT_WAITING_TURN_LIMITS } from "./coordination/locks.ts";
 import { seedDemoConversations } from "./demo/conversations.ts";
 import { createDemo, demoKeys, formatEnvFile } from "./demo/workspace.ts";
 import { createEngine, LOOP_DEFAULTS } from "./engine/index.ts";
@@ -18,7 +19,6 @@ import { SLOW_CLIENT_DEFAULTS } from "./http/request-limits.ts";
 import { KEEP_ALIVE_MS } from "./http/sse.ts";
 import { createSandboxManager, type SandboxLimits, type SandboxUserSetting } from "./sandbox/index.ts";
 import { createService, type ServiceLive } from "./service/index.ts";
-import { DEFAULT_WAITING_TURN_LIMITS } from "./service/locks.ts";
 import { openServerStore } from "./store/open.ts";
 
 export interface ServerOptions {

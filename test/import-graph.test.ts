@@ -6,7 +6,7 @@
  * imports only the layers below it. Each rule is also run on a planted violation, so a rule that no longer
  * matches anything (a renamed folder, a wrong pattern) fails here instead of passing for good.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -139,5 +139,28 @@ describe("the import rules on planted violations", () => {
     expect(
       rules.forbidden.map((rule) => rule.name ?? "(unnamed)").filter((name) => !plantedRules.has(name)),
     ).toEqual([]);
+  });
+});
+
+/** The first-column paths of every table row in CONTRIBUTING.md that names a part of reference-server/. */
+function contributingRows(): string[] {
+  const text = readFileSync(join(projectRoot, "CONTRIBUTING.md"), "utf8");
+  return [...text.matchAll(/^\| `(reference-server\/[^`]*)`/gm)].map((match) => match[1]);
+}
+
+describe("CONTRIBUTING's table of the server's folders", () => {
+  it("names every folder of reference-server/ and no folder that is gone, the layers in the rules' order", () => {
+    const rows = contributingRows();
+    const folders = readdirSync(join(projectRoot, "reference-server"), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && !["node_modules", "dist"].includes(entry.name))
+      .map((entry) => `reference-server/${entry.name}/`);
+    expect(folders.filter((folder) => !rows.includes(folder))).toEqual([]);
+    const named = rows.filter((row) => row.endsWith("/") && row !== "reference-server/");
+    expect(named.filter((row) => !folders.includes(row))).toEqual([]);
+    // The layers, in the order the import rules enforce.
+    const layerRows = named
+      .map((row) => row.slice("reference-server/".length, -1))
+      .filter((name) => serverLayers.includes(name));
+    expect(layerRows).toEqual(serverLayers);
   });
 });

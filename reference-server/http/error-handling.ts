@@ -5,7 +5,7 @@
  */
 import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
-import { ApiError, notFound } from "../service/errors.ts";
+import { ApiError, notFound } from "../errors/catalogue.ts";
 import { errorBody } from "./error-body.ts";
 import { BODY_LIMIT_BYTES } from "./request-limits.ts";
 

@@ -6,7 +6,7 @@ import { pipeline } from "node:stream";
 import cors from "@fastify/cors";
 import type { FastifyInstance } from "fastify";
 import { hashKey } from "../config/keys.ts";
-import { badRequest, overCap } from "../service/errors.ts";
+import { badRequest, overCap } from "../errors/catalogue.ts";
 import { type Admission, countedBody, declaredLength } from "./admission.ts";
 import { presentedKey } from "./auth.ts";
 import { BODY_LIMIT_BYTES } from "./request-limits.ts";

@@ -1,7 +1,7 @@
 /** The API's JSON routes: models, conversations (list, read, share, delete, transcript, compaction, fork) and flows. */
 import type { components } from "@agent-api/client/api-types";
 import type { FastifyInstance } from "fastify";
-import { revokedKey } from "../service/errors.ts";
+import { revokedKey } from "../errors/catalogue.ts";
 import { headerValue } from "./auth.ts";
 import {
   type AgentParams,

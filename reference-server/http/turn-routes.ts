@@ -1,7 +1,7 @@
 /** The two send-message routes: a turn prepared by the service, then written as the API's event stream. */
 import type { components } from "@agent-api/client/api-types";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { badRequest } from "../service/errors.ts";
+import { badRequest } from "../errors/catalogue.ts";
 import type { AuthenticatedCaller } from "./auth.ts";
 import { logTurnStream } from "./request-log.ts";
 import { type AgentParams, authenticated, callerOf, type RouteContext } from "./route-context.ts";

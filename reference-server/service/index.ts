@@ -1,12 +1,13 @@
 /** The service layer: the API's rules over the store, sandbox and engine, with no knowledge of HTTP. */
+
+import { LeasedLocks } from "../coordination/leased-locks.ts";
+import { KeyedMutex } from "../coordination/locks.ts";
+import { SessionRecorder } from "../coordination/session-recorder.ts";
+import { SharedSessionRecorder } from "../coordination/shared-session-recorder.ts";
+import { type InterruptCode, interruptCode } from "../turn/failure.ts";
 import { findAgent, listModels } from "./agents.ts";
 import { ConversationService } from "./conversations.ts";
 import { FlowService } from "./flows.ts";
-import { LeasedLocks } from "./leased-locks.ts";
-import { KeyedMutex } from "./locks.ts";
-import { SessionRecorder } from "./session-recorder.ts";
-import { SharedSessionRecorder } from "./shared-session-recorder.ts";
-import { type InterruptCode, interruptCode } from "./turn-failure.ts";
 import { TurnService } from "./turns.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 

@@ -1,6 +1,6 @@
 /** Reading a messages-API request the way the API says: only the newest user message's text is used. */
 import type { components } from "@agent-api/client/api-types";
-import { badRequest } from "./errors.ts";
+import { badRequest } from "../errors/catalogue.ts";
 
 type InputMessage = components["schemas"]["InputMessage"];
 type UnreadMessage = components["schemas"]["UnreadMessage"];
