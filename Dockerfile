@@ -1,28 +1,23 @@
 # The reference server and the conformance suite, installed from the packages this repository builds (exactly
-# what test/packages installs), on Node 24 with bubblewrap for the tools' sandbox.
+# what test/packages installs), on Node 24 with bubblewrap for the tools' sandbox. How to build and run it, and
+# what the tools' sandbox needs from Docker: docs/container.md (CI runs that page's commands:
+# scripts/container-ci.sh).
 #
-#   docker build -t agent-api .
-#   docker run --rm -p 8080:8080 -v agent-api-data:/data \
-#     --security-opt seccomp=unconfined --security-opt apparmor=unconfined agent-api
-#   docker run --rm --network host agent-api check --base-url URL --agent NAME --key KEY --junit /dev/stdout
-#
-# bubblewrap needs user namespaces, which Docker's default seccomp and AppArmor profiles refuse; without the
-# two --security-opt flags the server starts but refuses every tool (it says so in its log). The default
-# command serves the demo workspace; `serve --config FILE` serves your own.
-#
-# Docker mounts /sys/fs/cgroup read-only in a container that is not privileged, so commands get no cgroup of
-# their own (the start-up line says `tool limits (cgroups): none` and why). Processes (RLIMIT_NPROC) and memory
-# (RLIMIT_AS) stay bounded per command; CPU per command does not: bound the container with --cpus and --memory.
-#
-# Not built here (no Docker engine on this project's machines): the build stage's commands run in a clean
-# clone, and test/packages installs the same tarballs with --omit=dev and starts this CMD.
+# npm inside the build reads two optional build secrets, for networks whose registry or TLS-inspecting proxy
+# needs them; they never reach a layer of the image:
+#   npmrc: an npm configuration file (registry, auth), e.g. --secret id=npmrc,src="$(npm config get userconfig)"
+#   ca:    a PEM bundle of extra CA certificates,   e.g. --secret id=ca,src=/etc/ssl/certs/ca-certificates.crt
 
 FROM node:24-slim AS build
 WORKDIR /src
 COPY . .
+# npm's download cache is a BuildKit cache mount: a rebuild after a change of the sources downloads nothing again.
 # prepack compiles each workspace (and builds the spec's docs page with Redocly, a devDependency), so the
 # tarballs hold JavaScript, .d.ts and the spec, and the image below needs no devDependency.
-RUN npm ci --no-audit --no-fund \
+RUN --mount=type=secret,id=npmrc --mount=type=secret,id=ca --mount=type=cache,id=agent-api-npm,target=/root/.npm \
+  if [ -s /run/secrets/npmrc ]; then export NPM_CONFIG_USERCONFIG=/run/secrets/npmrc; fi \
+  && if [ -s /run/secrets/ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/ca; fi \
+  && npm ci --no-audit --no-fund \
   && mkdir /packages && npm pack --workspaces --pack-destination /packages
 
 FROM node:24-slim
@@ -32,11 +27,15 @@ RUN apt-get update \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/agent-api
 COPY --from=build /packages/ /tmp/packages/
-RUN echo '{"name":"agent-api-image","private":true,"type":"module"}' > package.json \
+RUN --mount=type=secret,id=npmrc --mount=type=secret,id=ca --mount=type=cache,id=agent-api-npm,target=/root/.npm \
+  if [ -s /run/secrets/npmrc ]; then export NPM_CONFIG_USERCONFIG=/run/secrets/npmrc; fi \
+  && if [ -s /run/secrets/ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/ca; fi \
+  && echo '{"name":"agent-api-image","private":true,"type":"module"}' > package.json \
   && npm install --omit=dev --no-audit --no-fund /tmp/packages/*.tgz \
   && rm -rf /tmp/packages
 ENV PATH=/opt/agent-api/node_modules/.bin:$PATH
 VOLUME /data
 EXPOSE 8080
 ENTRYPOINT ["agent-api"]
-CMD ["serve", "--host", "0.0.0.0", "--port", "8080", "--data", "/data"]
+# The demo writes the AGENT_API_* variables for `agent-api check` into the volume (docs/container.md uses them).
+CMD ["serve", "--host", "0.0.0.0", "--port", "8080", "--data", "/data", "--write-env-file", "/data/agent-api.env"]

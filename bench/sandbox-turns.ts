@@ -48,6 +48,7 @@ async function oneToolTurn(manager: SandboxManager, agent: SandboxAgent, convers
   const started = performance.now();
   const turn = await manager.acquire({
     conversationId,
+    generation: 1,
     agent,
     isolated: false,
     readOnly: true,

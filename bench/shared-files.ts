@@ -42,6 +42,7 @@ async function turn(m: SandboxManager, conversationId: string, command: string) 
   const started = performance.now();
   const sandbox = await m.acquire({
     conversationId,
+    generation: 1,
     agent,
     isolated: false,
     readOnly: true,

@@ -167,6 +167,7 @@ async function seed(store: Store, n: number, longCount: number, concurrency: num
     // Activity continues for up to 30 days after creation, so list order differs from creation order.
     const lastAt = Math.min(NOW - 1000, created + Math.floor(rnd() * 30 * DAY_MS));
     const record: ConversationRecord = {
+      generation: 0,
       id: `conv_${String(i).padStart(7, "0")}_${Math.floor(rnd() * 1e9).toString(36)}`,
       workspaceId: WORKSPACE,
       agent: AGENT,

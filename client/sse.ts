@@ -39,6 +39,7 @@ const LINE_BREAK = /[\r\n]/;
 
 export class SseFrameReader {
   #frames = 0;
+  #started = false;
   #pending = "";
   #crHeld = false;
   #lines: string[] = [];
@@ -51,6 +52,12 @@ export class SseFrameReader {
 
   push(text: string): SseFrame[] {
     const out: SseFrame[] = [];
+    // The standard ignores one byte order mark at the very start; a TextDecoder drops it from bytes, but
+    // text handed over already decoded may still carry it.
+    if (!this.#started && text !== "") {
+      this.#started = true;
+      if (text.startsWith("\uFEFF")) text = text.slice(1);
+    }
     // Only new text can end a line: a long line arriving in many chunks is split once, when it ends, instead
     // of again at every chunk (quadratic in the line a server streams).
     // (Whether a CR is held is kept aside: asking the growing text itself would flatten it at every chunk.)

@@ -41,6 +41,7 @@ describe("inputs from flags and environment", () => {
       { key: "from-flag" },
       {
         AGENT_API_BASE_URL: "http://127.0.0.1:3001/",
+        AGENT_API_FLOW_URL: "http://127.0.0.1:3001/flows//",
         AGENT_API_AGENT: "demo-agent",
         AGENT_API_KEY: "from-env",
         AGENT_API_FLOW_INPUT: "topic=testing",
@@ -49,6 +50,7 @@ describe("inputs from flags and environment", () => {
     );
     expect(inputs).toMatchObject({
       baseUrl: "http://127.0.0.1:3001",
+      flowUrl: "http://127.0.0.1:3001/flows",
       agent: "demo-agent",
       key: "from-flag",
       flowInput: ["topic=testing"],

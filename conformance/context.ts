@@ -19,9 +19,11 @@ import {
 import { isRecord } from "./json.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented, excerpt, skip } from "./outcomes.ts";
 import type { Exchange, FailureDetail, SuiteInputs } from "./records.ts";
+import { TurnMeter } from "./run-cost.ts";
 import type { SpecValidator } from "./spec-validator.ts";
-import { checkTurnStream, replyText, type TurnStreamReading } from "./sse/grammar.ts";
+import { checkTurnStream, FRAMING_ONLY_CODES, replyText, type TurnStreamReading } from "./sse/grammar.ts";
 import { type StreamTiming, type TurnTimeline, turnTimeline } from "./sse/timing.ts";
+import { createToolResultsSeen, recordToolResults, type ToolResultsSeen } from "./tool-findings.ts";
 
 export type { OperationId };
 
@@ -41,6 +43,10 @@ export interface RunState {
   retry: RetryPolicy;
   /** `--ca` and `--http2`: a large upload's own connection is made the same way. */
   connection: ConnectionOptions;
+  /** Every tool result the run's turns streamed: the deployment-level finding reads them. */
+  toolResults: ToolResultsSeen;
+  /** The turns sent so far, their tokens and cost, and `--max-turns`. */
+  turns: TurnMeter;
 }
 
 /**
@@ -118,6 +124,8 @@ export interface TurnOptions extends CallOptions {
   extraBody?: Record<string, unknown>;
   /** Send through the model-routed endpoint instead of the agent's own. */
   routed?: boolean;
+  /** The turn is asked to fail: an error event is its point, never retried as transient trouble. */
+  expectFailure?: boolean;
 }
 
 export interface Turn {
@@ -131,6 +139,11 @@ export interface Turn {
   response: ApiResponse;
   /** When the headers, each block and the end arrived (event streams only). */
   timeline?: TurnTimeline;
+  /**
+   * Transient trouble the turn still showed after its retries (an error event that names load): the turn
+   * could not show the fact its check is about, which makes that check inconclusive.
+   */
+  trouble?: string;
 }
 
 /** A conversation as the spec describes it (checks read one only after its body was validated). */
@@ -144,7 +157,12 @@ export function createRunState(
   inputs: SuiteInputs,
   validator: SpecValidator,
   dispatcher: Dispatcher,
-  options: { requestTimeoutMs?: number; retry?: RetryPolicy; connection?: ConnectionOptions } = {},
+  options: {
+    requestTimeoutMs?: number;
+    retry?: RetryPolicy;
+    connection?: ConnectionOptions;
+    maxTurns?: number;
+  } = {},
 ): RunState {
   return {
     inputs,
@@ -157,6 +175,8 @@ export function createRunState(
     requestTimeoutMs: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
     retry: options.retry ?? DEFAULT_RETRY,
     connection: options.connection ?? {},
+    toolResults: createToolResultsSeen(),
+    turns: new TurnMeter(options.maxTurns),
   };
 }
 
@@ -210,11 +230,31 @@ export class CheckContext {
     const policy = this.run.retry;
     const bodyBytes = requestBodyBytes(req);
     let res: HttpResponse;
+    // The one place a turn is sent: each is counted, and refused once --max-turns is spent.
+    const sendsTurn = op === "sendMessage" || op === "sendRoutedMessage";
     for (let attempt = 0; ; attempt++) {
-      res =
-        bodyBytes !== undefined && bodyBytes >= LARGE_BODY_BYTES
-          ? await this.#sendOnOwnConnection(req)
-          : await httpRequest(this.run.dispatcher, req, this.run.requestTimeoutMs);
+      if (sendsTurn && !this.run.turns.take()) {
+        skip(
+          `the run's turn bound is spent (--max-turns ${this.run.turns.cost.maxTurns}): this check needed one more turn`,
+          "input",
+        );
+      }
+      try {
+        res =
+          bodyBytes !== undefined && bodyBytes >= LARGE_BODY_BYTES
+            ? await this.#sendOnOwnConnection(req)
+            : await httpRequest(this.run.dispatcher, req, this.run.requestTimeoutMs);
+      } catch (error) {
+        if (sendsTurn) this.run.turns.settle(null);
+        throw error;
+      }
+      if (sendsTurn) {
+        this.run.turns.settle({
+          status: res.status,
+          contentType: res.headers["content-type"],
+          text: res.text,
+        });
+      }
       this.exchanges.push(res.exchange);
       if (!LOAD_REFUSAL_STATUSES.has(res.status)) break;
       if (attempt >= policy.attempts) {
@@ -276,8 +316,28 @@ export class CheckContext {
     return options?.key ?? this.inputs.key;
   }
 
-  /** Runs one turn; the stream is read whole and checked by the grammar; events are schema-validated. */
+  /**
+   * Runs one turn; the stream is read whole and checked by the grammar; events are schema-validated. A turn
+   * whose stream ends in an error event that names load (an upstream's overload or rate limit) is sent
+   * again, as the API's guidance says, up to the run's retry policy; past it the turn carries its `trouble`.
+   */
   async turn(options: TurnOptions): Promise<Turn> {
+    const policy = this.run.retry;
+    for (let attempt = 0; ; attempt++) {
+      const turn = await this.#turnOnce(options);
+      const trouble = options.expectFailure ? undefined : transientTrouble(turn);
+      if (trouble === undefined) return turn;
+      if (attempt >= policy.attempts) {
+        turn.trouble = `${trouble}, on each of ${attempt + 1} tries`;
+        this.note(`a turn ended in ${turn.trouble}`);
+        return turn;
+      }
+      this.note(`a turn ended in ${trouble}; it was sent again`);
+      await sleep(retryDelayMs(undefined, attempt, policy));
+    }
+  }
+
+  async #turnOnce(options: TurnOptions): Promise<Turn> {
     const metadata: Record<string, unknown> = { ...options.metadata };
     if (options.conversationId !== undefined) metadata.conversation_id = options.conversationId;
     if (options.streamToolCalls !== undefined) metadata.stream_tool_calls = options.streamToolCalls;
@@ -317,6 +377,7 @@ export class CheckContext {
       const reading = checkTurnStream(response.text, { streamToolCalls: options.streamToolCalls === true });
       turn.reading = reading;
       turn.text = replyText(reading);
+      recordToolResults(this.run.toolResults, reading.events);
       if (response.timing) {
         turn.timeline = turnTimeline(response.timing, reading);
         response.exchange.timeline = turn.timeline;
@@ -327,8 +388,11 @@ export class CheckContext {
         }
       }
       // Every stream any check reads is judged by the whole grammar, as every JSON body is by the spec: a
-      // grammar fault fails the check that saw it, whichever rule that check is about.
-      for (const v of reading.violations.filter((x) => x.severity === "error")) {
+      // grammar fault fails the check that saw it, whichever rule that check is about. The layout of a frame's
+      // lines is the one exception: the events read are the same, so only the framing check judges it.
+      for (const v of reading.violations.filter(
+        (x) => x.severity === "error" && !FRAMING_ONLY_CODES.has(x.code),
+      )) {
         this.schemaFailures.push({
           message: `${url} → the event stream breaks the API's grammar (${v.code}): ${v.message}`,
           evidence: v.frame,
@@ -484,6 +548,20 @@ export class CheckContext {
     }
     return outcome.value as T;
   }
+}
+
+/**
+ * An error event's message that says "not now" rather than judging the turn: the API's error type is always
+ * api_error, so the message is all there is (an upstream's overload, rate limit or unavailability).
+ */
+const LOAD_MESSAGE =
+  /overload|rate.?limit|too many requests|capacity|try again|temporar|unavailable|\b(429|503|529)\b/i;
+
+/** What transient trouble a turn showed, or undefined: its stream ended in an error event naming load. */
+export function transientTrouble(turn: Turn): string | undefined {
+  const reading = turn.reading;
+  if (reading?.end !== "error" || !LOAD_MESSAGE.test(reading.errorMessage ?? "")) return undefined;
+  return `an error event naming load (${JSON.stringify(excerpt(reading.errorMessage ?? "", 200))})`;
 }
 
 export function sleep(ms: number): Promise<void> {

@@ -4,6 +4,7 @@
  */
 import { rootCertificates } from "node:tls";
 import { Agent, type Dispatcher, EnvHttpProxyAgent, request } from "undici";
+import { contentCodings, decodedBody } from "./content-coding.ts";
 import { describeDiagnosis, diagnoseTransportError } from "./deployment-errors.ts";
 import { CheckFailure, DeploymentPrevented, excerpt } from "./outcomes.ts";
 import type { Exchange } from "./records.ts";
@@ -112,14 +113,15 @@ export async function httpRequest(
       (async () => {
         const res = await request(req.url, { method: req.method, headers, body, dispatcher, signal });
         const headersAt = performance.now();
+        const decoded = decodedBody(res.body, contentCodings(res.headers["content-encoding"]));
         if (
           res.statusCode === 200 &&
           String(res.headers["content-type"] ?? "").startsWith("text/event-stream")
         ) {
           // A stream is read as it arrives: when each frame came is part of the verdict (streamed, not buffered).
-          return { res, ...(await readTimedStream(res.body, started, headersAt)) };
+          return { res, ...(await readTimedStream(decoded, started, headersAt)) };
         }
-        return { res, bytes: new Uint8Array(await res.body.arrayBuffer()), timing: undefined };
+        return { res, bytes: await allBytes(decoded), timing: undefined };
       })(),
       timeoutMs + DEADLINE_SLACK_MS,
     );
@@ -218,6 +220,12 @@ export async function reachability(
   }
 }
 
+async function allBytes(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of body) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
 function maskHeaders(headers: Record<string, string>): Record<string, string> {
   const masked: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
@@ -233,6 +241,7 @@ export function maskKey(key: string): string {
 
 const SHOWN_HEADERS = [
   "content-type",
+  "content-encoding",
   "x-conversation-id",
   "content-length",
   "transfer-encoding",

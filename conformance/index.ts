@@ -36,6 +36,7 @@ export {
 export { htmlReport } from "./reports/html.ts";
 export { jsonReport } from "./reports/json.ts";
 export { junitReport } from "./reports/junit.ts";
+export { costText, type RunCost, TurnMeter, turnBoundText } from "./run-cost.ts";
 export { DEFAULT_SPEC_URL, SpecValidator } from "./spec-validator.ts";
 export {
   type BlockSeen,

@@ -52,6 +52,8 @@ export const DEFAULT_TIMEOUT_MS = REQUEST_TIMEOUT_MS;
 export interface RunSettings {
   concurrency: number;
   timeoutMs: number;
+  /** `--max-turns`: the turns a run may send; absent, no bound. */
+  maxTurns?: number;
 }
 
 /** A flag's value, else its environment variable (empty strings count as not given). */
@@ -76,6 +78,14 @@ export function flowPairs(value: string | string[] | undefined): string[] | unde
 }
 
 export class UsageError extends Error {}
+
+/**
+ * A service address without its trailing slashes, so that `${url}/api/...` has one slash: the base and the
+ * flow address alike (`http://host:3001//` and `http://host:3001` name the same service).
+ */
+export function normalisedUrl(url: string): string {
+  return url.replace(/(?<!\/)\/+$/, "");
+}
 
 /** Builds the inputs; throws UsageError for missing or malformed required values. */
 export function resolveInputs(
@@ -102,13 +112,14 @@ export function resolveInputs(
   } catch {
     throw new UsageError(`--base-url ${JSON.stringify(baseUrl)} is not a URL`);
   }
+  const flowUrl = get("--flow-url");
   const waitText = get("--session-wait-ms");
   const sessionWaitMs = waitText === undefined ? DEFAULT_SESSION_WAIT_MS : Number(waitText);
   if (!Number.isInteger(sessionWaitMs) || sessionWaitMs < 0) {
     throw new UsageError(`--session-wait-ms must be a non-negative integer, not ${JSON.stringify(waitText)}`);
   }
   return {
-    baseUrl: (baseUrl as string).replace(/(?<!\/)\/+$/, ""),
+    baseUrl: normalisedUrl(baseUrl as string),
     agent: agent as string,
     key: key as string,
     memberKey: get("--member-key"),
@@ -119,7 +130,7 @@ export function resolveInputs(
     storageAgent: get("--storage-agent"),
     repoAgent: get("--repo-agent"),
     repoUrl: get("--repo-url"),
-    flowUrl: get("--flow-url"),
+    flowUrl: flowUrl === undefined ? undefined : normalisedUrl(flowUrl),
     flowId: get("--flow-id"),
     flowKey: get("--flow-key"),
     flowInput: flowPairs(flagOrEnv(values, "--flow-input", env)),
@@ -164,8 +175,20 @@ export function resolveRunSettings(
     }
     return n;
   };
+  const maxTurnsValue = flagOrEnv(values, "--max-turns", env);
+  const maxTurnsText = Array.isArray(maxTurnsValue) ? maxTurnsValue[maxTurnsValue.length - 1] : maxTurnsValue;
+  let maxTurns: number | undefined;
+  if (maxTurnsText !== undefined) {
+    maxTurns = Number(maxTurnsText);
+    if (!/^\d+$/.test(maxTurnsText) || !Number.isSafeInteger(maxTurns)) {
+      throw new UsageError(
+        `--max-turns must be a whole number of turns (0 runs no turn), not ${JSON.stringify(maxTurnsText)}`,
+      );
+    }
+  }
   return {
     concurrency: positive("--concurrency", DEFAULT_CONCURRENCY),
     timeoutMs: positive("--timeout-ms", DEFAULT_TIMEOUT_MS),
+    ...(maxTurns !== undefined && { maxTurns }),
   };
 }

@@ -63,3 +63,18 @@ it.skipIf(!serverPresent)(
   },
   120_000,
 );
+
+it.skipIf(!serverPresent)(
+  "reports what the run cost the demo: every turn it streamed, with the tokens and cost of their usage",
+  () => {
+    const cost = report.cost;
+    expect(cost?.turns).toBeGreaterThan(50);
+    // Every stream that reached message_delta carried the API's usage.
+    expect(cost?.turnsWithUsage).toBeGreaterThan(cost ? cost.turns * 0.9 : 0);
+    expect(cost?.inputTokens).toBeGreaterThan(0);
+    expect(cost?.outputTokens).toBeGreaterThan(0);
+    expect(cost?.totalCostUsd).toBeGreaterThan(0);
+    expect(cost?.maxTurns).toBeUndefined();
+    expect(cost?.turnsRefused).toBe(0);
+  },
+);

@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { encodeSseEvent } from "@agent-api/client/sse";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureTurnOk } from "./checks/common.ts";
 import { DEFAULT_RETRY, retryDelayMs } from "./context.ts";
 import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS, resolveRunSettings, UsageError } from "./inputs.ts";
 import { runSuite } from "./runner.ts";
@@ -64,6 +65,17 @@ const SSE = [
 
 const stream: Answer = (res) =>
   res.writeHead(200, { "content-type": "text/event-stream", "x-conversation-id": "stub-conv" }).end(SSE);
+
+/** A 200 stream that opens, then ends in an error event with `message` (an upstream's trouble). */
+const streamError =
+  (message: string): Answer =>
+  (res) =>
+    res
+      .writeHead(200, { "content-type": "text/event-stream", "x-conversation-id": "stub-conv" })
+      .end(
+        SSE.slice(0, SSE.indexOf("event: content_block_start")) +
+          encodeSseEvent("error", { type: "error", error: { type: "api_error", message } }),
+      );
 
 /** Answers per path: the scripted answers in order, then the last one forever; counts the requests. */
 let script = new Map<string, Answer[]>();
@@ -176,6 +188,68 @@ describe("a refusal for load is retried", () => {
     const { result, requests } = await runOne("a-500", [refuse(500), ok], listModels);
     expect(requests).toBe(1);
     expect(result.outcome).toBe("fail");
+  });
+});
+
+describe("a turn that ends in an error event naming load is transient trouble", () => {
+  const fast = { ...DEFAULT_RETRY, baseMs: 10 };
+  const overloaded = streamError("The model is overloaded; try again later.");
+  const turnOk: CheckDef["run"] = async (ctx) => {
+    ensureTurnOk(await ctx.turn({ prompt: "hello" }));
+  };
+
+  it("is sent again, and the check judges the turn that succeeded", async () => {
+    const { result, requests } = await runOne(
+      "a-overloaded-twice",
+      [overloaded, overloaded, stream],
+      turnOk,
+      fast,
+    );
+    expect(result.outcome).toBe("pass");
+    expect(requests).toBe(3);
+    expect(result.notes.join("\n")).toMatch(/error event naming load.*sent again/);
+  });
+
+  it("kept up past the retries: the check is inconclusive, naming the cause, not failed", async () => {
+    const { result, requests } = await runOne("a-overloaded-always", [overloaded], turnOk, fast);
+    expect(requests).toBe(1 + fast.attempts);
+    expect(result.outcome).toBe("skip");
+    expect(result.skipKind).toBe("unobservable");
+    expect(result.reason).toMatch(/The model is overloaded.*on each of 4 tries; inconclusive/);
+  });
+
+  it("kept up past the retries, the check that judges whether turns succeed fails", async () => {
+    const { result } = await runOne(
+      "a-overloaded-owner",
+      [overloaded],
+      async (ctx) => ensureTurnOk(await ctx.turn({ prompt: "hello" }), "the turn", { judgesSuccess: true }),
+      fast,
+    );
+    expect(result.outcome).toBe("fail");
+    expect(result.reason).toMatch(/error event/);
+  });
+
+  it("an error event that names no load is the check's to judge, at once", async () => {
+    const { result, requests } = await runOne(
+      "a-broken",
+      [streamError("internal error"), stream],
+      turnOk,
+      fast,
+    );
+    expect(requests).toBe(1);
+    expect(result.outcome).toBe("fail");
+  });
+
+  it("a turn asked to fail is never retried", async () => {
+    const { requests } = await runOne(
+      "a-asked-to-fail",
+      [overloaded, stream],
+      async (ctx) => {
+        await ctx.turn({ prompt: "fail", expectFailure: true });
+      },
+      fast,
+    );
+    expect(requests).toBe(1);
   });
 });
 

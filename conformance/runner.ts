@@ -12,6 +12,7 @@ import { applyExpectedFailure, type ExpectedFailure, ExpectedFailuresError } fro
 import { type ConnectionOptions, createDispatcher } from "./http.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented } from "./outcomes.ts";
 import { SpecValidator } from "./spec-validator.ts";
+import { deploymentFindings } from "./tool-findings.ts";
 import type { CheckDef, CheckResult, InputName, Level, RunReport, SuiteInputs } from "./types.ts";
 
 /** Checks run at once, unless the caller says otherwise. */
@@ -32,6 +33,8 @@ export interface RunOptions {
   requestTimeoutMs?: number;
   /** `--ca` (a private CA's certificate) and `--http2`. */
   connection?: ConnectionOptions;
+  /** `--max-turns`: turns the run may send; a check that needs one more is skipped, saying so. */
+  maxTurns?: number;
   /** Retries of a 429/503/529 answer before the check is skipped; default DEFAULT_RETRY. */
   retry?: RetryPolicy;
   validator?: SpecValidator;
@@ -83,6 +86,7 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     requestTimeoutMs: options.requestTimeoutMs,
     retry: options.retry,
     connection: options.connection,
+    maxTurns: options.maxTurns,
   });
   const selected = selectChecks(options.checks, options.only, options.level);
   const results: CheckResult[] = [];
@@ -118,6 +122,8 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     ms: Math.round(performance.now() - started),
     results,
     warnings,
+    findings: deploymentFindings(run.toolResults),
+    cost: run.turns.cost,
   };
 }
 

@@ -4,9 +4,10 @@
  */
 import type { CheckContext } from "./context.ts";
 import type { Exchange, FailureDetail, InputName, SkipKind, SuiteInputs } from "./records.ts";
+import type { RunCost } from "./run-cost.ts";
 import type { TurnTimeline } from "./sse/timing.ts";
 
-export type { Exchange, FailureDetail, InputName, SkipKind, SuiteInputs };
+export type { Exchange, FailureDetail, InputName, RunCost, SkipKind, SuiteInputs };
 
 /** MUST: the API states it. SHOULD: client guidance. INFO: "not shown" behaviour; never fails a run. */
 export type Level = "MUST" | "SHOULD" | "INFO";
@@ -66,4 +67,11 @@ export interface RunReport {
   results: CheckResult[];
   /** Cleanup problems (a conversation the run created could not be deleted). */
   warnings: string[];
+  /**
+   * Causes the deployment shows across checks (every tool call failing the same way), each one line with
+   * the fix: reports name them before the checks they explain.
+   */
+  findings?: string[];
+  /** What the run cost the deployment: turns, tokens, total_cost_usd (absent in reports of older runs). */
+  cost?: RunCost;
 }

@@ -187,7 +187,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   for (const notice of sandbox.notices) logger.warn(notice);
   if (sandbox.isolation === "unavailable") {
     logger.warn(
-      "bubblewrap (bwrap) is not usable here: tools are refused. Install it (apt-get install bubblewrap) or start with --unsafe-no-isolation",
+      `bubblewrap (bwrap) is not usable here: tools are refused. ${sandbox.isolationProblem ?? "Install it (apt-get install bubblewrap)"}; or start with --unsafe-no-isolation`,
     );
   } else if (sandbox.isolation === "none") {
     logger.warn(

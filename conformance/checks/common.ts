@@ -37,7 +37,14 @@ export const prompts = {
 export function ensureTurnOk(
   turn: Turn,
   what = "the turn",
+  options: { judgesSuccess?: boolean } = {},
 ): asserts turn is Turn & { reading: NonNullable<Turn["reading"]> } {
+  // Transient trouble (the upstream's overload, retried) keeps a turn from showing the check's fact; only
+  // the check that judges whether turns succeed at all (SEND-200-STREAM) fails on it.
+  if (turn.trouble !== undefined && !options.judgesSuccess)
+    skip(
+      `${what} could not run: it ended in ${turn.trouble}; inconclusive (transient trouble, not this rule)`,
+    );
   if (turn.status !== 200)
     fail(`${what}: status ${turn.status}, expected 200`, turn.response.text.slice(0, 500));
   const type = turn.headers["content-type"] ?? "";

@@ -652,24 +652,25 @@ export const consistencyChecks: CheckDef[] = [
       // A whole second strictly after the older conversation's last activity and before the newer one
       // starts, so the forms without milliseconds name the same instant.
       const boundary = Math.floor(olderEnd / 1000) * 1000 + 1000;
-      // The wait is timed by this machine's clock, the timestamps by the deployment's: when the first newer
-      // conversation still lands before the boundary (the deployment's clock runs behind), the gap it
-      // showed is waited out and one more is created, so a clock skew decides nothing.
-      let skew = 0;
+      // The boundary is on the deployment's clock, which may be hours off this machine's: the wait is the
+      // distance from the latest instant the deployment has shown to the boundary (its clock has moved on
+      // since), never this machine's idea of the boundary, so any skew costs at most that second. When the
+      // newer conversation still lands before the boundary, the rest is waited out once more.
+      let serverSeen = olderEnd;
       let newerId = "";
       let newerStart = 0;
       for (let attempt = 1; ; attempt++) {
-        await sleep(Math.max(0, boundary + skew - Date.now()) + 100);
+        await sleep(Math.max(0, boundary - serverSeen) + 100);
         const newer = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
         ensureTurnOk(newer, "newer conversation's turn");
         newerId = String(newer.conversationId ?? "");
         newerStart = millis(await fetched(ctx, newerId), "created_at");
         if (newerStart > boundary || attempt >= 2) break;
-        skew = Math.max(0, Date.now() - newerStart);
+        serverSeen = newerStart;
       }
       if (newerStart <= boundary)
         skip(
-          `the deployment's created_at of a conversation started after ${new Date(boundary).toISOString()} by this machine's clock (twice, the second time past the skew the first showed) is ${new Date(newerStart).toISOString()}: its clock never showed a whole second between the two conversations`,
+          `the deployment's created_at of a conversation started after ${new Date(boundary).toISOString()} by this machine's clock (twice, the second time after waiting out the rest its first timestamp showed) is ${new Date(newerStart).toISOString()}: its clock never showed a whole second between the two conversations`,
         );
       const olderNow = millis(await fetched(ctx, older.id), "updated_at");
       if (olderNow >= boundary)

@@ -1,5 +1,6 @@
 /** Endpoints: the response shape and rules of every read and management route. */
 import { isRecord } from "../context.ts";
+import { normalisedUrl } from "../inputs.ts";
 import { excerpt, fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
@@ -494,7 +495,7 @@ export const endpointChecks: CheckDef[] = [
       for (const keyHeader of ["X-API-Key", "x-api-key"]) {
         const res = await ctx.call("invokeFlow", {
           method: "POST",
-          url: `${ctx.inputs.flowUrl?.replace(/\/$/, "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
+          url: `${normalisedUrl(ctx.inputs.flowUrl ?? "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
           key: ctx.inputs.flowKey,
           keyHeader,
           json: { input_vars: inputVars },
@@ -514,7 +515,7 @@ export const endpointChecks: CheckDef[] = [
     async run(ctx) {
       const res = await ctx.call("invokeFlow", {
         method: "POST",
-        url: `${ctx.inputs.flowUrl?.replace(/\/$/, "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
+        url: `${normalisedUrl(ctx.inputs.flowUrl ?? "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
         json: { input_vars: {} },
       });
       ensureStatus(res, 401, "flow invocation without key");

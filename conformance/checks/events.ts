@@ -223,18 +223,23 @@ export const eventChecks: CheckDef[] = [
       }
     },
   }),
-  /** No ping or comment frames (clients skip them; proxies may need them: INFO). */
+  /**
+   * No ping or comment frames, and no lines of the SSE standard beyond the API's `event:` and `data:` (clients
+   * skip or read them as the standard says; proxies may need them: INFO).
+   */
   check({
     id: "SSE-NO-PING",
     level: "INFO",
     section: SECTION,
-    title: "No ping or comment frames (outside the API's grammar; clients skip them, proxies may need them)",
+    title:
+      "No ping or comment frames, no id:, retry: or unknown field lines, a space after each colon (outside the API's layout; standard clients read them, proxies may need them)",
     needs: [],
     async run(ctx) {
       const { streams } = await grammarStreams(ctx);
       judgeable(streams);
+      const noted = new Set(["SSE-PING", "SSE-COMMENT", "SSE-OTHER-FIELD", "SSE-FIELD-FORM"]);
       for (const { label, turn } of streams) {
-        const note = turn.reading?.violations.find((v) => v.code === "SSE-PING" || v.code === "SSE-COMMENT");
+        const note = turn.reading?.violations.find((v) => noted.has(v.code));
         if (note) fail(`${label}: ${note.message}`, note.frame);
       }
     },
@@ -249,7 +254,11 @@ export const eventChecks: CheckDef[] = [
     async run(ctx) {
       const { streams } = await grammarStreams(ctx);
       // A test engine (the reference server's scripted one) fails on this prompt; a real model does not.
-      const provoked = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.fail });
+      const provoked = await ctx.turn({
+        conversationId: ctx.newConversationId(),
+        prompt: prompts.fail,
+        expectFailure: true,
+      });
       const all = [...streams, { label: "turn asked to fail", turn: provoked }];
       const errors = all.flatMap(
         (s) => s.turn.reading?.violations.filter((v) => v.code === "SSE-ERROR-SHAPE") ?? [],

@@ -33,11 +33,14 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-200-STREAM",
     level: "MUST",
     section: SECTION,
-    title: "send-message answers 200, text/event-stream and X-Conversation-Id (max_tokens not required)",
+    title:
+      "send-message answers 200, text/event-stream and X-Conversation-Id (max_tokens not required), and the turn succeeds",
     needs: [],
     async run(ctx) {
       const turn = await ctx.turn({ prompt: prompts.hello });
-      ensureTurnOk(turn);
+      // This check owns "turns succeed": a deployment whose turns keep failing fails here, after the retries,
+      // while every other check that met the same trouble is inconclusive.
+      ensureTurnOk(turn, "the turn", { judgesSuccess: true });
       if (!turn.conversationId) fail("no X-Conversation-Id header");
       if (turn.text.trim() === "") fail("the turn produced no text");
     },

@@ -24,6 +24,7 @@ import {
   selectChecks,
   summaryText,
   timelineLines,
+  turnBoundText,
 } from "../index.ts";
 import {
   DEFAULT_CONCURRENCY,
@@ -40,6 +41,7 @@ import {
 import { FORM_FIELDS } from "../ui/form.ts";
 import { startConformanceUi } from "../ui/server.ts";
 import { isPackageMissing } from "./package-missing.ts";
+import { isStandardOutput, writeStandardOutput } from "./standard-output.ts";
 
 const EXIT_CODES_HELP = `
 Exit codes:
@@ -108,6 +110,10 @@ function buildProgram(): Command {
     .option(
       "--timeout-ms <n>",
       `bound of one request (a whole turn), default ${DEFAULT_TIMEOUT_MS} ${env("--timeout-ms")}`,
+    )
+    .option(
+      "--max-turns <n>",
+      `bound on the turns the run sends (each costs the deployment a model call); a check that needs one more is skipped, saying so ${env("--max-turns")}`,
     )
     .option(
       "--idle-seconds [n]",
@@ -301,8 +307,16 @@ export async function main(args: string[]): Promise<number> {
     );
     return 2;
   }
+  const reportFlags = ["--junit", "--json", "--html"] as const;
+  // With a report on standard output, the console report (progress, summary, notes) goes to standard error.
+  const consoleOut = reportFlags.some((flag) => {
+    const file = flagOrEnv(opts, flag, env);
+    return typeof file === "string" && isStandardOutput(file);
+  })
+    ? process.stderr
+    : process.stdout;
   if (!baseUrl) {
-    process.stdout.write("No --base-url given: starting the reference server's demo in-process…\n");
+    consoleOut.write("No --base-url given: starting the reference server's demo in-process…\n");
     try {
       // The reference server's package wires its demo in; the suite's library (../index.ts) never imports
       // the server, so an installation without @agent-api/reference-server checks deployments all the same.
@@ -346,23 +360,23 @@ export async function main(args: string[]): Promise<number> {
       process.stderr.write(`agent-api check: cannot reach ${inputs.baseUrl}: ${unreachable}\n`);
       return 2;
     }
-    const color = opts.color !== false && process.stdout.isTTY === true;
+    const color = opts.color !== false && consoleOut.isTTY === true;
+    consoleOut.write(`${turnBoundText(settings.maxTurns)}\n`);
     const report = await runConformance({
       inputs,
       only,
       level,
       concurrency: settings.concurrency,
       requestTimeoutMs: settings.timeoutMs,
+      maxTurns: settings.maxTurns,
       connection,
       expectedFailures,
       inputLabel: inputFlag,
       onResult: (result) =>
-        process.stdout.write(
-          `${[progressLine(result, color), ...timelineLines(result, color)].join("\n")}\n`,
-        ),
+        consoleOut.write(`${[progressLine(result, color), ...timelineLines(result, color)].join("\n")}\n`),
     });
-    process.stdout.write(summaryText(report));
-    const outputs: Array<[string, (r: typeof report) => string]> = [
+    consoleOut.write(summaryText(report));
+    const outputs: Array<[(typeof reportFlags)[number], (r: typeof report) => string]> = [
       ["--junit", junitReport],
       ["--json", jsonReport],
       ["--html", htmlReport],
@@ -372,10 +386,14 @@ export async function main(args: string[]): Promise<number> {
       const file = flagOrEnv(opts, flag, env);
       if (typeof file === "string") {
         try {
+          if (isStandardOutput(file)) {
+            await writeStandardOutput(render(report));
+            continue;
+          }
           // A CI job names reports/x.xml in a fresh checkout: the folder is made, as a user expects.
           await mkdir(dirname(file), { recursive: true });
           await writeFile(file, render(report));
-          process.stdout.write(`wrote ${file}\n`);
+          consoleOut.write(`wrote ${file}\n`);
         } catch (error) {
           unwritten = true;
           const reason = error instanceof Error ? error.message : String(error);

@@ -3,6 +3,7 @@
  * Only MUST failures fail a run; SHOULD and INFO failures are shown but do not change the exit code.
  */
 import { isStaleExpectation } from "../expected-failures.ts";
+import { costText } from "../run-cost.ts";
 import { timelineText } from "../sse/timing.ts";
 import type { CheckResult, Level, Outcome, RunReport } from "../types.ts";
 
@@ -142,6 +143,8 @@ export function summaryText(report: RunReport): string {
   const s = summarize(report);
   const lines = [
     "",
+    // A cause shared by many failures goes before their count, so it is read first.
+    ...(report.findings ?? []).map((f) => `deployment: ${oneLine(f)}`),
     `${s.total} checks in ${(report.ms / 1000).toFixed(1)} s: ${counts(s)}`,
     ...LEVELS.filter((l) => {
       const c = s.byLevel[l];
@@ -149,6 +152,7 @@ export function summaryText(report: RunReport): string {
     }).map(
       (l) => `  ${l.padEnd(6)} ${counts(s.byLevel[l])}${l === "INFO" ? " (INFO never fails a run)" : ""}`,
     ),
+    ...(report.cost ? [`cost to the deployment: ${costText(report.cost)}`] : []),
     ...report.warnings.map((w) => `warning: ${oneLine(w)}`),
   ];
   if (s.skipped > 0) {

@@ -4,6 +4,8 @@
  * readable in dark mode and printed (failures are open by default, so they print).
  * Everything from the run (ids, reasons, evidence, bodies) goes through `esc`.
  */
+
+import { costText } from "../run-cost.ts";
 import { timelineText } from "../sse/timing.ts";
 import type { CheckResult, Exchange, FailureDetail, Level, RunReport } from "../types.ts";
 import { type Counts, summarize } from "./console.ts";
@@ -303,6 +305,10 @@ export function htmlReport(report: RunReport): string {
               `<li${r.level === "INFO" ? "" : ' class="has-fail"'}><a class="id" href="#${anchor(r)}" title="${esc(r.title)}">${esc(r.id)}</a> <span class="lvl ${r.level}">${r.level}</span></li>`,
           )
           .join("")}</ul></div>`;
+  const findings =
+    (report.findings ?? []).length === 0
+      ? ""
+      : `<div class="box"><strong>The deployment</strong>${notes(report.findings ?? [])}</div>`;
   const warnings =
     report.warnings.length === 0
       ? ""
@@ -334,9 +340,10 @@ export function htmlReport(report: RunReport): string {
 <dt>Agent</dt><dd><code>${esc(report.agent)}</code></dd>
 <dt>Run id</dt><dd><code>${esc(report.runId)}</code></dd>
 <dt>Started</dt><dd>${esc(when(report.startedAt))}</dd>
-<dt>Duration</dt><dd>${(report.ms / 1000).toFixed(1)} s for ${plural(s.total, "check")}</dd>
+<dt>Duration</dt><dd>${(report.ms / 1000).toFixed(1)} s for ${plural(s.total, "check")}</dd>${report.cost ? `\n<dt>Cost</dt><dd id="run-cost">${esc(costText(report.cost))}</dd>` : ""}
 </dl>
 </header>
+${findings}
 ${verdict}
 <table class="levels"><thead><tr><th>Level</th><th></th><th>passed</th><th>failed</th><th>skipped</th><th title="failures the expected-failures file lists">expected failures</th></tr></thead>
 <tbody>${levelRows}<tr><td><b>all</b></td><td class="barcell">${bar(s)}</td>${tallyCells(s)}</tr></tbody></table>

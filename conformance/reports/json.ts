@@ -59,6 +59,8 @@ export function jsonReport(report: RunReport): string {
     startedAt: report.startedAt,
     ms: report.ms,
     summary: summarize(report),
+    findings: report.findings ?? [],
+    cost: report.cost,
     warnings: report.warnings,
     results: report.results,
   };

@@ -89,6 +89,21 @@ function counts(t: Tally, ms: number): string {
   return `tests="${t.tests}" failures="${t.failures}" errors="0" skipped="${t.skipped}" time="${seconds(ms)}"`;
 }
 
+/** What the run cost the deployment, one property per figure. */
+function costProperties(report: RunReport): string[][] {
+  const cost = report.cost;
+  if (!cost) return [];
+  return [
+    ["turns", String(cost.turns)],
+    ...(cost.maxTurns === undefined ? [] : [["max_turns", String(cost.maxTurns)]]),
+    ["input_tokens", String(cost.inputTokens)],
+    ["output_tokens", String(cost.outputTokens)],
+    ["cache_read_input_tokens", String(cost.cacheReadInputTokens)],
+    ["cache_creation_input_tokens", String(cost.cacheCreationInputTokens)],
+    ["total_cost_usd", String(cost.totalCostUsd)],
+  ];
+}
+
 export function junitReport(report: RunReport): string {
   const sections = new Map<string, CheckResult[]>();
   for (const r of report.results) sections.set(r.section, [...(sections.get(r.section) ?? []), r]);
@@ -96,6 +111,8 @@ export function junitReport(report: RunReport): string {
     ["base_url", report.baseUrl],
     ["agent", report.agent],
     ["run_id", report.runId],
+    ...(report.findings ?? []).map((f) => ["deployment_finding", f]),
+    ...costProperties(report),
     ...report.warnings.map((w) => ["warning", w]),
   ]
     .map(([name, value]) => `      <property name="${name}" value="${attr(value)}"/>`)

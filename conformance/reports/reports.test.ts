@@ -117,7 +117,7 @@ describe("console", () => {
 describe("json", () => {
   it("round-trips every result with a summary", () => {
     const parsed = JSON.parse(jsonReport(report));
-    expect(Object.keys(parsed).slice(0, 8)).toEqual([
+    expect(Object.keys(parsed).slice(0, 9)).toEqual([
       "formatVersion",
       "runId",
       "baseUrl",
@@ -125,6 +125,7 @@ describe("json", () => {
       "startedAt",
       "ms",
       "summary",
+      "findings",
       "warnings",
     ]);
     expect(parsed.summary.mustFailed).toBe(1);

@@ -140,7 +140,10 @@ describe("SSE turn grammar", () => {
       `${start}data: ${JSON.stringify({ type: "message_delta" })}\n\n${messageDelta}${stop}`,
     ],
     ["SSE-FRAME-LINES", `${start}event: ping\n\n${messageDelta}${stop}`],
-    ["SSE-FRAME-LINES", `${start}id: 7\n${messageDelta}${stop}`],
+    [
+      "SSE-FRAME-LINES",
+      `${start}${messageDelta.replace(/^event: (.*)\ndata: (.*)\n/, "data: $2\nevent: $1\n")}${stop}`,
+    ],
     ["SSE-FRAME-UNTERMINATED", start + messageDelta + stop.trimEnd()],
     ["SSE-DATA-JSON", start + frame("message_delta", "{not json") + messageDelta + stop],
     ["SSE-TYPE-MATCHES-EVENT", start + frame("message_stop", { type: "message_end" })],
@@ -271,6 +274,32 @@ describe("SSE turn grammar", () => {
       "SSE-PING",
       "SSE-STOP-REASON",
     ]);
+  });
+
+  it("reads the standard's other lines (id, retry, unknown fields, no space after the colon) as notes, the events unchanged", () => {
+    const plain = start + textBlock(0, "hi") + messageDelta + stop;
+    const variant = plain
+      .replaceAll("event: ", "id: 1\nevent:")
+      .replaceAll("data: ", "retry: 3000\nx-trace: 9\nheartbeat\ndata:");
+    const reading = checkTurnStream(`\uFEFF${variant}`, { streamToolCalls: false });
+    expect(reading.violations.filter((v) => v.severity === "error")).toEqual([]);
+    expect(reading.violations.map((v) => v.code).sort()).toEqual(["SSE-FIELD-FORM", "SSE-OTHER-FIELD"]);
+    expect(reading.events).toEqual(
+      checkTurnStream(plain, { streamToolCalls: false }).events.map((e) => ({
+        ...e,
+        frame: expect.any(String),
+      })),
+    );
+  });
+
+  it("reads data split over two data lines joined by LF, reporting only the framing rule", () => {
+    const split = messageDelta.replace('"delta":', '"delta":\ndata: ');
+    const reading = checkTurnStream(start + split + stop, { streamToolCalls: false });
+    expect(reading.violations.filter((v) => v.severity === "error").map((v) => v.code)).toEqual([
+      "SSE-FRAME-LINES",
+    ]);
+    expect(reading.end).toBe("message_stop");
+    expect(reading.usage).toEqual(usage);
   });
 
   it("splits frames on LF, CRLF and CR and marks an unterminated last frame", () => {

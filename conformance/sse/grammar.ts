@@ -44,7 +44,27 @@ export type GrammarCode =
   /** Notes (severity "note"): seen, reported, never a failure. */
   | "SSE-PING"
   | "SSE-COMMENT"
-  | "SSE-STOP-REASON";
+  | "SSE-STOP-REASON"
+  /** A line of a field the SSE standard defines beyond the API's two (`id:`, `retry:`) or one it ignores. */
+  | "SSE-OTHER-FIELD"
+  /** An `event:`/`data:` line written without the space after its colon (the standard reads it the same). */
+  | "SSE-FIELD-FORM";
+
+/** Codes that are observations, never a failure: standard SSE clients read such a stream unchanged. */
+const NOTE_CODES: ReadonlySet<GrammarCode> = new Set([
+  "SSE-PING",
+  "SSE-COMMENT",
+  "SSE-STOP-REASON",
+  "SSE-OTHER-FIELD",
+  "SSE-FIELD-FORM",
+]);
+
+/**
+ * Codes judged only by the check of the same id, never by every check that reads a stream: a frame whose
+ * lines are laid out otherwise than the API shows is still read as the SSE standard reads it, so the events
+ * it carries are the same and no other rule is touched by the layout.
+ */
+export const FRAMING_ONLY_CODES: ReadonlySet<GrammarCode> = new Set(["SSE-FRAME-LINES"]);
 
 export interface GrammarViolation {
   code: GrammarCode;
@@ -111,12 +131,17 @@ type State = "before_start" | "started" | "after_message_delta" | "ended";
 export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammarOptions): TurnStreamReading {
   const frames = splitSseFrames(bytes);
   const reading: TurnStreamReading = { frames, events: [], blocks: [], violations: [], end: "eof" };
+  const noted = new Set<GrammarCode>();
+  let errors = 0;
   const violate = (code: GrammarCode, message: string, frame: SseFrame | null) => {
-    if (reading.violations.length >= MAX_VIOLATIONS) return;
+    const note = NOTE_CODES.has(code);
+    // A note once per stream (every frame of a stream may carry it), so notes never crowd out the errors.
+    if (note ? noted.has(code) : errors >= MAX_VIOLATIONS) return;
+    if (note) noted.add(code);
+    else errors++;
     reading.violations.push({
       code,
-      severity:
-        code === "SSE-PING" || code === "SSE-COMMENT" || code === "SSE-STOP-REASON" ? "note" : "error",
+      severity: note ? "note" : "error",
       message,
       frameIndex: frame ? frame.index : null,
       frame: frame?.raw,
@@ -333,14 +358,21 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
   return reading;
 }
 
-/** The frame's event and data, when it is exactly one `event:` line then one `data:` line (else reported). */
+/** Fields of the SSE standard other than the API's `event` and `data`; the standard's clients act on them. */
+const STANDARD_OTHER_FIELDS = new Set(["id", "retry"]);
+
+/**
+ * The frame's event and data as the SSE standard reads them (comments, `id:`, `retry:` and unknown fields
+ * skipped, data lines joined by LF), or null when the frame carries no event to judge. A layout other than
+ * one `event:` line then one `data:` line is reported as SSE-FRAME-LINES (judged by that check alone); the
+ * standard's other lines and a missing space after a colon are notes.
+ */
 function readFrameLines(
   frame: SseFrame,
   violate: (code: GrammarCode, message: string, frame: SseFrame | null) => void,
 ): { event: string; data: string } | null {
-  const lines = frame.raw.split("\n");
-  const names = lines.filter((line) => !line.startsWith(":")).map((line) => line.split(":", 1)[0]);
-  if (names.length === 0) {
+  const lines = frame.raw.split("\n").filter((line) => !line.startsWith(":"));
+  if (lines.length === 0) {
     violate("SSE-COMMENT", "a comment-only frame (ignored by clients)", frame);
     return null;
   }
@@ -348,16 +380,43 @@ function readFrameLines(
     violate("SSE-DONE-SENTINEL", "a [DONE] sentinel (the stream must end at message_stop)", frame);
     return null;
   }
+  const names: string[] = [];
+  for (const line of lines) {
+    const colon = line.indexOf(":");
+    // A line without a colon is a field with an empty value (the standard's rule).
+    const name = colon === -1 ? line : line.slice(0, colon);
+    if (name === "event" || name === "data") {
+      names.push(name);
+      if (colon === -1 || line[colon + 1] !== " ") {
+        violate(
+          "SSE-FIELD-FORM",
+          `a "${name}" line without a space after the colon (the SSE standard reads it the same)`,
+          frame,
+        );
+      }
+    } else if (STANDARD_OTHER_FIELDS.has(name)) {
+      violate("SSE-OTHER-FIELD", `an "${name}:" line (an SSE field the API does not use)`, frame);
+    } else {
+      violate(
+        "SSE-OTHER-FIELD",
+        `a line of the unknown field ${JSON.stringify(name)} (SSE clients ignore it)`,
+        frame,
+      );
+    }
+  }
+  // Only the standard's other fields: the standard dispatches no event for such a frame.
+  if (names.length === 0) return null;
   if (names.length !== 2 || names[0] !== "event" || names[1] !== "data") {
     violate(
       "SSE-FRAME-LINES",
       `a frame must be one "event:" line then one "data:" line; saw ${names.map((n) => n || "(empty)").join(", ")}`,
       frame,
     );
-    // Without both lines the frame cannot be judged further; with both (wrong order, extra fields) it still can.
-    if (frame.event === undefined || names.filter((n) => n === "data").length !== 1) return null;
   }
-  return { event: frame.event ?? "", data: frame.data ?? "" };
+  // Without a name and data there is no event to judge; with both (lines reordered or data split over
+  // several lines) the standard reads the event whole, and so does the grammar.
+  if (frame.event === undefined || frame.data === undefined) return null;
+  return { event: frame.event, data: frame.data };
 }
 
 /** A block arrives whole: the API's delta sequence for its type, exactly once. */

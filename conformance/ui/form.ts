@@ -75,6 +75,14 @@ export const FORM_FIELDS: FormField[] = [
     group: "run",
   },
   {
+    flag: "--max-turns",
+    label: "Most turns the run may send (each costs the deployment a model call; blank: no bound)",
+    secret: false,
+    required: false,
+    repeatable: false,
+    group: "run",
+  },
+  {
     flag: "--only",
     label: "Only these check ids (comma-separated, ID* matches a prefix)",
     secret: false,

@@ -229,6 +229,7 @@ function follow(id, keep) {
     if (done.verdict === "error") verdict("The run could not start", false, done.error);
     else if (t.mustFailed) verdict(t.mustFailed + " MUST check(s) failed", false, "The deployment departs from the API; the run fails. Failed checks are first in each section.");
     else verdict("All MUST checks that ran passed", true, "");
+    if (done.cost) $("verdict").insertAdjacentHTML("beforeend", '<p id="run-cost" class="small">Cost to the deployment: ' + esc(done.cost) + "</p>");
     if (done.verdict !== "error") {
       for (const [a, ext] of [["dl-json", "json"], ["dl-xml", "xml"], ["dl-html", "html"]]) $(a).href = "/api/runs/" + encodeURIComponent(id) + "/report." + ext;
       $("downloads").hidden = false;

@@ -15,10 +15,11 @@ import { seedRules } from "../coverage.ts";
 import type { ExpectedFailure } from "../expected-failures.ts";
 import { type ConnectionOptions, reachability } from "../http.ts";
 import { type ConformanceResults, runConformance } from "../index.ts";
-import { inputFlag, resolveInputs, resolveRunSettings, UsageError } from "../inputs.ts";
+import { inputFlag, type RunSettings, resolveInputs, resolveRunSettings, UsageError } from "../inputs.ts";
 import { htmlReport, resultHtml } from "../reports/html.ts";
 import { jsonReport } from "../reports/json.ts";
 import { junitReport } from "../reports/junit.ts";
+import { costText } from "../run-cost.ts";
 import { selectChecks } from "../runner.ts";
 import type { CheckResult, Level, SuiteInputs } from "../types.ts";
 import { compareRuns } from "./compare.ts";
@@ -53,7 +54,7 @@ interface LiveRun {
   id: string;
   /** Kept in memory for re-runs; never written, never sent to the page. */
   inputs: SuiteInputs;
-  settings: { concurrency: number; timeoutMs: number };
+  settings: RunSettings;
   only?: string[];
   level?: Level;
   startedAt: string;
@@ -126,6 +127,7 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
     error: run.error,
     ms: run.report?.ms,
     warnings: run.report?.warnings ?? [],
+    cost: run.report?.cost ? costText(run.report.cost) : undefined,
   });
 
   const start = (
@@ -156,6 +158,7 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
           level,
           concurrency: settings.concurrency,
           requestTimeoutMs: settings.timeoutMs,
+          maxTurns: settings.maxTurns,
           connection: options.connection,
           expectedFailures: options.expectedFailures,
           inputLabel: inputFlag,

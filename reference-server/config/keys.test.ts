@@ -58,4 +58,10 @@ describe("createKeyIndex", () => {
     // API keys and flow keys are separate: a flow key is not an API key.
     expect(index.lookup("flow-key-1")).toBeUndefined();
   });
+
+  it("tells a key of any deployed flow (the flow route's 404 for another flow) from one of none (401)", () => {
+    expect(index.lookupFlowKey(undefined, "flow-key-2")).toBe(true);
+    expect(index.lookupFlowKey(undefined, "admin-key-123")).toBe(false);
+    expect(index.lookupFlowKey(undefined, "")).toBe(false);
+  });
 });

@@ -22,11 +22,17 @@ function digestEquals(a: Buffer, bHex: string): boolean {
   return b.length === a.length && timingSafeEqual(a, b);
 }
 
+/** A SHA-256 that no key hashes to (finding one would be a preimage of zero). */
+const UNKNOWN_FLOW_HASH = "0".repeat(64);
+
 export interface KeyIndex {
   /** The key's config (revoked keys included: the caller answers 401 "API key has been revoked"), or undefined. */
   lookup(plain: string): ApiKeyConfig | undefined;
-  /** Whether `plain` is one of the deployed flow's keys; false for an unknown flow. */
-  lookupFlowKey(flowId: string, plain: string): boolean;
+  /**
+   * Whether `plain` is one of the deployed flow's keys (false for an unknown flow), or, with `flowId`
+   * undefined, a key of any deployed flow.
+   */
+  lookupFlowKey(flowId: string | undefined, plain: string): boolean;
 }
 
 export function createKeyIndex(config: Pick<ServerConfig, "keys" | "flows">): KeyIndex {
@@ -38,6 +44,7 @@ export function createKeyIndex(config: Pick<ServerConfig, "keys" | "flows">): Ke
       flow.id,
       flow.keyHashes.map((h) => h.toLowerCase()),
     );
+  const anyFlowHashes = [...flowHashes.values()].flat();
 
   return {
     lookup(plain) {
@@ -48,8 +55,10 @@ export function createKeyIndex(config: Pick<ServerConfig, "keys" | "flows">): Ke
     lookupFlowKey(flowId, plain) {
       const digest = createHash("sha256").update(plain, "utf8").digest();
       let matched = false;
-      // No early exit: every stored hash of the flow is compared.
-      for (const hash of flowHashes.get(flowId) ?? []) {
+      // No early exit: every stored hash of the flow is compared. An unknown flow compares against a hash
+      // no key has, so its answer takes as long as a known flow's with one key (no flow-id oracle by time).
+      const hashes = flowId === undefined ? anyFlowHashes : flowHashes.get(flowId);
+      for (const hash of hashes ?? [UNKNOWN_FLOW_HASH]) {
         if (digestEquals(digest, hash)) matched = true;
       }
       return matched;

@@ -9,6 +9,7 @@ import { hashKey } from "../config/keys.ts";
 import { badRequest, overCap } from "../errors/catalogue.ts";
 import { type Admission, countedBody, declaredLength } from "./admission.ts";
 import { presentedKey } from "./auth.ts";
+import { holdAdmissionWhileHandling } from "./held-work.ts";
 import { BODY_LIMIT_BYTES } from "./request-limits.ts";
 import { requestFields } from "./request-log.ts";
 import "./route-context.ts";
@@ -77,6 +78,8 @@ export function registerHooks(app: FastifyInstance, options: HookOptions): void 
     // pipeline, not pipe: a client that goes away mid-body ends the counted stream with an error too.
     return pipeline(payload, countedBody(request.admission), () => undefined);
   });
+
+  app.addHook("onRoute", holdAdmissionWhileHandling);
 
   app.addHook("onResponse", async (request, reply) => {
     // A turn's stream writes its own line once it ends (below): its status says nothing of how it ended.

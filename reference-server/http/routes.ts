@@ -3,6 +3,7 @@ import type { components } from "@agent-api/client/api-types";
 import type { FastifyInstance } from "fastify";
 import { revokedKey } from "../errors/catalogue.ts";
 import { headerValue } from "./auth.ts";
+import { sendJsonPieces } from "./json-stream.ts";
 import {
   type AgentParams,
   authenticated,
@@ -64,11 +65,18 @@ export function registerJsonRoutes(app: FastifyInstance, context: RouteContext):
   app.get<{ Params: ConversationParams }>(
     "/api/agents/:agent/conversations/:id/messages",
     authenticated(context),
-    async (request) => {
-      return service.conversations.transcript(
-        callerOf(context, request),
-        request.params.agent,
-        request.params.id,
+    async (request, reply) => {
+      const { agent, id } = request.params;
+      const caller = callerOf(context, request);
+      // Visibility is decided (a 404 answered as JSON) before the body starts.
+      const record = await service.conversations.visible(caller, agent, id);
+      await sendJsonPieces(
+        request,
+        reply,
+        (signal) => service.conversations.transcriptPieces(caller, record, signal),
+        {
+          stallMs: context.sseStallMs,
+        },
       );
     },
   );

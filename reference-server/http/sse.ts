@@ -52,7 +52,7 @@ export interface StreamOutcome {
 }
 
 /** Resolves true once the socket drained, false when it closed or stalled past `ms`. */
-function drained(res: ServerResponse, ms: number): Promise<boolean> {
+export function drained(res: ServerResponse, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
     const done = (ok: boolean) => {
       clearTimeout(timer);

@@ -16,7 +16,7 @@ import { launchSpec } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
 import { refusedCallNumbers } from "./seccomp.ts";
-import { cgroupsUnavailable, storageAgent, TestBed, turnRequest } from "./testing.ts";
+import { cgroupsUnavailable, copyOwner, storageAgent, TestBed, turnRequest } from "./testing.ts";
 
 /** Memory and CPU limits need a writable cgroup hierarchy (and a root server to place commands in it). */
 const cgroupsHere = await cgroupsUnavailable();
@@ -301,9 +301,9 @@ describe("a tree nested far past PATH_MAX", { tags: ["sandbox"] }, () => {
     const turn = await manager.acquire(turnRequest("deep", storageAgent()));
     expect((await turn.tools.run("run_command", { command: deep })).content).toBe("done\n");
     await turn.finish();
-    await manager.fork("deep", "deep-child");
-    await manager.remove("deep");
-    await manager.remove("deep-child");
+    await manager.fork(copyOwner("deep"), copyOwner("deep-child"));
+    await manager.remove(copyOwner("deep"));
+    await manager.remove(copyOwner("deep-child"));
     expect(await readdir(path.join(turn.workdir, ".."))).toEqual([]);
 
     // An isolated turn's throwaway tree, and one left in tmp/ by a server that died.

@@ -6,7 +6,8 @@
 import { chown, mkdtemp, rm } from "node:fs/promises";
 import path from "node:path";
 import { type CgroupSupport, detectCgroups } from "./cgroups.ts";
-import { DEFAULT_BWRAP_COMMAND, probeBwrap, resolveExecutable } from "./isolation.ts";
+import { DEFAULT_BWRAP_COMMAND, probeBwrapProblem, resolveExecutable } from "./isolation.ts";
+import { BWRAP_NOT_INSTALLED } from "./isolation-problem.ts";
 import { detectLauncherTools, launchSpec } from "./launcher.ts";
 import { DEFAULT_SANDBOX_LIMITS, type SandboxLimits } from "./limits.ts";
 import { runProcess } from "./process-runner.ts";
@@ -25,6 +26,8 @@ export interface HostSetup {
   limits: SandboxLimits;
   /** Why commands cannot run as an unprivileged user (tools are then refused), or null. */
   userProblem: string | null;
+  /** Why bubblewrap cannot build a sandbox here, with the fix; null when it can. */
+  bwrapProblem: string | null;
 }
 
 /** `tmpDir` holds the probes' scratch directories; `root` is named in the advice when the user switch fails. */
@@ -37,7 +40,10 @@ export async function detectHost(
   const probeDir = await mkdtemp(path.join(tmpDir, "probe-"));
   // A bare name means it is not on the server's PATH: that is "not installed". (Spawned with an empty
   // environment, the bare name would still be found in /usr/bin or /bin, whatever PATH says.)
-  const bwrapWorks = bwrapCommand.includes("/") && (await probeBwrap(bwrapCommand, probeDir));
+  const bwrapProblem = bwrapCommand.includes("/")
+    ? await probeBwrapProblem(bwrapCommand, probeDir)
+    : BWRAP_NOT_INSTALLED;
+  const bwrapWorks = bwrapProblem === null;
   await rm(probeDir, { recursive: true, force: true });
   let isolation: IsolationMode = bwrapWorks ? "bwrap" : options.unsafeNoIsolation ? "none" : "unavailable";
   // A bare name means setpriv is not on the server's PATH: the server cannot switch users.
@@ -77,6 +83,7 @@ export async function detectHost(
     cgroups,
     limits,
     userProblem: null,
+    bwrapProblem,
   };
   const userProblem = identity.mode === "server" ? null : await probeUserSwitch(host, root, tmpDir);
   if (userProblem !== null) isolation = "unavailable";
@@ -122,9 +129,10 @@ async function probeUserSwitch(host: HostSetup, root: string, tmpDir: string): P
 
 /** What the server says at start about what the host lacks (and what that costs). */
 export function hostNotices(host: HostSetup, leftovers: string | null): string[] {
-  const { isolation, userProblem, identity, timeoutCommand, parentDeathSignal, cgroups } = host;
+  const { isolation, userProblem, bwrapProblem, identity, timeoutCommand, parentDeathSignal, cgroups } = host;
   return [
     ...(leftovers ? [leftovers] : []),
+    ...(isolation === "unavailable" && bwrapProblem ? [`tools refused: ${bwrapProblem}`] : []),
     ...(userProblem ? [userProblem] : []),
     ...(isolation === "bwrap" && identity.warning ? [identity.warning] : []),
     ...(isolation === "bwrap" && timeoutCommand === null

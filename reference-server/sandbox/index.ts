@@ -3,6 +3,7 @@
  *   conversations/<sha256(conversation id)>/   persistent working directory (the one tools see)
  *   repos/<sha256(conversation id)>.git        git directory of a repo agent's clone (never shown to tools)
  *   workspace-store/<workspace>/<agent>/       storage agents' published outputs
+ *   local-copies/<sha256(conversation id)>.json  whose copy the three above are (local-copies.ts)
  *   tmp/                                       isolated turns' throwaway directories, clone scratch
  * "Warm" is in-memory knowledge about a prepared working directory; reclaiming it loses no files.
  */
@@ -15,6 +16,7 @@ import { DirectorySync } from "./directory-sync.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
 import { detectHost, hostNotices } from "./host-setup.ts";
 import { prepareLayout } from "./layout.ts";
+import { type CopyOwner, LocalCopyOwners, sameOwner } from "./local-copies.ts";
 import { type RepoPaths, snapshotWorkTree } from "./repo.ts";
 import { exists, prepareRepo, pushTurn, workTreeHead } from "./repo-turn.ts";
 import { conversationDirName } from "./safe-paths.ts";
@@ -44,10 +46,11 @@ import type {
 
 export { OverQuotaError } from "./directory-sync.ts";
 export { DEFAULT_SANDBOX_LIMITS, parseSize, type SandboxLimits } from "./limits.ts";
+export type { CopyOwner } from "./local-copies.ts";
 export { RepoRefusedError } from "./repo.ts";
 export { SandboxPathError } from "./safe-paths.ts";
 export { parseSandboxUser, type SandboxUserSetting } from "./sandbox-user.ts";
-export { REFUSED_NO_ISOLATION } from "./tool-runner.ts";
+export { refusedNoIsolation } from "./tool-runner.ts";
 
 interface WarmEntry {
   /** The agent the directory was prepared for; another agent means a cold start. */
@@ -86,6 +89,16 @@ function fenceOf(request: { conversationId: string; fence?: number }): WriteFenc
     : { conversationId: request.conversationId, token: request.fence };
 }
 
+/** The conversation a turn's request is for, as its local copy records it. */
+function ownerOf(request: SandboxRequest): CopyOwner {
+  return {
+    conversationId: request.conversationId,
+    workspaceId: request.agent.workspaceId,
+    agent: request.agent.name,
+    generation: request.generation,
+  };
+}
+
 /** Whether a directory holds anything (a missing one does not). */
 async function holdsEntries(dir: string): Promise<boolean> {
   const entries = await readdir(dir).catch(() => []);
@@ -111,10 +124,15 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     cgroups,
     limits,
   } = host;
+  const isolationProblem = isolation === "unavailable" ? (host.bwrapProblem ?? host.userProblem) : null;
   // What the server's git may check out or push: what one conversation's working directory may hold.
   const checkoutQuota = { bytes: limits.diskBytes, files: limits.files };
 
   const sharedFiles = await sharedFilesOf(options.fileStore, layout.root);
+  const owners = await LocalCopyOwners.open(path.join(layout.root, "local-copies"));
+  // Where instances share the store, a copy without an owner record (left by an older version) is a cache whose
+  // conversation nobody can name any more: it goes before any turn could take it for another's.
+  if (sharedFiles) await removeUnowned();
   /** What a working directory, or a conversation's outputs folder, may hold: what a restore may write. */
   const syncLimits = { bytes: limits.diskBytes, entries: limits.files };
 
@@ -168,6 +186,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     const runner = createToolRunner({
       workdir,
       isolation,
+      isolationProblem,
       secrets: agent.secrets,
       timeoutMs: options.toolTimeoutMs,
       outputCapBytes: options.toolOutputCapBytes,
@@ -225,8 +244,30 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     };
   }
 
+  /** Directories of conversations (and their clones) that no owner record names. */
+  async function removeUnowned(): Promise<void> {
+    for (const name of await readdir(dirs.conversations).catch(() => [] as string[]))
+      if (!(await owners.has(name))) await removeTree(path.join(dirs.conversations, name));
+    for (const name of await readdir(dirs.repos).catch(() => [] as string[]))
+      if (!(await owners.has(name.replace(/\.git$/, "")))) await removeTree(path.join(dirs.repos, name));
+  }
+
+  /**
+   * Makes the id's local copy the owner's before anything of it is used: a copy made for another conversation
+   * (a deleted one whose id was taken again, in this workspace or another) is wiped first.
+   */
+  async function claim(owner: CopyOwner): Promise<void> {
+    const recorded = await owners.read(owner.conversationId);
+    if (recorded !== null && sameOwner(recorded, owner)) return;
+    // A copy without a record predates the records. With one instance it is this conversation's (a delete
+    // removes the copy at once); where instances share the store it is a cache and may be anyone's.
+    if (recorded !== null || sharedFiles !== null) await evictLocal(owner.conversationId);
+    await owners.write(owner);
+  }
+
   async function acquire(request: SandboxRequest): Promise<TurnSandbox> {
     if (request.isolated) return acquireIsolated(request);
+    await claim(ownerOf(request));
     const key = conversationDirName(request.conversationId);
     const workdir = conversationDir(request.conversationId);
     const previous = warm.get(key);
@@ -356,14 +397,22 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     return folder;
   }
 
-  async function fork(parentConversationId: string, childConversationId: string): Promise<void> {
+  async function fork(parent: CopyOwner, child: CopyOwner): Promise<void> {
+    const parentConversationId = parent.conversationId;
+    const childConversationId = child.conversationId;
     // The parent's files are copied only while none of its processes runs (no link swapped mid-copy).
     await quiesce(conversationDirName(parentConversationId));
-    await remove(childConversationId);
-    const pairs: [string, string][] = [
-      [conversationDir(parentConversationId), conversationDir(childConversationId)],
-      [gitDirOf(parentConversationId), gitDirOf(childConversationId)],
-    ];
+    await remove(child);
+    await owners.write(child);
+    // Only a copy made for this parent is the parent's files (the shared store holds them anyway).
+    const recorded = await owners.read(parentConversationId);
+    const parentsCopy = recorded === null ? sharedFiles === null : sameOwner(recorded, parent);
+    const pairs: [string, string][] = !parentsCopy
+      ? []
+      : [
+          [conversationDir(parentConversationId), conversationDir(childConversationId)],
+          [gitDirOf(parentConversationId), gitDirOf(childConversationId)],
+        ];
     for (const [from, to] of pairs) {
       if (!(await exists(from))) continue;
       // Copy into a scratch name first so a half-copied child is never taken for a real one.
@@ -381,6 +430,12 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       );
   }
 
+  /** The outputs folder of the owner's conversation, and what this instance knew of its shared set. */
+  async function removeOutputsCopy(owner: CopyOwner): Promise<void> {
+    await removeTree(storeDir(owner.workspaceId, owner.agent, owner.conversationId));
+    await sharedFiles?.forget(outputsSet(owner.workspaceId, owner.agent, owner.conversationId));
+  }
+
   async function evictLocal(conversationId: string): Promise<void> {
     const key = conversationDirName(conversationId);
     await quiesce(key);
@@ -388,22 +443,32 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     if (entry?.timer) clearTimeout(entry.timer);
     warm.delete(key);
     quotas.delete(key);
+    const recorded = await owners.read(conversationId);
     await removeTree(conversationDir(conversationId));
     await removeTree(gitDirOf(conversationId));
     await sharedFiles?.forget(workingFilesSet(conversationId));
+    if (recorded) await removeOutputsCopy(recorded);
+    // Last: a copy half removed still names its owner, so the next claim or reconcile finishes the job.
+    await owners.remove(conversationId);
   }
 
-  async function remove(conversationId: string): Promise<void> {
-    await evictLocal(conversationId);
-    await options.fileStore?.remove(workingFilesSet(conversationId));
+  async function remove(owner: CopyOwner): Promise<void> {
+    await evictLocal(owner.conversationId);
+    // Also where no record named it (a copy older than the records).
+    await removeOutputsCopy(owner);
+    await options.fileStore?.remove(workingFilesSet(owner.conversationId));
+    await options.fileStore?.remove(outputsSet(owner.workspaceId, owner.agent, owner.conversationId));
   }
 
   return {
     isolation,
+    isolationProblem,
     acquire,
     fork,
     remove,
     evictLocal,
+    localCopies: () => owners.list(),
+    localCopyOwner: (conversationId) => owners.read(conversationId),
     sandboxUser: identity.mode,
     notices: hostNotices(host, layout.leftovers),
     cgroups: cgroups.version,

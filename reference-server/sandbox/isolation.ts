@@ -6,6 +6,7 @@
  */
 import { accessSync, constants, lstatSync, readlinkSync } from "node:fs";
 import path from "node:path";
+import { explainBwrapFailure } from "./isolation-problem.ts";
 import { runProcess } from "./process-runner.ts";
 import { seccompProgram } from "./seccomp.ts";
 
@@ -158,6 +159,11 @@ export function resolveExecutable(command: string): string {
 
 /** Runs `true` in a sandbox over `probeDir`; resolves whether bubblewrap works here. */
 export async function probeBwrap(bwrapCommand: string, probeDir: string): Promise<boolean> {
+  return (await probeBwrapProblem(bwrapCommand, probeDir)) === null;
+}
+
+/** Runs `true` in a sandbox over `probeDir`; resolves null when bubblewrap works here, else what failed and the fix. */
+export async function probeBwrapProblem(bwrapCommand: string, probeDir: string): Promise<string | null> {
   // The same namespaces and filter as every command: where they cannot be had, no command runs.
   const { pipes, inputs } = bwrapPipes({ PATH: "/usr/bin:/bin" });
   const result = await runProcess({
@@ -167,7 +173,9 @@ export async function probeBwrap(bwrapCommand: string, probeDir: string): Promis
     cwd: probeDir,
     env: {},
     timeoutMs: 10_000,
-    outputCapBytes: 0,
+    // bwrap's own one-line complaint, which explainBwrapFailure turns into advice.
+    outputCapBytes: 2048,
   });
-  return result.exitCode === 0 && result.spawnError === undefined;
+  if (result.exitCode === 0 && result.spawnError === undefined) return null;
+  return explainBwrapFailure(bwrapCommand, result);
 }

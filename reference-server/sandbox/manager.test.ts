@@ -1,8 +1,8 @@
 import { mkdir, readdir, readFile, realpath, rm, stat, symlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { REFUSED_NO_ISOLATION } from "./index.ts";
-import { storageAgent, TestBed, turnRequest } from "./testing.ts";
+import { refusedNoIsolation } from "./index.ts";
+import { copyOwner, storageAgent, TestBed, turnRequest } from "./testing.ts";
 
 const bed = new TestBed();
 afterEach(() => bed.cleanup());
@@ -70,19 +70,47 @@ describe("conversation working directory", () => {
     });
   });
 
+  it("never hands a copy made for another generation or workspace of the id to a turn, nor to a fork", async () => {
+    const root = await bed.dir("root");
+    const manager = await bed.manager(root);
+    const first = await manager.acquire(turnRequest("reused", storageAgent()));
+    await first.tools.run("write_file", { path: "old.txt", content: "first generation" });
+    await first.finish();
+    // The same id created again (the delete's clean-up never ran here): the old files are not this one's.
+    const again = await manager.acquire(turnRequest("reused", storageAgent(), { generation: 2 }));
+    expect(again.cold).toBe(true);
+    expect((await again.tools.run("read_file", { path: "old.txt" })).isError).toBe(true);
+    await again.tools.run("write_file", { path: "old.txt", content: "second generation" });
+    await again.finish();
+    // Another workspace taking the id, on a manager started afresh over the same root.
+    const restarted = await bed.manager(root);
+    const other = storageAgent({ workspaceId: "ws2" });
+    const taken = await restarted.acquire(turnRequest("reused", other, { generation: 3 }));
+    expect((await taken.tools.run("read_file", { path: "old.txt" })).isError).toBe(true);
+    await taken.finish();
+    // A fork names its parent's generation: a copy of another one is not copied.
+    await restarted.fork(
+      copyOwner("reused", storageAgent(), 2),
+      copyOwner("reused-child", storageAgent(), 4),
+    );
+    const child = await restarted.acquire(turnRequest("reused-child", storageAgent(), { generation: 4 }));
+    expect((await child.tools.run("read_file", { path: "old.txt" })).isError).toBe(true);
+    await child.finish();
+  });
+
   it("forks a conversation's files and removes a conversation", async () => {
     const manager = await bed.manager(await bed.dir("root"));
     const parent = await manager.acquire(turnRequest("parent", storageAgent()));
     await parent.tools.run("write_file", { path: "a.txt", content: "from parent" });
     await parent.finish();
-    await manager.fork("parent", "child");
+    await manager.fork(copyOwner("parent"), copyOwner("child"));
     const child = await manager.acquire(turnRequest("child", storageAgent()));
     expect((await child.tools.run("read_file", { path: "a.txt" })).content).toBe("from parent");
     await child.tools.run("write_file", { path: "a.txt", content: "child changed it" });
     const parentAgain = await manager.acquire(turnRequest("parent", storageAgent()));
     expect((await parentAgain.tools.run("read_file", { path: "a.txt" })).content).toBe("from parent");
 
-    await manager.remove("parent");
+    await manager.remove(copyOwner("parent"));
     await expect(stat(parent.workdir)).rejects.toThrow();
     const fresh = await manager.acquire(turnRequest("parent", storageAgent()));
     expect(fresh.cold).toBe(true);
@@ -221,6 +249,7 @@ describe("without isolation", () => {
       bwrapCommand: "/nonexistent/bwrap",
     });
     expect(manager.isolation).toBe("unavailable");
+    expect(manager.isolationProblem).toMatch(/^bubblewrap \(\/nonexistent\/bwrap\) could not be started/);
     const turn = await manager.acquire(turnRequest("c", storageAgent()));
     for (const [name, input] of [
       ["run_command", { command: "echo hi" }],
@@ -228,7 +257,10 @@ describe("without isolation", () => {
       ["read_file", { path: "a" }],
       ["list_files", {}],
     ] as const) {
-      expect(await turn.tools.run(name, input)).toEqual({ content: REFUSED_NO_ISOLATION, isError: true });
+      expect(await turn.tools.run(name, input)).toEqual({
+        content: refusedNoIsolation(manager.isolationProblem),
+        isError: true,
+      });
     }
   });
 

@@ -3,7 +3,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AGENT_AUTHOR_EMAIL, AGENT_AUTHOR_NAME } from "./repo.ts";
-import { hostGit, repoAgent, seededBareRepo, TestBed, turnRequest } from "./testing.ts";
+import { copyOwner, hostGit, repoAgent, seededBareRepo, TestBed, turnRequest } from "./testing.ts";
 import type { SandboxAgent } from "./types.ts";
 
 const bed = new TestBed();
@@ -191,7 +191,7 @@ describe("repository-backed agents", () => {
     const parent = await manager.acquire(turnRequest("p", agent));
     await parent.tools.run("write_file", { path: "wip.txt", content: "parent work" });
     await parent.finish();
-    await manager.fork("p", "c");
+    await manager.fork(copyOwner("p", agent), copyOwner("c", agent));
     const child = await manager.acquire(turnRequest("c", agent, { readOnly: false }));
     expect((await child.tools.run("read_file", { path: "wip.txt" })).content).toBe("parent work");
     // The child's own change makes the turn push, and "stage all" takes the inherited work along.

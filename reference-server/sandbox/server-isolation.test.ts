@@ -487,11 +487,14 @@ describe("where bubblewrap is not available", () => {
         conversation_id: "no-bwrap",
         stream_tool_calls: true,
       });
-      expect(reply.blocks).toEqual([
-        { type: "text", text: "Tools are unavailable in this turn, so I could not run run_command." },
-      ]);
+      // The tool is offered and its call refused with what failed and the fix, which the model relays.
+      const refusal =
+        "tool execution refused: no isolation available: bubblewrap is not installed (the bwrap command is not on the server's PATH): apt-get install bubblewrap";
+      expect(onlyToolResult(reply)).toMatchObject({ is_error: true });
+      expect(onlyToolResult(reply).content).toContain(refusal);
+      expect(reply.text).toContain(refusal);
       const { events } = await getTranscript(refusing.url, "demo-agent", "no-bwrap");
-      expect(events.map((e) => e.type)).toEqual(["text"]);
+      expect(events.map((e) => e.type)).toEqual(["tool_use", "tool_result", "text"]);
     } finally {
       await refusing.stop();
     }

@@ -19,7 +19,7 @@ import type { Store } from "../store/types.ts";
 import { LazySandbox } from "../turn/lazy-sandbox.ts";
 import { DirectorySync } from "./directory-sync.ts";
 import type { CreateSandboxManagerOptions } from "./index.ts";
-import { storageAgent, TestBed, turnRequest } from "./testing.ts";
+import { copyOwner, storageAgent, TestBed, turnRequest } from "./testing.ts";
 import type { SandboxManager } from "./types.ts";
 
 const skip = postgresSkipReason();
@@ -237,7 +237,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
       await run("printf 'from the parent' > p.txt");
     });
     const blobs = Number((await admin.query("SELECT count(*) AS n FROM file_blobs")).rows[0].n);
-    await a.manager.fork("conv-parent", "conv-child");
+    await a.manager.fork(copyOwner("conv-parent"), copyOwner("conv-child"));
     expect(Number((await admin.query("SELECT count(*) AS n FROM file_blobs")).rows[0].n)).toBe(blobs);
     await turn(b.manager, "conv-child", async (run) => {
       expect(await run("cat p.txt")).toBe("from the parent");
@@ -247,7 +247,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
       expect(await run("ls")).not.toContain("c.txt");
     });
     // Deleted on B; a new conversation taking the id on A (warm, with the old copy) starts empty.
-    await b.manager.remove("conv-parent");
+    await b.manager.remove(copyOwner("conv-parent"));
     expect(await store.fileStore?.generation(workingFilesSet("conv-parent"))).toBe(0);
     await turn(a.manager, "conv-parent", async (run) => {
       expect(await run("ls -A")).toBe("outputs\n");
@@ -327,7 +327,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     await turn(a.manager, "conv-sweep-gone", async (run) => {
       await run("printf 'only in a deleted conversation' > gone.txt");
     });
-    await a.manager.remove("conv-sweep-gone");
+    await a.manager.remove(copyOwner("conv-sweep-gone"));
     const fileStore = store.fileStore as FileStore;
     const blobs = async () =>
       (await admin.query("SELECT encode(sha256, 'hex') AS h FROM file_blobs")).rows.map((r) => r.h as string);

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { detectCgroups } from "./cgroups.ts";
 import { type CreateSandboxManagerOptions, createSandboxManager } from "./index.ts";
+import type { CopyOwner } from "./local-copies.ts";
 import { removeTree } from "./tree-ops.ts";
 import type { SandboxAgent, SandboxManager, SandboxRequest } from "./types.ts";
 
@@ -19,12 +20,30 @@ export function storageAgent(overrides: Partial<SandboxAgent> = {}): SandboxAgen
   return { workspaceId: "ws1", name: "helper", kind: "storage", secrets: {}, ...overrides };
 }
 
+/** A turn of conversation `conversationId` (generation 1: each id is one conversation in these tests). */
 export function turnRequest(
   conversationId: string,
   agent: SandboxAgent,
   extra: Partial<SandboxRequest> = {},
-) {
-  return { conversationId, agent, isolated: false, readOnly: true, attachments: undefined, ...extra };
+): SandboxRequest {
+  return {
+    conversationId,
+    generation: 1,
+    agent,
+    isolated: false,
+    readOnly: true,
+    attachments: undefined,
+    ...extra,
+  };
+}
+
+/** The conversation `conversationId` of `agent` (generation 1), as fork and remove name it. */
+export function copyOwner(
+  conversationId: string,
+  agent: SandboxAgent = storageAgent(),
+  generation = 1,
+): CopyOwner {
+  return { conversationId, workspaceId: agent.workspaceId, agent: agent.name, generation };
 }
 
 /** Tracks managers and directories made by a test so afterEach can close and delete them. */

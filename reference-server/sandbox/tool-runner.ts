@@ -20,8 +20,15 @@ import type { ToolName, ToolOutcome, ToolRunner } from "./types.ts";
 
 export type IsolationMode = "bwrap" | "none" | "unavailable";
 
-export const REFUSED_NO_ISOLATION =
+const REFUSED_NO_ISOLATION =
   "tool execution refused: no isolation available (start with --unsafe-no-isolation to allow)";
+
+/** The refusal every tool call gets where no sandbox can be built: what failed and the fix, when known. */
+export function refusedNoIsolation(problem: string | null): string {
+  return problem === null
+    ? REFUSED_NO_ISOLATION
+    : `tool execution refused: no isolation available: ${problem} (or start the server with --unsafe-no-isolation to run tools unisolated)`;
+}
 
 /** Largest write_file content accepted (the attachment cap, for symmetry). */
 const MAX_WRITE_BYTES = 10 * 1024 * 1024;
@@ -48,6 +55,8 @@ const OPEN_SAFELY = constants.O_NOFOLLOW | constants.O_NONBLOCK;
 export interface ToolRunnerOptions {
   workdir: string;
   isolation: IsolationMode;
+  /** Why isolation is unavailable (bubblewrap's failure or the user switch's), for the refusal; null if unknown. */
+  isolationProblem: string | null;
   secrets: Record<string, string>;
   timeoutMs: number;
   outputCapBytes: number;
@@ -75,7 +84,7 @@ function truncationMarker(droppedBytes: number): string {
 export function createToolRunner(options: ToolRunnerOptions): ToolRunner {
   return {
     async run(name: ToolName, input: Record<string, unknown>, signal?: AbortSignal): Promise<ToolOutcome> {
-      if (options.isolation === "unavailable") return fail(REFUSED_NO_ISOLATION);
+      if (options.isolation === "unavailable") return fail(refusedNoIsolation(options.isolationProblem));
       if (signal?.aborted) return fail("tool call cancelled: the turn ended");
       try {
         switch (name) {

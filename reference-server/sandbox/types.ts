@@ -5,6 +5,7 @@
 
 import type { FileStore } from "../store/file-store.ts";
 import type { SandboxLimits } from "./limits.ts";
+import type { CopyOwner } from "./local-copies.ts";
 import type { SandboxUserSetting } from "./sandbox-user.ts";
 
 export type ToolName = "write_file" | "read_file" | "list_files" | "run_command";
@@ -39,6 +40,11 @@ export interface SandboxAgent {
 export interface SandboxRequest {
   /** Key of the conversation's persistent working directory (the conversation id; any string). */
   conversationId: string;
+  /**
+   * The conversation's generation in the database (ConversationRecord.generation): a local copy made for
+   * another generation of the id is never used, it is wiped.
+   */
+  generation: number;
   agent: SandboxAgent;
   /** Throwaway directory, nothing restored, discarded after the turn. */
   isolated: boolean;
@@ -99,6 +105,8 @@ export interface SandboxManagerOptions {
 export interface SandboxManager {
   /** "bwrap" when tools run in bubblewrap; "none" when unsafeNoIsolation; "unavailable" = tools refused. */
   readonly isolation: "bwrap" | "none" | "unavailable";
+  /** With isolation "unavailable": why (what failed and the fix), as every refused tool says it; else null. */
+  readonly isolationProblem: string | null;
   /** Who commands run as: a uid per conversation, one fixed uid, or the server's own user. */
   readonly sandboxUser: "per-conversation" | "fixed" | "server";
   /** Which cgroups bound each command ("none": rlimits only). */
@@ -107,15 +115,19 @@ export interface SandboxManager {
   readonly notices: string[];
   acquire(request: SandboxRequest): Promise<TurnSandbox>;
   /** Copies a conversation's persistent files to a new conversation (fork). */
-  fork(parentConversationId: string, childConversationId: string): Promise<void>;
-  /** Deletes a conversation's files (delete). */
-  remove(conversationId: string): Promise<void>;
+  fork(parent: CopyOwner, child: CopyOwner): Promise<void>;
+  /** Deletes a conversation's files, its published outputs included (delete). */
+  remove(owner: CopyOwner): Promise<void>;
   /**
    * Drops this instance's local copy of a conversation another instance deleted (its directories and what
    * this instance knew of the shared set); the shared store is left alone. Without it, every instance would
    * keep a copy of every conversation it ever served, deleted or not.
    */
   evictLocal(conversationId: string): Promise<void>;
+  /** The conversations this instance holds a local copy of (what reconciling with the database walks). */
+  localCopies(): Promise<CopyOwner[]>;
+  /** Whose the id's local copy is, or null when there is none. */
+  localCopyOwner(conversationId: string): Promise<CopyOwner | null>;
   /** Files a conversation published to the workspace store (storage agents' outputs/). */
   listWorkspaceOutputs(workspaceId: string, agent: string, conversationId: string): Promise<string[]>;
   readWorkspaceOutput(

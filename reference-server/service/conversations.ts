@@ -18,7 +18,9 @@ import type { InterruptCode } from "../turn/failure.ts";
 import type { SessionTextEntry } from "../turn/history.ts";
 import { newConversationId, newSessionId } from "../turn/ids.ts";
 import { checkModel, findAgent } from "./agents.ts";
+import { copyOwnerOf } from "./local-copies-reconcile.ts";
 import { checkConversationId } from "./prompt.ts";
+import { transcriptJson } from "./transcript-pages.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";
 
@@ -50,12 +52,17 @@ export class ConversationService {
   /** Ends a conversation's running turn (delete does not wait for the agent to finish). */
   readonly #interruptTurn: (conversationId: string, code: InterruptCode) => void;
 
+  /** Tells the other instances a delete is done (their local copies go). */
+  readonly #announceDeleted: (conversationId: string) => void;
+
   constructor(
     deps: ServiceDeps,
     sessions: SessionRecordings,
     locks: ConversationLocks = new KeyedMutex(),
     interruptTurn: (conversationId: string, code: InterruptCode) => void = () => undefined,
+    announceDeleted: (conversationId: string) => void = () => undefined,
   ) {
+    this.#announceDeleted = announceDeleted;
     this.#deps = deps;
     this.#sessions = sessions;
     this.#locks = locks;
@@ -105,27 +112,18 @@ export class ConversationService {
 
   async transcript(caller: Caller, agent: string, id: string): Promise<Schemas["Transcript"]> {
     const record = await this.visible(caller, agent, id);
-    const store = this.#deps.store;
-    const rows = await store.listMessages(id);
-    const messages: Schemas["TranscriptMessage"][] = rows.map((m) => {
-      const message: Schemas["TranscriptMessage"] = {
-        role: m.role,
-        content: [{ type: "text", text: m.text }],
-        is_compact_summary: m.isCompactSummary,
-      };
-      if (m.role === "user") {
-        // Summaries stored before they carried an author take the author of their turn's prompt.
-        const author =
-          m.authorMemberId !== null
-            ? m
-            : rows.find((r) => r.turnIndex === m.turnIndex && r.role === "user" && r.authorMemberId !== null);
-        message.author_user_id = author?.authorMemberId ?? "";
-        message.author_name = author?.authorName ?? "";
-      }
-      return message;
-    });
-    const events = (await store.listEvents(id)).map((e) => ({ turn_index: e.turnIndex, ...e.event }));
-    return { conversation: toApiConversation(record, caller), messages, events };
+    const pieces: string[] = [];
+    for await (const piece of this.transcriptPieces(caller, record, new AbortController().signal))
+      pieces.push(piece);
+    return JSON.parse(pieces.join("")) as Schemas["Transcript"];
+  }
+
+  /**
+   * The JSON of a transcript the caller may read (`visible` first), in pieces read a page at a time
+   * (service/transcript-pages.ts); reading stops between pages once `signal` is aborted.
+   */
+  transcriptPieces(caller: Caller, record: ConversationRecord, signal: AbortSignal): AsyncGenerator<string> {
+    return transcriptJson(this.#deps.store, record, caller, signal);
   }
 
   async lastCompaction(caller: Caller, agent: string, id: string): Promise<Schemas["CompactionInfo"]> {
@@ -153,10 +151,11 @@ export class ConversationService {
     const releaseTurn = await this.#locks.acquire(id);
     const release = await this.#copyOrRemove.acquire(id);
     try {
-      await this.#owned(caller, agent, id, "delete it");
+      const record = await this.#owned(caller, agent, id, "delete it");
       await this.#sessions.cancel(id);
-      await this.#deps.sandbox.remove(id);
+      await this.#deps.sandbox.remove(copyOwnerOf(record));
       await this.#deps.store.deleteConversation(id);
+      this.#announceDeleted(id);
     } finally {
       release();
       releaseTurn();
@@ -221,9 +220,10 @@ export class ConversationService {
       createdAt: at,
       updatedAt: at,
       turnCount: atTurn,
+      generation: 0,
     };
     try {
-      await store.insertConversation(child);
+      child.generation = await store.insertConversation(child);
     } catch (error) {
       if (error instanceof ConversationExistsError)
         throw conflict(`Conversation id already taken: ${childId}`);
@@ -238,11 +238,11 @@ export class ConversationService {
         createdAt: at,
         updatedAt: at,
       });
-      await this.#deps.sandbox.fork(parent.id, childId);
+      await this.#deps.sandbox.fork(copyOwnerOf(parent), copyOwnerOf(child));
     } catch (error) {
       // No half-made child: a fork that fails leaves nothing behind (the id stays free).
       await store.deleteConversation(childId);
-      await this.#deps.sandbox.remove(childId).catch(() => undefined);
+      await this.#deps.sandbox.remove(copyOwnerOf(child)).catch(() => undefined);
       throw error;
     }
     return {

@@ -29,23 +29,30 @@ export function renderTemplate(template: string, vars: Record<string, string>): 
   );
 }
 
+/** Whether a key is one of a flow's keys; with `flowId` undefined, of any deployed flow. */
+export type FlowKeyCheck = (flowId: string | undefined, key: string) => boolean;
+
 export class FlowService {
   readonly #deps: ServiceDeps;
   readonly #turns: TurnService;
-  readonly #isFlowKey: (flowId: string, key: string) => boolean;
+  readonly #isFlowKey: FlowKeyCheck;
 
-  constructor(deps: ServiceDeps, turns: TurnService, isFlowKey: (flowId: string, key: string) => boolean) {
+  constructor(deps: ServiceDeps, turns: TurnService, isFlowKey: FlowKeyCheck) {
     this.#deps = deps;
     this.#turns = turns;
     this.#isFlowKey = isFlowKey;
   }
 
-  /** 401 without a key of this flow, 404 for an unknown flow; checked before the body is read. */
+  /**
+   * The key is checked before the flow is looked up (and before the body is read): a key of this flow
+   * runs it; a key of another flow gets 404 for a known and an unknown app id alike; any other key, or
+   * none, gets 401 whether or not the app id exists. No answer and no timing tells a caller without the
+   * flow's key whether its app id exists (config/keys.ts compares as long for an unknown id).
+   */
   authorize(appId: string, key: string | undefined): FlowConfig {
     if (!key) throw unauthorized();
-    const flow = this.#flow(appId);
-    if (!this.#isFlowKey(flow.id, key)) throw unauthorized();
-    return flow;
+    if (this.#isFlowKey(appId, key)) return this.#flow(appId);
+    throw this.#isFlowKey(undefined, key) ? notFound("Flow not found") : unauthorized();
   }
 
   #flow(appId: string): FlowConfig {

@@ -7,7 +7,8 @@ import { SharedSessionRecorder } from "../coordination/shared-session-recorder.t
 import { type InterruptCode, interruptCode } from "../turn/failure.ts";
 import { findAgent, listModels } from "./agents.ts";
 import { ConversationService } from "./conversations.ts";
-import { FlowService } from "./flows.ts";
+import { type FlowKeyCheck, FlowService } from "./flows.ts";
+import { DELETE_DONE, evictIfStale, reconcileLocalCopies } from "./local-copies-reconcile.ts";
 import { TurnService } from "./turns.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 
@@ -33,10 +34,7 @@ export interface ServiceLive {
   pendingRecordings: number;
 }
 
-export async function createService(
-  deps: ServiceDeps,
-  isFlowKey: (flowId: string, key: string) => boolean,
-): Promise<Service> {
+export async function createService(deps: ServiceDeps, isFlowKey: FlowKeyCheck): Promise<Service> {
   // Instances sharing the store record each other's pending sessions; one process keeps them in memory.
   const sessions = deps.store.scheduledRecordings
     ? new SharedSessionRecorder(deps.store.scheduledRecordings, deps.options.sessionDelayMs)
@@ -50,38 +48,37 @@ export async function createService(
     : new KeyedMutex(deps.options.waitingTurns);
   const turns = new TurnService(deps, sessions, locks);
   await turns.recoverInterruptedTurns();
-  // A delete on another instance ends the turn running here (and one here, there).
+  const reconcile = { store: deps.store, sandbox: deps.sandbox, locks };
+  // A delete on another instance ends the turn running here (and one here, there), and this instance's copy of
+  // the conversation goes once the delete is done (evictIfStale waits for the conversation's lock, which the
+  // deleting instance holds until its rows and shared files are gone). What was deleted while the listener was
+  // away is found by reconciling the local copies with the database once it listens again.
   const interrupts = deps.store.turnInterrupts;
   const unsubscribe = interrupts
-    ? await interrupts.subscribe((id, published) => {
-        const code = interruptCode(published);
-        turns.interrupt(id, code);
-        if (code === "AGENT_API_CONVERSATION_DELETED") void evictDeleted(id);
-      })
+    ? await interrupts.subscribe(
+        (id, published) => {
+          if (published === DELETE_DONE) {
+            void evictIfStale(reconcile, id).catch(ignore);
+            return;
+          }
+          const code = interruptCode(published);
+          turns.interrupt(id, code);
+          if (code === "AGENT_API_CONVERSATION_DELETED") void evictIfStale(reconcile, id).catch(ignore);
+        },
+        () => void reconcileLocalCopies(reconcile).catch(ignore),
+      )
     : undefined;
-  // This instance's copy of a conversation deleted elsewhere goes once the delete is done: under the
-  // conversation's lock, which the deleting instance holds until its rows and shared files are gone, so no
-  // turn (of a conversation re-created with the id) runs here meanwhile.
-  async function evictDeleted(id: string): Promise<void> {
-    try {
-      const release = await locks.acquire(id);
-      try {
-        await deps.sandbox.evictLocal(id);
-      } finally {
-        release();
-      }
-    } catch {
-      // Only a cache is left behind (the lock's waiting line was full, the disk refused): the shared set is
-      // gone, so no turn ever restores from it, and the next turn of a re-created id replaces it.
-    }
-  }
+  // Deletes this instance missed while it was down.
+  await reconcileLocalCopies(reconcile);
   // Instances tell each other the interrupt's code; each says it in the words of its own catalogue.
   const interruptTurn = (id: string, code: InterruptCode) => {
     turns.interrupt(id, code);
     void interrupts?.publish(id, code).catch(() => undefined);
   };
   return {
-    conversations: new ConversationService(deps, sessions, locks, interruptTurn),
+    conversations: new ConversationService(deps, sessions, locks, interruptTurn, (id) => {
+      void interrupts?.publish(id, DELETE_DONE).catch(ignore);
+    }),
     turns,
     flows: new FlowService(deps, turns, isFlowKey),
     models: (caller, agent) => listModels(findAgent(deps.config, caller, agent)),
@@ -101,5 +98,11 @@ export async function createService(
     },
   };
 }
+
+/**
+ * A failed eviction leaves only a cache behind (the lock's waiting line was full, the disk refused): the shared
+ * set is gone, no turn ever takes the copy (the sandbox's claim checks its owner), and the next reconcile retries.
+ */
+function ignore(): void {}
 
 export type { Caller, ServiceDeps, ServiceOptions } from "./types.ts";

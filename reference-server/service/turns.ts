@@ -198,7 +198,6 @@ export class TurnService {
       hidden: creation.hidden,
       createdAt: at,
     });
-    await this.#deps.store.insertConversation(record);
-    return record;
+    return { ...record, generation: await this.#deps.store.insertConversation(record) };
   }
 }

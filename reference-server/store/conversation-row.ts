@@ -27,6 +27,8 @@ export interface ConversationRow {
   created_at: string;
   updated_at: string;
   turn_count: number;
+  /** bigint: PostgreSQL's driver returns it as a string. */
+  generation: number | string;
 }
 
 /** ConversationRecord field → column. */
@@ -52,16 +54,24 @@ export const conversationColumns = {
   createdAt: "created_at",
   updatedAt: "updated_at",
   turnCount: "turn_count",
+  generation: "generation",
 } as const satisfies Record<keyof ConversationRecord, keyof ConversationRow>;
 
 export type ConversationField = keyof typeof conversationColumns;
 
-export const conversationFields = Object.keys(conversationColumns) as ConversationField[];
+/** The fields an insert writes: all but the generation, which the database assigns. */
+export const conversationFields = (Object.keys(conversationColumns) as ConversationField[]).filter(
+  (field) => field !== "generation",
+);
 
 /** The fields a patch sets (defined, and not the id), in the patch's order. */
 export function patchedFields(patch: Partial<Omit<ConversationRecord, "id">>): ConversationField[] {
   return (Object.keys(patch) as ConversationField[]).filter(
-    (f) => f !== "id" && f in conversationColumns && patch[f as keyof typeof patch] !== undefined,
+    (f) =>
+      f !== "id" &&
+      f !== "generation" &&
+      f in conversationColumns &&
+      patch[f as keyof typeof patch] !== undefined,
   );
 }
 
@@ -88,5 +98,6 @@ export function rowToConversation(row: ConversationRow): ConversationRecord {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     turnCount: row.turn_count,
+    generation: Number(row.generation),
   };
 }

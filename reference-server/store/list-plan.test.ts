@@ -232,7 +232,15 @@ describe("upgrading a schema 1 database", () => {
     await old.close();
 
     store = openSqliteStore(file);
-    for (const r of records) expect(await store.getConversation(r.id)).toEqual(r);
+    // Rows written before generations existed are each given one of their own.
+    const generations = new Set<number>();
+    for (const r of records) {
+      const got = await store.getConversation(r.id);
+      expect(got).toEqual({ ...r, generation: got?.generation });
+      generations.add(got?.generation ?? 0);
+    }
+    expect(generations.size).toBe(records.length);
+    expect(generations.has(0)).toBe(false);
     expect((await store.listMessages("c0001")).map((m) => m.text)).toEqual(["kept"]);
     const filter = filterOf([OPTIONAL[0]], "bob", 200);
     expect((await store.listConversations(filter)).map((c) => c.id)).toEqual(expected(records, filter));

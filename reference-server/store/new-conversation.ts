@@ -29,6 +29,8 @@ export function newConversation(fields: NewConversation): ConversationRecord {
     hidden: false,
     updatedAt: fields.createdAt,
     turnCount: 0,
+    // The database assigns it at the insert.
+    generation: 0,
     ...fields,
   };
 }

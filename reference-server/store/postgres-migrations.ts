@@ -178,6 +178,13 @@ const migrations: ReadonlyArray<string> = [
   -- The sweep asks, for each old blob, whether any entry still refers to it.
   CREATE INDEX file_entries_by_blob ON file_entries (sha256);
   `,
+  // 5: each conversation's generation (ConversationRecord.generation), from a sequence: an id deleted and
+  // created again is never the same generation, so no instance takes a local copy of the old one's files for
+  // the new one's. Rows already there take the next values.
+  `
+  CREATE SEQUENCE conversation_generations;
+  ALTER TABLE conversations ADD COLUMN generation bigint NOT NULL DEFAULT nextval('conversation_generations');
+  `,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = migrations.length;

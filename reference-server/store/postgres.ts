@@ -19,6 +19,7 @@ import { listConversationsQuery, POSTGRES_DIALECT } from "./list-query.ts";
 import { createPostgresFileStore } from "./postgres-file-store.ts";
 import { migratePostgres } from "./postgres-migrations.ts";
 import { inTransaction } from "./postgres-transaction.ts";
+import { pageParams } from "./row-page.ts";
 import {
   type CompactionRecord,
   ConversationExistsError,
@@ -265,15 +266,26 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
     async insertConversation(record) {
       try {
-        await query(
+        const { rows } = await query<{ generation: string }>(
           pool,
-          insertConversationSql,
+          `${insertConversationSql} RETURNING generation`,
           conversationFields.map((f) => toParam(conversationColumns[f], record[f])),
         );
+        return Number(rows[0].generation);
       } catch (error) {
         if (isUniqueViolation(error)) throw new ConversationExistsError(record.id);
         throw error;
       }
+    },
+
+    async conversationGenerations(ids) {
+      if (ids.length === 0) return new Map();
+      const { rows } = await query<{ id: string; generation: string }>(
+        pool,
+        "SELECT id, generation FROM conversations WHERE id = ANY($1::text[])",
+        [ids],
+      );
+      return new Map(rows.map((row) => [row.id, Number(row.generation)]));
     },
 
     async updateConversation(id, patch) {
@@ -309,12 +321,12 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       return rows.map(toConversation);
     },
 
-    async listMessages(conversationId) {
+    async listMessages(conversationId, page) {
       const { rows } = await query(
         pool,
         `SELECT conversation_id, turn_index, seq, role, text, author_member_id, author_name, is_compact_summary, created_at
-         FROM messages WHERE conversation_id = $1 ORDER BY seq`,
-        [conversationId],
+         FROM messages WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+        [conversationId, ...pageParams(page)],
       );
       return rows.map(
         (row): MessageRecord => ({
@@ -331,11 +343,11 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       );
     },
 
-    async listEvents(conversationId) {
+    async listEvents(conversationId, page) {
       const { rows } = await query(
         pool,
-        "SELECT conversation_id, turn_index, seq, event, created_at FROM events WHERE conversation_id = $1 ORDER BY seq",
-        [conversationId],
+        "SELECT conversation_id, turn_index, seq, event, created_at FROM events WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        [conversationId, ...pageParams(page)],
       );
       return rows.map(
         (row): EventRecord => ({
@@ -669,14 +681,12 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
           JSON.stringify({ conversationId, reason, from: instanceId }),
         ]);
       },
-      async subscribe(handler) {
-        // LISTEN holds its connection: one of its own, outside the pool.
-        const listener = new pg.Client({
-          connectionString: url,
-          application_name: options.applicationName ?? "agent-api",
-        });
-        listener.on("error", () => undefined);
-        listener.on("notification", (message) => {
+      async subscribe(handler, onReconnect) {
+        let closed = false;
+        let listener: pg.Client | undefined;
+        let retry: NodeJS.Timeout | undefined;
+        let failures = 0;
+        const hear = (message: pg.Notification) => {
           if (message.channel !== INTERRUPT_CHANNEL || !message.payload) return;
           try {
             const { conversationId, reason, from } = JSON.parse(message.payload) as {
@@ -690,11 +700,57 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
           } catch {
             // Not ours.
           }
-        });
-        await listener.connect();
-        await listener.query(`LISTEN ${INTERRUPT_CHANNEL}`);
+        };
+        // LISTEN holds its connection: one of its own, outside the pool. When it is cut, it is made again
+        // (sooner at first, at most every 5 s), and the caller told, since notifications sent meanwhile are lost.
+        const connect = async (): Promise<void> => {
+          const client = new pg.Client({
+            connectionString: url,
+            application_name: `${options.applicationName ?? "agent-api"} listener`,
+          });
+          let lost = false;
+          const onLost = () => {
+            if (lost) return;
+            lost = true;
+            void client.end().catch(() => undefined);
+            if (!closed && listener === client) scheduleReconnect();
+          };
+          client.on("error", onLost);
+          client.on("end", onLost);
+          client.on("notification", hear);
+          try {
+            await client.connect();
+            await client.query(`LISTEN ${INTERRUPT_CHANNEL}`);
+          } catch (error) {
+            lost = true;
+            await client.end().catch(() => undefined);
+            throw error;
+          }
+          listener = client;
+        };
+        const scheduleReconnect = () => {
+          if (closed || retry !== undefined) return;
+          const delay = Math.min(5_000, 50 * 2 ** Math.min(failures, 7));
+          retry = setTimeout(async () => {
+            retry = undefined;
+            if (closed) return;
+            try {
+              await connect();
+              failures = 0;
+              if (closed) await listener?.end().catch(() => undefined);
+              else onReconnect?.();
+            } catch {
+              failures++;
+              scheduleReconnect();
+            }
+          }, delay);
+          retry.unref();
+        };
+        await connect();
         return async () => {
-          await listener.end().catch(() => undefined);
+          closed = true;
+          clearTimeout(retry);
+          await listener?.end().catch(() => undefined);
         };
       },
     },

@@ -159,6 +159,15 @@ const migrations: ReadonlyArray<string> = [
   ALTER TABLE session_messages ADD COLUMN replaced_at_turn INTEGER;
   ALTER TABLE sessions ADD COLUMN history_length INTEGER;
   `,
+  // 7: each conversation's generation (ConversationRecord.generation), from a counter that only grows, so an
+  // id deleted and created again is never the same generation (rowid may be reused after a delete). Rows
+  // already there take their rowid, and the counter starts past them.
+  `
+  ALTER TABLE conversations ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+  UPDATE conversations SET generation = rowid;
+  CREATE TABLE conversation_generations (last INTEGER NOT NULL) STRICT;
+  INSERT INTO conversation_generations (last) SELECT COALESCE(MAX(rowid), 0) FROM conversations;
+  `,
 ];
 
 export const SCHEMA_VERSION = migrations.length;

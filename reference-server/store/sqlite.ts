@@ -13,6 +13,7 @@ import {
 } from "./conversation-row.ts";
 import { HistoryCache } from "./history-cache.ts";
 import { listConversationsQuery } from "./list-query.ts";
+import { pageParams } from "./row-page.ts";
 import { type Checkpointer, startCheckpointer } from "./sqlite-checkpointer.ts";
 import {
   DEFAULT_BUSY_TIMEOUT_MS,
@@ -265,8 +266,8 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
     });
   }
 
-  const insertConversationSql = `INSERT INTO conversations (${conversationFields.map((f) => conversationColumns[f]).join(", ")})
-    VALUES (${conversationFields.map(() => "?").join(", ")})`;
+  const insertConversationSql = `INSERT INTO conversations (${conversationFields.map((f) => conversationColumns[f]).join(", ")}, generation)
+    VALUES (${conversationFields.map(() => "?").join(", ")}, ?)`;
 
   return {
     async getConversation(id) {
@@ -278,11 +279,28 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
 
     async insertConversation(record) {
       try {
-        statement(insertConversationSql).run(...conversationFields.map((f) => toSqlValue(record[f])));
+        return transaction(() => {
+          const { last } = statement(
+            "UPDATE conversation_generations SET last = last + 1 RETURNING last",
+          ).get() as { last: number };
+          statement(insertConversationSql).run(...conversationFields.map((f) => toSqlValue(record[f])), last);
+          return last;
+        });
       } catch (error) {
         if (isUniqueViolation(error)) throw new ConversationExistsError(record.id);
         throw error;
       }
+    },
+
+    async conversationGenerations(ids) {
+      const generations = new Map<string, number>();
+      for (const id of ids) {
+        const row = statement("SELECT generation FROM conversations WHERE id = ?").get(id) as
+          | { generation: number }
+          | undefined;
+        if (row) generations.set(id, row.generation);
+      }
+      return generations;
     },
 
     async updateConversation(id, patch) {
@@ -312,11 +330,11 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       return (statement(sql).all(...params) as unknown as ConversationRow[]).map(rowToConversation);
     },
 
-    async listMessages(conversationId) {
+    async listMessages(conversationId, page) {
       const rows = statement(
         `SELECT conversation_id, turn_index, seq, role, text, author_member_id, author_name, is_compact_summary, created_at
-         FROM messages WHERE conversation_id = ? ORDER BY seq`,
-      ).all(conversationId) as Array<Record<string, SQLInputValue>>;
+         FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+      ).all(conversationId, ...pageParams(page)) as Array<Record<string, SQLInputValue>>;
       return rows.map(
         (row): MessageRecord => ({
           conversationId: row.conversation_id as string,
@@ -332,10 +350,10 @@ export function openSqliteStore(file: string, options: SqliteStoreOptions = {}):
       );
     },
 
-    async listEvents(conversationId) {
+    async listEvents(conversationId, page) {
       const rows = statement(
-        "SELECT conversation_id, turn_index, seq, event, created_at FROM events WHERE conversation_id = ? ORDER BY seq",
-      ).all(conversationId) as Array<Record<string, SQLInputValue>>;
+        "SELECT conversation_id, turn_index, seq, event, created_at FROM events WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+      ).all(conversationId, ...pageParams(page)) as Array<Record<string, SQLInputValue>>;
       return rows.map(
         (row): EventRecord => ({
           conversationId: row.conversation_id as string,

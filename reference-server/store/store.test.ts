@@ -71,9 +71,25 @@ describe.each(STORE_ENGINES)("$name store", (engine) => {
         hidden: true,
         turnCount: 3,
       });
-      await store.insertConversation(record);
-      expect(await store.getConversation("c1")).toEqual(record);
+      const generation = await store.insertConversation(record);
+      expect(generation).toBeGreaterThan(0);
+      expect(await store.getConversation("c1")).toEqual({ ...record, generation });
       expect(await store.getConversation("nope")).toBeUndefined();
+    });
+
+    it("gives an id deleted and created again another generation, and reads generations in a batch", async () => {
+      const first = await store.insertConversation(conversation());
+      const other = await store.insertConversation(conversation({ id: "c2", workspaceId: "other" }));
+      await store.deleteConversation("c1");
+      const again = await store.insertConversation(conversation({ workspaceId: "other" }));
+      expect(new Set([first, other, again]).size).toBe(3);
+      expect(again).toBeGreaterThan(first);
+      expect(await store.conversationGenerations(["c1", "c2", "gone"])).toEqual(
+        new Map([
+          ["c1", again],
+          ["c2", other],
+        ]),
+      );
     });
 
     it("throws ConversationExistsError on a taken id and keeps the original", async () => {
@@ -106,7 +122,7 @@ describe.each(STORE_ENGINES)("$name store", (engine) => {
     });
 
     it("updates only the patched fields, including back to null and false", async () => {
-      await store.insertConversation(conversation({ shared: true, agentSessionId: "s1" }));
+      const generation = await store.insertConversation(conversation({ shared: true, agentSessionId: "s1" }));
       await store.updateConversation("c1", {
         shared: false,
         agentSessionId: null,
@@ -114,7 +130,12 @@ describe.each(STORE_ENGINES)("$name store", (engine) => {
       });
       const got = await store.getConversation("c1");
       expect(got).toEqual(
-        conversation({ shared: false, agentSessionId: null, updatedAt: "2026-02-01T00:00:00.000Z" }),
+        conversation({
+          shared: false,
+          agentSessionId: null,
+          updatedAt: "2026-02-01T00:00:00.000Z",
+          generation,
+        }),
       );
       await store.updateConversation("c1", {});
       await store.updateConversation("missing", { shared: true });

@@ -70,6 +70,7 @@ export function mixedRecords(count: number): ConversationRecord[] {
     // Activity out of creation order, with deliberate ties on updatedAt to exercise the tie-breakers.
     const updated = created + ((i * 7919) % 50) * 3_600_000 - (i % 11 === 0 ? 60_000 : 0);
     records.push({
+      generation: 0,
       id: `c${String(i).padStart(4, "0")}`,
       workspaceId: i % 29 === 0 ? "other" : "demo",
       agent: i % 13 === 0 ? "notes-agent" : "demo-agent",

@@ -41,6 +41,12 @@ export interface ConversationRecord {
   createdAt: string;
   updatedAt: string;
   turnCount: number;
+  /**
+   * Assigned by the database when the row is inserted, from a counter that never repeats (0 until then): a
+   * conversation deleted and created again under the same id is another generation, so nothing kept for the
+   * old one (a local copy of its files on some instance) is ever taken for the new one's.
+   */
+  generation: number;
 }
 
 export interface MessageRecord {
@@ -55,6 +61,12 @@ export interface MessageRecord {
   authorName: string | null;
   isCompactSummary: boolean;
   createdAt: string;
+}
+
+/** A keyset page of a conversation's rows: those with `seq` above `afterSeq`, at most `limit` of them. */
+export interface RowPage {
+  afterSeq: number;
+  limit: number;
 }
 
 export interface EventRecord {
@@ -208,22 +220,30 @@ export interface TurnInterrupts {
   publish(conversationId: string, reason: string): Promise<void>;
   /**
    * Calls `handler` for every interrupt another instance published (this instance acts on its own at once,
-   * before publishing); resolves with unsubscribe.
+   * before publishing); resolves with unsubscribe. A subscription cut (the database restarted, the connection
+   * killed) is made again until it holds; `onReconnect` is called each time it does, since what was published
+   * meanwhile was not heard.
    */
-  subscribe(handler: (conversationId: string, reason: string) => void): Promise<() => Promise<void>>;
+  subscribe(
+    handler: (conversationId: string, reason: string) => void,
+    onReconnect?: () => void,
+  ): Promise<() => Promise<void>>;
 }
 
 export interface Store {
   getConversation(id: string): Promise<ConversationRecord | undefined>;
-  /** Throws ConversationExistsError when the id is taken. */
-  insertConversation(record: ConversationRecord): Promise<void>;
+  /** Throws ConversationExistsError when the id is taken; the generation the database gave the row. */
+  insertConversation(record: ConversationRecord): Promise<number>;
+  /** The generation of each of these conversations that exists (ids that do not are absent). */
+  conversationGenerations(ids: string[]): Promise<Map<string, number>>;
   updateConversation(id: string, patch: Partial<Omit<ConversationRecord, "id">>): Promise<void>;
   /** Removes the conversation and its messages, events, sessions and compactions. */
   deleteConversation(id: string): Promise<boolean>;
   /** Newest activity (updatedAt, then createdAt, then id) first; hidden conversations excluded. */
   listConversations(filter: ListFilter): Promise<ConversationRecord[]>;
-  listMessages(conversationId: string): Promise<MessageRecord[]>;
-  listEvents(conversationId: string): Promise<EventRecord[]>;
+  /** In `seq` order; with `page`, at most `page.limit` rows after `page.afterSeq` (a transcript read in pages). */
+  listMessages(conversationId: string, page?: RowPage): Promise<MessageRecord[]>;
+  listEvents(conversationId: string, page?: RowPage): Promise<EventRecord[]>;
   /**
    * Appends one completed turn's messages/events/compaction and bumps turnCount/updatedAt in one transaction;
    * the conversation's pending turn, if any, goes in the same transaction.

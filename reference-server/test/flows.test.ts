@@ -81,7 +81,17 @@ describe("invoke a deployed flow", () => {
     expect(ok.status).toBe(200);
   });
 
-  it("refuses a missing input variable (400) and an unknown app (404)", async () => {
+  it("checks the key before it looks the flow up: a wrong key gets 401 for a known and an unknown app id alike", async () => {
+    const body = { input_vars: { topic: "x" } };
+    for (const key of [undefined, "wrong-key", KEYS.admin, KEYS.viewer, KEYS.otherAdmin]) {
+      const known = await raw(t.url, "POST", "/apps/demo-flow", { key, body });
+      const unknown = await raw(t.url, "POST", "/apps/no-such-flow", { key, body });
+      expect([known.status, unknown.status], String(key)).toEqual([401, 401]);
+      expect(unknown.json).toEqual(known.json);
+    }
+  });
+
+  it("refuses a missing input variable (400)", async () => {
     const client = t.client(KEYS.flow);
     const statusOf = async (appId: string, inputVars: Record<string, string>) => {
       try {
@@ -93,7 +103,6 @@ describe("invoke a deployed flow", () => {
     };
     expect(await statusOf("demo-flow", {})).toBe(400);
     expect(await statusOf("demo-flow", { subject: "wrong name" })).toBe(400);
-    expect(await statusOf("no-such-flow", { topic: "x" })).toBe(404);
     // Extra variables beyond the flow's inputs are harmless.
     expect(await statusOf("demo-flow", { topic: "x", extra: "y" })).toBe(200);
   });

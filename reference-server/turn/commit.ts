@@ -31,6 +31,7 @@ export async function commitTurn(context: TurnContext, plan: TurnPlan, result: T
   // The same conversation, not a new one that took the id after a delete: never write into another's.
   if (
     !current ||
+    current.generation !== plan.record.generation ||
     current.createdAt !== plan.record.createdAt ||
     current.ownerMemberId !== plan.record.ownerMemberId ||
     current.workspaceId !== plan.record.workspaceId

@@ -40,6 +40,7 @@ export async function* runTurn(
     () =>
       context.sandbox.acquire({
         conversationId: record.id,
+        generation: record.generation,
         agent: {
           workspaceId: plan.agent.workspaceId,
           name: plan.agent.name,
@@ -81,7 +82,9 @@ export async function* runTurn(
       historyTokens: history.tokens,
       attachments,
       environment: { agentKind: plan.agent.kind, isolated, readOnly },
-      tools: context.sandbox.isolation === "unavailable" ? null : sandbox.tools,
+      // Offered even where no sandbox can be built: each call is then refused with what failed and the fix,
+      // which the model relays and a client streaming tool calls sees, rather than a bare "no tools".
+      tools: sandbox.tools,
       compactionBudgetTokens: options.compactionBudgetTokens,
       thinkingBudgetTokens: modelConfig?.thinkingBudgetTokens ?? plan.agent.thinkingBudgetTokens,
       maxTokens: modelConfig?.maxTokens,

@@ -347,9 +347,16 @@ describe("the Dockerfile", () => {
     expect(last("ENTRYPOINT")).toEqual(["agent-api"]);
     const command = last("CMD");
     expect(command.slice(0, 1)).toEqual(["serve"]);
-    // The image's port and volume, swapped for a free port and a directory of this test.
+    // The image's port and volume (and the variables file in it), swapped for a free port and a directory of
+    // this test.
     const args = command.map((arg, i) =>
-      command[i - 1] === "--port" ? "0" : command[i - 1] === "--data" ? join(dir, "image-data") : arg,
+      command[i - 1] === "--port"
+        ? "0"
+        : command[i - 1] === "--data"
+          ? join(dir, "image-data")
+          : command[i - 1] === "--write-env-file"
+            ? join(dir, "image-data", "agent-api.env")
+            : arg,
     );
     expect(args).toContain("0");
     const stdout = await serveAndCheck("serve", env, args.slice(1));
