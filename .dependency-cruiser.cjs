@@ -7,8 +7,62 @@
 /** A package's tests and test helpers, which may reach further than what the package ships. */
 const TESTS = ["\\.test\\.ts$", "/test/", "(^|/)testing\\.ts$", "\\.testing\\.ts$", "(^|/)testing/"];
 
+/**
+ * The reference server's layers, highest first: a layer may import the layers below it, never one above
+ * (CONTRIBUTING.md, "The reference server's layers"). A request's data goes down (http → service → turn →
+ * engine → sandbox → store) and comes back as return values and events. The root's index.ts and the demo
+ * wire the layers together, and the commands start them; config and the error catalogue are the bottom
+ * every layer reads.
+ */
+const SERVER_LAYERS = [
+  "cli",
+  "demo",
+  "http",
+  "service",
+  "turn",
+  "engine",
+  "scripted-model",
+  "sandbox",
+  "coordination",
+  "store",
+  "config",
+  "errors",
+];
+
+/** One rule a layer: nothing in it imports a layer above it, nor the root's wiring (index.ts). */
+const layerRules = SERVER_LAYERS.slice(1).map((layer, index) => {
+  const above = SERVER_LAYERS.slice(0, index + 1);
+  return {
+    name: `server-layer-${layer}`,
+    comment: `reference-server/${layer}/ imports only the layers below it (${SERVER_LAYERS.slice(index + 2).join(", ") || "none"}), never ${above.join(", ")}${layer === "demo" ? "" : " nor the root's wiring"}`,
+    severity: "error",
+    from: { path: `^reference-server/${layer}/`, pathNot: TESTS },
+    // The demo starts the whole server (the root's startServer); below it, no layer reaches the wiring.
+    to: {
+      path: [
+        `^reference-server/(${above.join("|")})/`,
+        ...(layer === "demo" ? [] : ["^reference-server/[^/]+\\.ts$"]),
+      ],
+    },
+  };
+});
+
+/** Every folder of the server's sources is a layer of SERVER_LAYERS (a new folder takes its place in the order). */
+const unplacedFolder = {
+  name: "server-folder-placed",
+  comment: `a folder of reference-server/ that is not one of the layers (${SERVER_LAYERS.join(", ")}) or its tests: give it a place in SERVER_LAYERS`,
+  severity: "error",
+  from: {
+    path: "^reference-server/[^/]+/",
+    pathNot: [...TESTS, `^reference-server/(${SERVER_LAYERS.join("|")})/`],
+  },
+  to: {},
+};
+
 module.exports = {
   forbidden: [
+    ...layerRules,
+    unplacedFolder,
     {
       name: "no-circular",
       comment: "no import circle: each module can be read, tested and moved without the ones that import it",

@@ -11,7 +11,7 @@ import { catalogue } from "../conformance/catalogue.ts";
 import { resolveInputs } from "../conformance/inputs.ts";
 import { summarize } from "../conformance/reports/console.ts";
 import { runSuite } from "../conformance/runner.ts";
-import { startDemoServer } from "../reference-server/demo.ts";
+import { startDemoServer } from "../reference-server/demo/index.ts";
 
 const { values } = parseArgs({ options: { "slow-model-ms": { type: "string" } } });
 const slowMs = values["slow-model-ms"] === undefined ? undefined : Number(values["slow-model-ms"]);

@@ -25,7 +25,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { EventSourceParserStream } from "eventsource-parser/stream";
-import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
+import { DEMO_ADMIN_KEY } from "../reference-server/demo/workspace.ts";
 import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 
 const SELF = fileURLToPath(import.meta.url);
@@ -56,7 +56,7 @@ async function serve(
   });
   process.env.ANTHROPIC_BASE_URL = model.url;
   process.env.ANTHROPIC_API_KEY = "bench";
-  const { startDemoServer } = await import("../reference-server/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo/index.ts");
   const server = await startDemoServer(300, {
     dataDir,
     engine: "anthropic",

@@ -20,7 +20,7 @@ import { randomBytes } from "node:crypto";
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { Agent, request } from "undici";
-import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
+import { DEMO_ADMIN_KEY } from "../reference-server/demo/workspace.ts";
 import {
   cpuSeconds,
   type Deployment,

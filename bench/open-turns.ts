@@ -26,7 +26,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Agent, request } from "undici";
 import { freePort } from "../conformance/testing/nginx.ts";
-import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
+import { DEMO_ADMIN_KEY } from "../reference-server/demo/workspace.ts";
 import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 import { root } from "../test/postgres/processes.ts";
 import { type Deployment, rssBytes, startDeployment } from "./deployment.ts";

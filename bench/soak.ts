@@ -39,7 +39,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { getHeapSpaceStatistics } from "node:v8";
 import { Agent, request } from "undici";
-import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
+import { DEMO_ADMIN_KEY } from "../reference-server/demo/workspace.ts";
 
 const SELF = fileURLToPath(import.meta.url);
 const API_KEY = DEMO_ADMIN_KEY;
@@ -74,7 +74,7 @@ async function serve(
   upstream: boolean,
   checkpointMs: number | undefined,
 ): Promise<void> {
-  const { startDemoServer } = await import("../reference-server/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo/index.ts");
   const { server } = await startDemoServer(0, {
     dataDir,
     // ANTHROPIC_BASE_URL is the scripted model in its own process (set by the parent).

@@ -25,7 +25,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Agent, request } from "undici";
-import { DEMO_ADMIN_KEY } from "../reference-server/config/demo.ts";
+import { DEMO_ADMIN_KEY } from "../reference-server/demo/workspace.ts";
 import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 import { percentile } from "./stats.ts";
 
@@ -39,7 +39,7 @@ const TARGET_RATIO_AT_64 = 0.5;
 // Server roles (child processes)
 
 async function serveReference(dataDir: string): Promise<void> {
-  const { startDemoServer } = await import("../reference-server/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo/index.ts");
   // DATABASE_URL=postgres://… measures the PostgreSQL store instead of SQLite.
   const server = await startDemoServer(300, { dataDir, store: process.env.DATABASE_URL || undefined });
   process.stdout.write(`READY ${server.url}\n`);

@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DemoServer } from "../reference-server/demo.ts";
+import type { DemoServer } from "../reference-server/demo/index.ts";
 import { SOURCE_CONDITION_FLAG } from "../scripts/source-condition.ts";
 import { type FrontServer, makeTestCa, startFront, type TestCa } from "./testing/front-server.ts";
 
@@ -42,7 +42,7 @@ let limited: FrontServer;
 let tls: FrontServer;
 
 beforeAll(async () => {
-  const { startDemoServer } = await import("../reference-server/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo/index.ts");
   demo = await startDemoServer(500, { unsafeNoIsolation: true });
   dir = await mkdtemp(join(tmpdir(), "acc-cli-deploy-"));
   ca = makeTestCa(dir);

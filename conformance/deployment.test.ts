@@ -12,7 +12,7 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 // also names `.default` (the name its types give it), so `.default` is right at run time and for tsc.
 import ajvFormats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DemoServer } from "../reference-server/demo.ts";
+import type { DemoServer } from "../reference-server/demo/index.ts";
 import { catalogue } from "./catalogue.ts";
 import { reachability } from "./http.ts";
 import { resolveInputs } from "./inputs.ts";
@@ -30,7 +30,7 @@ let ca: TestCa;
 const fronts: FrontServer[] = [];
 
 beforeAll(async () => {
-  const { startDemoServer } = await import("../reference-server/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo/index.ts");
   demo = await startDemoServer(1000, { unsafeNoIsolation: true });
   validator = await SpecValidator.load();
   dir = await mkdtemp(join(tmpdir(), "acc-deploy-"));

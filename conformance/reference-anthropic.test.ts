@@ -6,7 +6,7 @@
  */
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { DemoServer } from "../reference-server/demo.ts";
+import type { DemoServer } from "../reference-server/demo/index.ts";
 import { catalogue } from "./catalogue.ts";
 import { resolveInputs } from "./inputs.ts";
 import { mustVerdict } from "./reference-verdict.ts";
@@ -28,7 +28,7 @@ beforeAll(async () => {
   // The engine reads them when the server starts; they are put back afterwards (test files share a worker).
   const { setEnv } = await import("../reference-server/test/helpers.ts");
   restoreEnv = setEnv({ ANTHROPIC_BASE_URL: model.url, ANTHROPIC_API_KEY: "scripted-upstream-key" });
-  const { startDemoServer } = await import("../reference-server/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo/index.ts");
   // The suite asks for tools: they run unisolated where bubblewrap does not work (the sandbox has its own tests).
   demo = await startDemoServer(1000, { engine: "anthropic", keepAliveMs: 40, unsafeNoIsolation: true });
   report = await runSuite({

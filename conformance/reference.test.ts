@@ -4,7 +4,7 @@
  */
 import { existsSync } from "node:fs";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import type { DemoServer } from "../reference-server/demo.ts";
+import type { DemoServer } from "../reference-server/demo/index.ts";
 import { catalogue } from "./catalogue.ts";
 import { resolveInputs } from "./inputs.ts";
 import { mustVerdict } from "./reference-verdict.ts";
@@ -18,7 +18,7 @@ let report: RunReport;
 
 beforeAll(async () => {
   if (!serverPresent) return;
-  const { startDemoServer } = await import("../reference-server/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo/index.ts");
   // 1 s: long enough that a busy 2-core CI machine still sends the race check's follow-up inside the delay.
   // The suite asks for tools: they run unisolated where bubblewrap does not work (the sandbox has its own tests).
   demo = await startDemoServer(1000, { unsafeNoIsolation: true });

@@ -6,7 +6,7 @@
 import { existsSync } from "node:fs";
 import { encodeSseEvent } from "@agent-api/client/sse";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DemoServer } from "../reference-server/demo.ts";
+import type { DemoServer } from "../reference-server/demo/index.ts";
 import { catalogue } from "./catalogue.ts";
 import { resolveInputs, resolveRunSettings, UsageError } from "./inputs.ts";
 import { summaryText } from "./reports/console.ts";
@@ -83,7 +83,7 @@ let demo: DemoServer | undefined;
 
 beforeAll(async () => {
   if (!serverPresent) return;
-  const { startDemoServer } = await import("../reference-server/demo.ts");
+  const { startDemoServer } = await import("../reference-server/demo/index.ts");
   demo = await startDemoServer(200, { unsafeNoIsolation: true });
 }, 60_000);
 

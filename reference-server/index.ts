@@ -5,15 +5,17 @@
 import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { type DestinationStream, pino } from "pino";
-import { createDemo, demoKeys, formatEnvFile } from "./config/demo.ts";
-import { seedDemoConversations } from "./config/demo-data.ts";
 import { createKeyIndex } from "./config/keys.ts";
 import { loadConfigFile } from "./config/load.ts";
 import type { LimitsConfig, ServerConfig } from "./config/types.ts";
+import { DEFAULT_WAITING_TURN_LIMITS } from "./coordination/locks.ts";
+import { seedDemoConversations } from "./demo/conversations.ts";
+import { createDemo, demoKeys, formatEnvFile } from "./demo/workspace.ts";
 import { createEngine, LOOP_DEFAULTS } from "./engine/index.ts";
 import { Admission, DEFAULT_ADMISSION_LIMITS } from "./http/admission.ts";
-import { buildApp, SLOW_CLIENT_DEFAULTS } from "./http/app.ts";
+import { buildApp } from "./http/app.ts";
 import { trackListener } from "./http/listener-close.ts";
+import { SLOW_CLIENT_DEFAULTS } from "./http/request-limits.ts";
 import { KEEP_ALIVE_MS } from "./http/sse.ts";
 import { DEFAULT_TURN_SHARE_LIMITS, TurnShares } from "./http/turn-shares.ts";
 import {
@@ -23,7 +25,6 @@ import {
   type SandboxUserSetting,
 } from "./sandbox/index.ts";
 import { createService, type ServiceLive } from "./service/index.ts";
-import { DEFAULT_WAITING_TURN_LIMITS } from "./service/locks.ts";
 import { openServerStore } from "./store/open.ts";
 
 export interface ServerOptions {

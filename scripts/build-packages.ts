@@ -12,7 +12,7 @@ import { execFileSync } from "node:child_process";
 import { cpSync, mkdirSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
-import { projectRoot } from "../conformance/cli/tool-bin.ts";
+import { projectRoot } from "./project-root.ts";
 
 const PACKAGES = ["client", "conformance", "reference-server"] as const;
 type Package = (typeof PACKAGES)[number];

@@ -9,7 +9,8 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import openapiTS, { astToString } from "openapi-typescript";
-import { projectRoot, runTool, specPath, tools } from "../conformance/cli/tool-bin.ts";
+import { runTool, specPath, tools } from "../conformance/cli/tool-bin.ts";
+import { projectRoot } from "./project-root.ts";
 import { renderProtocol } from "./protocol.ts";
 import { openapi31, openapiDocs } from "./published-forms.ts";
 

@@ -8,7 +8,7 @@ import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { stringify } from "yaml";
 import { buildDocs } from "../conformance/cli/docs.ts";
-import { projectRoot } from "../conformance/cli/tool-bin.ts";
+import { projectRoot } from "./project-root.ts";
 
 const out = join(projectRoot, "spec", "dist");
 await mkdir(out, { recursive: true });

@@ -12,7 +12,7 @@ import { buildDocs } from "../conformance/cli/docs.ts";
 import { envNameOf } from "../conformance/inputs.ts";
 import { FORM_FIELDS } from "../conformance/ui/form.ts";
 import { startConformanceUi } from "../conformance/ui/server.ts";
-import { startDemoServer } from "../reference-server/demo.ts";
+import { startDemoServer } from "../reference-server/demo/index.ts";
 import { startFaultProxy } from "../test/selftest/proxy.ts";
 import { launchChromium, servePage } from "../test/spec/browser.ts";
 

@@ -9,9 +9,10 @@ import { join } from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import { describe, expect, it } from "vitest";
-import { projectRoot, runTool, specPath, tools } from "../conformance/cli/tool-bin.ts";
+import { runTool, specPath, tools } from "../conformance/cli/tool-bin.ts";
 import { streamEventSchemas } from "../generated/protocol.ts";
 import { renderGenerated } from "../scripts/generate.ts";
+import { projectRoot } from "../scripts/project-root.ts";
 
 // The bundled document is JSON of arbitrary depth; tests index into it by the spec's own names.
 // biome-ignore lint/suspicious/noExplicitAny: walking an untyped JSON document

@@ -10,7 +10,7 @@ import { Command } from "commander";
 import {
   inCheckout,
   MissingToolError,
-  projectRoot,
+  packageRoot,
   runTool,
   specPackageFile,
   specPath,
@@ -19,7 +19,7 @@ import {
 
 /** Where `agent-api docs` writes the page unless `--output` says otherwise (never into node_modules). */
 export const defaultDocsPath = inCheckout
-  ? join(projectRoot, "dist", "docs", "index.html")
+  ? join(packageRoot, "dist", "docs", "index.html")
   : resolve("agent-api-docs", "index.html");
 
 /** What the page says before each reference choice (`x-reference-behavior`). */

@@ -1,6 +1,6 @@
 /** `agent-api lint`: Redocly lint of the spec with the project's redocly.yaml; Redocly's exit code is passed through. */
 import { Command } from "commander";
-import { inCheckout, projectRoot, runTool, specPath, toolOrSay, tools } from "./tool-bin.ts";
+import { inCheckout, packageRoot, runTool, specPath, toolOrSay, tools } from "./tool-bin.ts";
 
 /** CLI entry: lints `--spec` (default spec/openapi.yaml); resolves to Redocly's exit code. */
 export async function main(args: string[]): Promise<number> {
@@ -24,7 +24,7 @@ export async function main(args: string[]): Promise<number> {
   // A checkout lints with its redocly.yaml; elsewhere Redocly finds the user's own, or its recommended rules.
   const result = await runTool(redocly, ["lint", opts.spec, "--format", opts.format], {
     inherit: true,
-    cwd: inCheckout ? projectRoot : process.cwd(),
+    cwd: inCheckout ? packageRoot : process.cwd(),
   });
   return result.code;
 }

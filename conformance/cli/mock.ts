@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { Command } from "commander";
-import { bundledSpecPath, projectRoot, toolOrSay, tools } from "./tool-bin.ts";
+import { bundledSpecPath, packageRoot, toolOrSay, tools } from "./tool-bin.ts";
 
 /** The bundled spec Prism serves by default (internal refs only, so Prism resolves it quickly). */
 export { bundledSpecPath };
@@ -40,7 +40,7 @@ export function startPrismMock(options: StartPrismOptions = {}): Promise<PrismMo
     errors: options.errors ?? false,
   };
   const child = spawn(process.execPath, [tools.prism(), ...prismArgs(settings)], {
-    cwd: projectRoot,
+    cwd: packageRoot,
     stdio: ["ignore", "pipe", "pipe"],
   });
   const close = () =>

@@ -17,16 +17,16 @@ import { fileURLToPath } from "node:url";
  * @agent-api/conformance, its dist/ folder (which holds generated/openapi.json as a checkout does): two
  * folders up from conformance/cli/ in either.
  */
-export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 /** The bundled spec (one JSON document, internal refs only): in a checkout and in the installed package. */
-export const bundledSpecPath = join(projectRoot, "generated", "openapi.json");
+export const bundledSpecPath = join(packageRoot, "generated", "openapi.json");
 
 /** Whether this runs from a checkout of the kit (the spec's sources are there) rather than a package. */
-export const inCheckout = existsSync(join(projectRoot, "spec", "openapi.yaml"));
+export const inCheckout = existsSync(join(packageRoot, "spec", "openapi.yaml"));
 
 /** The spec's root document: its sources in a checkout, the bundled document in an installed package. */
-export const specPath = inCheckout ? join(projectRoot, "spec", "openapi.yaml") : bundledSpecPath;
+export const specPath = inCheckout ? join(packageRoot, "spec", "openapi.yaml") : bundledSpecPath;
 
 /** A tool a command needs is not installed; the message names the npm package that provides it. */
 export class MissingToolError extends Error {
@@ -40,7 +40,7 @@ export class MissingToolError extends Error {
 }
 
 /** Where packages are looked up: the kit's own location first, then the project it runs in. */
-const lookups = [join(projectRoot, "package.json"), join(process.cwd(), "package.json")].map((from) =>
+const lookups = [join(packageRoot, "package.json"), join(process.cwd(), "package.json")].map((from) =>
   createRequire(from),
 );
 
@@ -102,7 +102,7 @@ export function runTool(
 ): Promise<ToolResult> {
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, [entry, ...args], {
-      cwd: opts.cwd ?? projectRoot,
+      cwd: opts.cwd ?? packageRoot,
       stdio: opts.inherit ? "inherit" : ["ignore", "pipe", "pipe"],
       // Redocly otherwise phones home and may print an upgrade notice; both are noise in CI.
       env: { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" },

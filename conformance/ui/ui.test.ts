@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { startFaultProxy } from "../../test/selftest/proxy.ts";
 import { chromium, launchChromium } from "../../test/spec/browser.ts";
 import { envNameOf } from "../inputs.ts";

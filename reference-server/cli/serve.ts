@@ -3,8 +3,8 @@
  * its local-only keys and a curl line that works when pasted.
  */
 import { Command, Option } from "commander";
-import { demoSummary } from "../config/demo.ts";
 import type { LimitsConfig } from "../config/types.ts";
+import { demoSummary } from "../demo/workspace.ts";
 import { DEFAULT_LIMITS, DEFAULTS, demoKeys, startServer } from "../index.ts";
 import {
   DEFAULT_SANDBOX_LIMITS,

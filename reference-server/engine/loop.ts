@@ -6,8 +6,8 @@
  */
 import Anthropic from "@anthropic-ai/sdk";
 import type { ToolName } from "../sandbox/types.ts";
+import { ATTACHMENTS_NOTE, COMPACTION_REQUEST, SUMMARY_MARKER } from "../scripted-model/prompt-parts.ts";
 import { isToolName, TOOL_DEFINITIONS } from "./anthropic-tools.ts";
-import { ATTACHMENTS_NOTE, COMPACTION_REQUEST, SUMMARY_MARKER } from "./prompt-parts.ts";
 import { systemPrompt } from "./system-prompt.ts";
 import type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome, TurnUsage } from "./types.ts";
 

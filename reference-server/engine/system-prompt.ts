@@ -5,7 +5,7 @@
  * of a conversation, so they end with a prompt-cache breakpoint.
  */
 import type Anthropic from "@anthropic-ai/sdk";
-import { ENVIRONMENT_HEADING } from "./prompt-parts.ts";
+import { ENVIRONMENT_HEADING } from "../scripted-model/prompt-parts.ts";
 import type { TurnInput } from "./types.ts";
 
 type TextBlockParam = Anthropic.Messages.TextBlockParam;

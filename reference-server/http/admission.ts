@@ -14,7 +14,7 @@
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { Transform, type TransformCallback } from "node:stream";
-import { overCap } from "../service/errors.ts";
+import { overCap } from "../errors/catalogue.ts";
 
 export interface AdmissionLimits {
   /** Requests in flight on the whole instance. */

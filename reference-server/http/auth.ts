@@ -1,7 +1,7 @@
 /** `X-Api-Key` → the calling member of one workspace, or 401 (with the API's exact body for a revoked key). */
 import type { KeyIndex } from "../config/keys.ts";
 import type { ServerConfig } from "../config/types.ts";
-import { revokedKey, unauthorized } from "../service/errors.ts";
+import { revokedKey, unauthorized } from "../errors/catalogue.ts";
 import type { Caller } from "../service/types.ts";
 
 export interface AuthenticatedCaller extends Caller {

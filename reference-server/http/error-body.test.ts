@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ApiError, type ErrorCode, errorCatalogue, revokedKey } from "../service/errors.ts";
+import { ApiError, type ErrorCode, errorCatalogue, revokedKey } from "../errors/catalogue.ts";
 import { errorBody, shouldRetryHeader } from "./error-body.ts";
 
 describe("the error catalogue and its one body writer", () => {

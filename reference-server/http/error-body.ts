@@ -3,7 +3,7 @@
  * error gets the messages API's error envelope with the API's `message` beside it (the spec's ErrorBody):
  * clients built on AI SDKs read `error.message`, the API's callers read `message`.
  */
-import type { ApiError } from "../service/errors.ts";
+import type { ApiError } from "../errors/catalogue.ts";
 
 export function errorBody(error: ApiError): Record<string, unknown> {
   if (error.code === "AGENT_API_KEY_REVOKED") return { message: error.message };

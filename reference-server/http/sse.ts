@@ -6,9 +6,9 @@
  */
 import type { ServerResponse } from "node:http";
 import { encodeSseEvent } from "@agent-api/client/sse";
-import type { ErrorCode } from "../service/errors.ts";
-import { conversationIdHeader } from "../service/prompt.ts";
-import { errorEvent, KEEP_ALIVE, type TurnStreamItem } from "../service/stream-events.ts";
+import type { ErrorCode } from "../errors/catalogue.ts";
+import { errorEvent, KEEP_ALIVE, type TurnStreamItem } from "../turn/events.ts";
+import { conversationIdHeader } from "./conversation-id-header.ts";
 
 export function frame(event: TurnStreamItem): string {
   // A comment line: every SSE parser skips it, and it keeps idle-timing proxies from cutting the stream.

@@ -5,8 +5,8 @@
  * authentication to the end of its work (its stream's end, or its flow's last step), whether or not its
  * client is still there.
  */
-import { decrement } from "../service/counters.ts";
-import { overCap } from "../service/errors.ts";
+import { decrement } from "../coordination/counters.ts";
+import { overCap } from "../errors/catalogue.ts";
 
 export interface TurnShareLimits {
   turnsPerWorkspace: number;

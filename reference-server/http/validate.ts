@@ -8,7 +8,7 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.
 // ajv-formats is CommonJS: Node's default import is its module.exports, the plugin itself, which the package
 // also names `.default` (the name its types give it), so `.default` is right at run time and for tsc.
 import ajvFormats from "ajv-formats";
-import { badRequest } from "../service/errors.ts";
+import { badRequest } from "../errors/catalogue.ts";
 
 const SPEC_URL = new URL("../../generated/openapi.json", import.meta.url);
 

@@ -14,7 +14,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OTHER_ADMIN_KEY } from "../config/demo.ts";
+import { OTHER_ADMIN_KEY } from "../demo/workspace.ts";
 import { createTestDatabase, postgresSkipReason } from "../store/testing.ts";
 import {
   ADMIN_KEY,

@@ -8,7 +8,7 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { demoKeys } from "../config/demo.ts";
+import { demoKeys } from "../demo/workspace.ts";
 import {
   onlyToolResult,
   PHRASES,

@@ -5,8 +5,8 @@
  */
 import type Anthropic from "@anthropic-ai/sdk";
 import { describe, expect, it } from "vitest";
-import { SUMMARY_MARKER } from "../engine/prompt-parts.ts";
 import { lastRememberedWord, rememberedCodeWords } from "./memory.ts";
+import { SUMMARY_MARKER } from "./prompt-parts.ts";
 import { scriptedAnswer } from "./scripted-model.ts";
 
 type MessageParam = Anthropic.Messages.MessageParam;

@@ -4,8 +4,8 @@
  * (fresh, or sent before `agent_session_id` was recorded) is sent no history and remembers nothing.
  */
 import type Anthropic from "@anthropic-ai/sdk";
-import { SUMMARY_MARKER } from "../engine/prompt-parts.ts";
 import { rememberedWordsIn } from "./phrases.ts";
+import { SUMMARY_MARKER } from "./prompt-parts.ts";
 
 const SUMMARY_WORDS = /Code words remembered: ([A-Za-z0-9_, -]+)\./;
 

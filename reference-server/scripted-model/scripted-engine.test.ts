@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createEngine, createScriptedEngine, KNOWN_ENGINES } from "../engine/index.ts";
 import type { AgentEngine, AgentEvent, MessageParam, TurnInput, TurnOutcome } from "../engine/types.ts";
 import type { ToolName, ToolOutcome, ToolRunner } from "../sandbox/types.ts";
-import { loadHistory, type SessionTextEntry } from "../service/history-loader.ts";
+import { loadHistory, type SessionTextEntry } from "../turn/history.ts";
 
 /** A resumed session written as plain text entries (the loader turns them into Messages history). */
 function ctx(entries: SessionTextEntry[]): Pick<TurnInput, "history" | "historyTokens"> {

@@ -7,15 +7,10 @@
  */
 import { createHash } from "node:crypto";
 import type Anthropic from "@anthropic-ai/sdk";
-import {
-  ATTACHMENTS_NOTE,
-  COMPACTION_REQUEST,
-  ENVIRONMENT_HEADING,
-  SUMMARY_MARKER,
-} from "../engine/prompt-parts.ts";
 import type { ToolName } from "../sandbox/types.ts";
 import { lastRememberedWord, rememberedCodeWords } from "./memory.ts";
 import { type Directive, parseDirectives, requiredTokens } from "./phrases.ts";
+import { ATTACHMENTS_NOTE, COMPACTION_REQUEST, ENVIRONMENT_HEADING, SUMMARY_MARKER } from "./prompt-parts.ts";
 import { signThinking } from "./signature.ts";
 
 /** A Messages request, streaming or not (the transport reads `stream`). */

@@ -1,7 +1,7 @@
 /** Agents as a caller's key sees them: only its own workspace's agents exist (others give 404). */
 import type { components } from "@agent-api/client/api-types";
 import type { AgentConfig, ServerConfig } from "../config/types.ts";
-import { badRequest, notFound } from "./errors.ts";
+import { badRequest, notFound } from "../errors/catalogue.ts";
 import type { Caller } from "./types.ts";
 
 export type ModelList = components["schemas"]["ModelList"];

@@ -2,24 +2,25 @@
  * The conversation endpoints other than send-message: list, get, transcript, last compaction, share
  * toggle, fork and delete, with the API's visibility and owner-only rules.
  */
-import { randomUUID } from "node:crypto";
+
 import type { components } from "@agent-api/client/api-types";
+import type { ConversationLocks } from "../coordination/leased-locks.ts";
+import { KeyedMutex } from "../coordination/locks.ts";
+import type { SessionRecordings } from "../coordination/session-recorder.ts";
+import { badRequest, conflict, conversationNotFound, forbidden } from "../errors/catalogue.ts";
 import {
   type Channel,
   ConversationExistsError,
   type ConversationRecord,
   type SessionRecord,
 } from "../store/types.ts";
+import type { InterruptCode } from "../turn/failure.ts";
+import type { SessionTextEntry } from "../turn/history.ts";
+import { newConversationId, newSessionId } from "../turn/ids.ts";
 import { checkModel, findAgent } from "./agents.ts";
-import { badRequest, conflict, conversationNotFound, forbidden } from "./errors.ts";
-import type { SessionTextEntry } from "./history-loader.ts";
-import type { ConversationLocks } from "./leased-locks.ts";
 import { copyOwnerOf } from "./local-copies-reconcile.ts";
-import { KeyedMutex } from "./locks.ts";
 import { checkConversationId } from "./prompt.ts";
-import type { SessionRecordings } from "./session-recorder.ts";
 import { transcriptJson } from "./transcript-pages.ts";
-import type { InterruptCode } from "./turn-failure.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 import { type ApiConversation, canSee, isOwner, toApiConversation } from "./visibility.ts";
 
@@ -35,14 +36,6 @@ export interface ListQuery {
 }
 
 export const DEFAULT_LIST_LIMIT = 50;
-
-export function newConversationId(): string {
-  return `conv_${randomUUID()}`;
-}
-
-export function newSessionId(): string {
-  return `sess_${randomUUID()}`;
-}
 
 export class ConversationService {
   readonly #deps: ServiceDeps;

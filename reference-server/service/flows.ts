@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { FlowConfig } from "../config/types.ts";
-import { badRequest, flowStepFailed, notFound, unauthorized } from "./errors.ts";
+import { badRequest, flowStepFailed, notFound, unauthorized } from "../errors/catalogue.ts";
 import type { TurnService } from "./turns.ts";
 import type { ServiceDeps } from "./types.ts";
 

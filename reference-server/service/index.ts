@@ -1,13 +1,11 @@
 /** The service layer: the API's rules over the store, sandbox and engine, with no knowledge of HTTP. */
+
+import { chooseCoordination } from "../coordination/index.ts";
+import { type InterruptCode, interruptCode } from "../turn/failure.ts";
 import { findAgent, listModels } from "./agents.ts";
 import { ConversationService } from "./conversations.ts";
 import { type FlowKeyCheck, FlowService } from "./flows.ts";
-import { LeasedLocks } from "./leased-locks.ts";
 import { DELETE_DONE, evictIfStale, reconcileLocalCopies } from "./local-copies-reconcile.ts";
-import { KeyedMutex } from "./locks.ts";
-import { SessionRecorder } from "./session-recorder.ts";
-import { SharedSessionRecorder } from "./shared-session-recorder.ts";
-import { type InterruptCode, interruptCode } from "./turn-failure.ts";
 import { TurnService } from "./turns.ts";
 import type { Caller, ServiceDeps } from "./types.ts";
 
@@ -21,9 +19,6 @@ export interface Service {
   close(): Promise<void>;
 }
 
-/** How long a dead instance's conversations stay locked (a live holder renews its lease every third of it). */
-export const DEFAULT_TURN_LEASE_MS = 10_000;
-
 export interface ServiceLive {
   runningTurns: number;
   turnTimers: number;
@@ -34,17 +29,8 @@ export interface ServiceLive {
 }
 
 export async function createService(deps: ServiceDeps, isFlowKey: FlowKeyCheck): Promise<Service> {
-  // Instances sharing the store record each other's pending sessions; one process keeps them in memory.
-  const sessions = deps.store.scheduledRecordings
-    ? new SharedSessionRecorder(deps.store.scheduledRecordings, deps.options.sessionDelayMs)
-    : new SessionRecorder(deps.store, deps.options.sessionDelayMs);
-  // Instances sharing the store share the lock through it; one process keeps it in memory.
-  const locks = deps.store.turnLeases
-    ? new LeasedLocks(deps.store.turnLeases, {
-        leaseMs: deps.options.turnLeaseMs ?? DEFAULT_TURN_LEASE_MS,
-        waitingTurns: deps.options.waitingTurns,
-      })
-    : new KeyedMutex(deps.options.waitingTurns);
+  // One instance or several: decided here, once.
+  const { locks, sessions, interrupts } = chooseCoordination(deps.store, deps.options);
   const turns = new TurnService(deps, sessions, locks);
   await turns.recoverInterruptedTurns();
   const reconcile = { store: deps.store, sandbox: deps.sandbox, locks };
@@ -52,7 +38,6 @@ export async function createService(deps: ServiceDeps, isFlowKey: FlowKeyCheck):
   // the conversation goes once the delete is done (evictIfStale waits for the conversation's lock, which the
   // deleting instance holds until its rows and shared files are gone). What was deleted while the listener was
   // away is found by reconciling the local copies with the database once it listens again.
-  const interrupts = deps.store.turnInterrupts;
   const unsubscribe = interrupts
     ? await interrupts.subscribe(
         (id, published) => {

@@ -6,10 +6,11 @@
  * another generation of the id, is removed. (Each turn also checks its own copy before using it: the sandbox
  * manager's claim.)
  */
+
+import type { ConversationLocks } from "../coordination/leased-locks.ts";
 import type { CopyOwner } from "../sandbox/local-copies.ts";
 import type { SandboxManager } from "../sandbox/types.ts";
 import type { ConversationRecord, Store } from "../store/types.ts";
-import type { ConversationLocks } from "./leased-locks.ts";
 
 /**
  * Published (TurnInterrupts) once a delete is done, besides the interrupt at its start: a listener that was

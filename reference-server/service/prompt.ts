@@ -1,6 +1,6 @@
 /** Reading a messages-API request the way the API says: only the newest user message's text is used. */
 import type { components } from "@agent-api/client/api-types";
-import { badRequest } from "./errors.ts";
+import { badRequest } from "../errors/catalogue.ts";
 
 type InputMessage = components["schemas"]["InputMessage"];
 type UnreadMessage = components["schemas"]["UnreadMessage"];
@@ -83,15 +83,4 @@ export function checkConversationId(id: string, field: string): void {
   // never be read, shared or deleted again.
   if (id === "." || id === "..")
     throw badRequest(`${field} must not be "." or ".." (not addressable in a URL path)`);
-}
-
-/**
- * The X-Conversation-Id header value: the id itself when it is printable ASCII without \`%\` and without
- * leading or trailing spaces (which HTTP would strip), else the id percent-encoded as UTF-8. Percent-decoding
- * the value therefore always gives the id back, and ids of printable ASCII travel as they are.
- */
-export function conversationIdHeader(id: string): string {
-  return /^[\x21-\x24\x26-\x7e](?:[\x20-\x24\x26-\x7e]*[\x21-\x24\x26-\x7e])?$/.test(id)
-    ? id
-    : encodeURIComponent(id);
 }

@@ -3,10 +3,10 @@
  * engine, config). The http layer builds a Caller from the API key; nothing here knows about HTTP.
  */
 import type { AgentConfig, Role, ServerConfig } from "../config/types.ts";
+import type { WaitingTurnLimits } from "../coordination/locks.ts";
 import type { AgentEngine } from "../engine/types.ts";
 import type { SandboxManager } from "../sandbox/types.ts";
 import type { Store } from "../store/types.ts";
-import type { WaitingTurnLimits } from "./locks.ts";
 
 export interface Caller {
   workspaceId: string;
@@ -28,7 +28,7 @@ export interface ServiceOptions {
   turnTimeoutMs: number;
   /** The turn lock's lease where instances share the store (default DEFAULT_TURN_LEASE_MS). */
   turnLeaseMs?: number;
-  /** Caps on turns waiting for a conversation's lock (service/locks.ts); unset fields keep their defaults. */
+  /** Caps on turns waiting for a conversation's lock (coordination/locks.ts); unset fields keep their defaults. */
   waitingTurns?: Partial<WaitingTurnLimits>;
 }
 

@@ -7,7 +7,7 @@
 import { readdir } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BODY_LIMIT_BYTES } from "../http/app.ts";
+import { BODY_LIMIT_BYTES } from "../http/request-limits.ts";
 import {
   isErrorBody,
   KEYS,

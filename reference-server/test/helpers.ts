@@ -15,11 +15,11 @@ import {
   type TurnEvent,
 } from "@agent-api/client";
 import { errorTypes } from "@agent-api/client/protocol";
-import { demoKeys } from "../config/demo.ts";
-import { startDemoServer } from "../demo.ts";
+import { startDemoServer } from "../demo/index.ts";
+import { demoKeys } from "../demo/workspace.ts";
 import type { RunningServer, ServerOptions } from "../index.ts";
 
-/** The demo's keys (config/demo.ts). */
+/** The demo's keys (demo/workspace.ts). */
 export const KEYS = demoKeys;
 
 /** Prompts of the scripted model's phrases (reference-server/scripted-model/README.md). */

@@ -7,7 +7,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { rm } from "node:fs/promises";
 import { checkTurnStream, wholeBlock } from "../../conformance/sse/grammar.ts";
-import { DEMO_ADMIN_KEY as ADMIN_KEY } from "../config/demo.ts";
+import { DEMO_ADMIN_KEY as ADMIN_KEY } from "../demo/workspace.ts";
 import type { RunningServer, ServerOptions } from "../index.ts";
 import { sleep, startTestServer } from "./helpers.ts";
 

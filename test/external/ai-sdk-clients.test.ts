@@ -14,7 +14,7 @@ import { ChatAnthropic } from "@langchain/anthropic";
 import { HumanMessage, SystemMessage } from "@langchain/core/messages";
 import { APICallError, generateText, streamText } from "ai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 
 let server: DemoServer;
 let url: string;

@@ -8,7 +8,7 @@
  */
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 
 let url: string;
 let env: Record<string, string>;

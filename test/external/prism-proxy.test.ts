@@ -16,7 +16,7 @@ import { catalogue } from "../../conformance/catalogue.ts";
 import { resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { CheckResult, RunReport } from "../../conformance/types.ts";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import {
   type PrismProxy,
   startPrismProxy,

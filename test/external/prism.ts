@@ -12,7 +12,8 @@ import { createServer, request as httpRequest, type IncomingHttpHeaders, type Se
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { projectRoot, tools } from "../../conformance/cli/tool-bin.ts";
+import { tools } from "../../conformance/cli/tool-bin.ts";
+import { projectRoot } from "../../scripts/project-root.ts";
 
 export const bundledSpec = join(projectRoot, "generated", "openapi.json");
 

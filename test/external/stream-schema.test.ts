@@ -11,8 +11,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildDocs, REFERENCE_LABEL } from "../../conformance/cli/docs.ts";
-import { projectRoot, resolveBin, runTool } from "../../conformance/cli/tool-bin.ts";
+import { resolveBin, runTool } from "../../conformance/cli/tool-bin.ts";
 import { streamEventNames, streamEventSchemas } from "../../generated/protocol.ts";
+import { projectRoot } from "../../scripts/project-root.ts";
 import { chromium, renderedText } from "../spec/browser.ts";
 
 let dir: string;

@@ -9,7 +9,7 @@ import { catalogue } from "../../conformance/catalogue.ts";
 import { resolveInputs } from "../../conformance/inputs.ts";
 import { mustVerdict } from "../../conformance/reference-verdict.ts";
 import { runSuite } from "../../conformance/runner.ts";
-import type { DemoServer } from "../../reference-server/demo.ts";
+import type { DemoServer } from "../../reference-server/demo/index.ts";
 import { startBusyClient } from "./flaky-upstream.ts";
 import { rewriteStream } from "./sse-variants.ts";
 import { startVariantsProxy, type VariantsProxy } from "./variants-proxy.ts";
@@ -19,7 +19,7 @@ let demo: DemoServer;
 let proxy: VariantsProxy;
 
 beforeAll(async () => {
-  const { startDemoServer } = await import("../../reference-server/demo.ts");
+  const { startDemoServer } = await import("../../reference-server/demo/index.ts");
   demo = await startDemoServer(300, { unsafeNoIsolation: true });
   proxy = await startVariantsProxy(demo.url, SEED);
 }, 60_000);

@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { demoKeys } from "../../reference-server/config/demo.ts";
+import { demoKeys } from "../../reference-server/demo/workspace.ts";
 import { openSqliteStore } from "../../reference-server/store/sqlite.ts";
 import { conversationRecord } from "../../reference-server/store/testing.ts";
 import {

@@ -11,7 +11,6 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import { SseFrameReader } from "../../client/sse.ts";
 import { DEDUP_NAME, distinctMentions, normaliseName } from "../../conformance/checks/replies.ts";
-import { ATTACHMENTS_NOTE } from "../../reference-server/engine/prompt-parts.ts";
 import { presentedKey } from "../../reference-server/http/auth.ts";
 import { RequestValidator } from "../../reference-server/http/validate.ts";
 import { acceptAttachments, sanitizeAttachmentName } from "../../reference-server/sandbox/attachments.ts";
@@ -21,11 +20,12 @@ import {
   rememberedWordsIn,
   requiredTokens,
 } from "../../reference-server/scripted-model/phrases.ts";
+import { ATTACHMENTS_NOTE } from "../../reference-server/scripted-model/prompt-parts.ts";
 import { scriptedAnswer } from "../../reference-server/scripted-model/scripted-model.ts";
 import { renderTemplate } from "../../reference-server/service/flows.ts";
 import { checkConversationId, titleFrom } from "../../reference-server/service/prompt.ts";
 
-/** The request body limit (reference-server/http/app.ts), less room for the JSON around one field. */
+/** The request body limit (reference-server/http/request-limits.ts), less room for the JSON around one field. */
 const BODY = 32 * 1024 * 1024 - 4096;
 /** Node's request-head limit: what a header or a query string can be at most. */
 const HEAD = 16 * 1024;

@@ -23,7 +23,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mustVerdict } from "../../conformance/reference-verdict.ts";
 import { makeTestCa, type TestCa } from "../../conformance/testing/front-server.ts";
 import type { RunReport } from "../../conformance/types.ts";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { type ServeCommand, startServeCommand } from "../../reference-server/test/sandbox-server.ts";
 import { SOURCE_CONDITION_FLAG } from "../../scripts/source-condition.ts";
 import { freePort, type RunningProxy, startCaddy, startHaproxy, startNginx } from "./proxy-processes.ts";

@@ -14,7 +14,7 @@ import { runSuite } from "../../conformance/runner.ts";
 import { makeTestCa } from "../../conformance/testing/front-server.ts";
 import { freePort, type Nginx, nginxAvailable, startNginx } from "../../conformance/testing/nginx.ts";
 import type { RunReport } from "../../conformance/types.ts";
-import type { DemoServer } from "../../reference-server/demo.ts";
+import type { DemoServer } from "../../reference-server/demo/index.ts";
 
 const available = nginxAvailable();
 let demo: DemoServer | undefined;
@@ -24,7 +24,7 @@ let report: RunReport;
 
 beforeAll(async () => {
   if (!available) return;
-  const { startDemoServer } = await import("../../reference-server/demo.ts");
+  const { startDemoServer } = await import("../../reference-server/demo/index.ts");
   demo = await startDemoServer(1000, { unsafeNoIsolation: true });
   dir = await mkdtemp(join(tmpdir(), "acc-nginx-"));
   const ca = makeTestCa(dir);

@@ -3,7 +3,7 @@
  * proof (explorer.test.ts, test/explore/). Not in the scored catalogue (mutations.ts), whose every entry a
  * named check must catch.
  */
-import { DEMO_ADMIN_KEY, DEMO_VIEWER_KEY } from "../../reference-server/config/demo.ts";
+import { DEMO_ADMIN_KEY, DEMO_VIEWER_KEY } from "../../reference-server/demo/workspace.ts";
 import { isEventStream, jsonOf, type Mutation, type ProxyResponse, withJson } from "./proxy-calls.ts";
 
 /** `turn_count` as a deployment that stops counting at two would report it. */

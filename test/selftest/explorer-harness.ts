@@ -12,7 +12,7 @@ import { resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { SpecValidator } from "../../conformance/spec-validator.ts";
 import type { RunReport } from "../../conformance/types.ts";
-import type { DemoServer } from "../../reference-server/demo.ts";
+import type { DemoServer } from "../../reference-server/demo/index.ts";
 import { SESSION_WAIT_MS } from "./harness.ts";
 import { startFaultProxy } from "./proxy.ts";
 import type { Mutation } from "./proxy-calls.ts";

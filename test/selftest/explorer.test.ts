@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { combinationMutation } from "./combination-mutations.ts";
 import { exploreThrough, replayThrough } from "./explorer-harness.ts";
 

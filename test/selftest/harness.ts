@@ -8,7 +8,7 @@ import { resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { SpecValidator } from "../../conformance/spec-validator.ts";
 import type { RunReport } from "../../conformance/types.ts";
-import type { DemoServer } from "../../reference-server/demo.ts";
+import type { DemoServer } from "../../reference-server/demo/index.ts";
 import type { Mutation } from "./mutations.ts";
 import { startFaultProxy } from "./proxy.ts";
 

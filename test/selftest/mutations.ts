@@ -10,7 +10,7 @@
  * - `onSseText(text, call)`: the stream's raw text (framing faults a parser would smooth over);
  * - `onResponse(call, res, tools)`: status, headers, body of any answer; return a replacement.
  */
-import { DEMO_MEMBER_KEY, demoConfigFile } from "../../reference-server/config/demo.ts";
+import { DEMO_MEMBER_KEY, demoConfigFile } from "../../reference-server/demo/workspace.ts";
 import { outsideMutations } from "./outside-mutations.ts";
 import { outsideMutations4 } from "./outside-mutations-4.ts";
 import {

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { runMutation } from "./harness.ts";
 import { checksFor } from "./mutations.ts";
 import { breakers, conditions, drawPairs, seededRandom } from "./random-mutations.ts";

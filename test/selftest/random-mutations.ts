@@ -8,7 +8,7 @@
  * A pair whose fault never fired during the run (no call met both the rule's target and the condition) says
  * nothing about the suite: it is reported as not applied, apart from the score.
  */
-import { DEMO_ADMIN_KEY, DEMO_MEMBER_KEY, DEMO_VIEWER_KEY } from "../../reference-server/config/demo.ts";
+import { DEMO_ADMIN_KEY, DEMO_MEMBER_KEY, DEMO_VIEWER_KEY } from "../../reference-server/demo/workspace.ts";
 import { CONVERSATION_CARRIERS } from "./conversation-rewrites.ts";
 import {
   type Area,

@@ -15,7 +15,7 @@ import { randomInt } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
 import { checksFor } from "./mutations.ts";
 import { breakers, conditions, type Draw, drawPairs } from "./random-mutations.ts";

@@ -13,7 +13,7 @@
 import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
 import { checksFor, mutations } from "./mutations.ts";
 

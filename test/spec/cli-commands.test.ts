@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main as docs, REFERENCE_LABEL, withReferenceBehaviorShown } from "../../conformance/cli/docs.ts";
 import { main as lint } from "../../conformance/cli/lint.ts";
 import { main as mock } from "../../conformance/cli/mock.ts";
-import { projectRoot } from "../../conformance/cli/tool-bin.ts";
+import { projectRoot } from "../../scripts/project-root.ts";
 import { chromium, launchChromium, renderedText, servePage } from "./browser.ts";
 
 let dir: string;

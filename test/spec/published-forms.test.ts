@@ -6,8 +6,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { projectRoot, runTool, tools } from "../../conformance/cli/tool-bin.ts";
+import { runTool, tools } from "../../conformance/cli/tool-bin.ts";
 import { streamEventSchemas as eventSchemas } from "../../generated/protocol.ts";
+import { projectRoot } from "../../scripts/project-root.ts";
 import { ITEM_SCHEMA_EXTENSION } from "../../scripts/published-forms.ts";
 
 type Json = Record<string, unknown>;

@@ -9,7 +9,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { run } from "./matrix.ts";
 import { toolBin, toolsUnavailable } from "./tools-dir.ts";
 

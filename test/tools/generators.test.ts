@@ -9,7 +9,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { runTs, typecheck } from "./matrix.ts";
 import { guideSteps, runStep, type Step, userProject } from "./readme.ts";
 import { toolsUnavailable } from "./tools-dir.ts";

@@ -6,7 +6,7 @@
 import { execFile } from "node:child_process";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { projectRoot } from "../../conformance/cli/tool-bin.ts";
+import { projectRoot } from "../../scripts/project-root.ts";
 import { toolsDir } from "./tools-dir.ts";
 
 export const publishedForm = (name: "openapi.json" | "openapi-3.1.json" | "openapi-docs.json") =>

@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DemoServer, startDemoServer } from "../../reference-server/demo.ts";
+import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { run } from "./matrix.ts";
 import { pythonUnavailable, venvPython } from "./python-sdk-env.ts";
 

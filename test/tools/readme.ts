@@ -7,7 +7,7 @@
  */
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { projectRoot } from "../../conformance/cli/tool-bin.ts";
+import { projectRoot } from "../../scripts/project-root.ts";
 import { type Ran, run, workDir } from "./matrix.ts";
 
 export type PublishedForm = "openapi.json" | "openapi-3.1.json" | "openapi-docs.json";

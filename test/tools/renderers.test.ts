@@ -11,7 +11,7 @@ import type { Server } from "node:http";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { projectRoot } from "../../conformance/cli/tool-bin.ts";
+import { projectRoot } from "../../scripts/project-root.ts";
 import { chromium, launchChromium } from "../spec/browser.ts";
 import { guideSteps, type PublishedForm, runStep, userProject } from "./readme.ts";
 import { DOCS_GUIDE, type Renderer, rendererServer, serveCdnFromTools } from "./renderer-pages.ts";

@@ -7,7 +7,7 @@
 import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { projectRoot } from "../../conformance/cli/tool-bin.ts";
+import { projectRoot } from "../../scripts/project-root.ts";
 
 /** Each tool at the version the matrix was last run with (spec/README.md's table). */
 export const TOOL_PACKAGES = {

@@ -13,10 +13,10 @@ import { chmod, mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { promisify } from "node:util";
 import { stringify as stringifyYaml } from "yaml";
-import { DEMO_CHANNEL_ID, DEMO_NOTEBOOK_PATH } from "./demo-data.ts";
-import { parseConfig } from "./load.ts";
-import type { ConfigFile } from "./schema.ts";
-import type { ServerConfig } from "./types.ts";
+import { parseConfig } from "../config/load.ts";
+import type { ConfigFile } from "../config/schema.ts";
+import type { ServerConfig } from "../config/types.ts";
+import { DEMO_CHANNEL_ID, DEMO_NOTEBOOK_PATH } from "./conversations.ts";
 
 type DemoModel = NonNullable<NonNullable<ConfigFile["agents"]>[number]["models"]>[number];
 

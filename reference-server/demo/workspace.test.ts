@@ -11,9 +11,9 @@ import {
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDemo, DEMO_ADMIN_KEY, demoSummary, formatEnvFile, isGitUrl } from "./demo.ts";
-import { createKeyIndex } from "./keys.ts";
-import { loadConfigFile } from "./load.ts";
+import { createKeyIndex } from "../config/keys.ts";
+import { loadConfigFile } from "../config/load.ts";
+import { createDemo, DEMO_ADMIN_KEY, demoSummary, formatEnvFile, isGitUrl } from "./workspace.ts";
 
 let dir: string;
 beforeAll(() => {

@@ -4,10 +4,10 @@
  * as AGENT_API_SANDBOX_FAILED. A real manager, repository and tools.
  */
 import { afterEach, describe, expect, it } from "vitest";
+import { ApiError } from "../errors/catalogue.ts";
 import { repoAgent, seededBareRepo, TestBed, turnRequest } from "../sandbox/testing.ts";
-import { ApiError } from "./errors.ts";
+import { failureOf } from "./failure.ts";
 import { LazySandbox } from "./lazy-sandbox.ts";
-import { failureOf } from "./turn-failure.ts";
 
 const bed = new TestBed();
 afterEach(() => bed.cleanup());

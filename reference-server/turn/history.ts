@@ -7,8 +7,8 @@
  * text messages.
  */
 
-import { SUMMARY_MARKER } from "../engine/prompt-parts.ts";
 import type { MessageParam } from "../engine/types.ts";
+import { SUMMARY_MARKER } from "../scripted-model/prompt-parts.ts";
 
 export interface LoadedHistory {
   messages: MessageParam[];

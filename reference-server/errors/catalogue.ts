@@ -47,7 +47,7 @@ export const errorCatalogue = {
     type: "invalid_request_error",
     message: "The request head is larger than 16 KiB",
   },
-  /** A cap on pending work of one key or one conversation (see http/admission.ts, service/locks.ts). */
+  /** A cap on pending work of one key or one conversation (see http/admission.ts, coordination/locks.ts). */
   AGENT_API_TOO_MANY_REQUESTS: { status: 429, type: "rate_limit_error" },
   AGENT_API_NOT_IMPLEMENTED: { status: 501, type: "invalid_request_error" },
   /** A refusal of the HTTP framework (Fastify, the router, Node's parser) that has no code of its own. */

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { type ErrorCode, errorCatalogue } from "./errors.ts";
+import { type ErrorCode, errorCatalogue } from "./catalogue.ts";
 
 const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
 const [before, after] = readme.split("**After a turn's stream opened**");

@@ -6,8 +6,8 @@
  * bounded three ways: per conversation, per key and for the whole server. A turn over a cap is refused at
  * once (429, or 503 for the server's cap) instead of joining a queue that would only grow.
  */
+import { overCap } from "../errors/catalogue.ts";
 import { decrement } from "./counters.ts";
-import { overCap } from "./errors.ts";
 
 export interface WaitingTurnLimits {
   perConversation: number;

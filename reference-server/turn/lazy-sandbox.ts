@@ -4,11 +4,12 @@
  * rest of such a turn, and nothing could observe them. The first tool call prepares it, so from the agent's
  * side the files, repository and secrets are live for the whole turn all the same.
  */
+
+import { ApiError, filesOverQuota, repoRefused, sandboxFailed } from "../errors/catalogue.ts";
 import { OverQuotaError, RepoRefusedError } from "../sandbox/index.ts";
 import type { FinishReport, ToolRunner, TurnSandbox } from "../sandbox/types.ts";
 import { FileSetLeaseLostError } from "../store/file-store.ts";
 import { TurnLeaseLostError } from "../store/types.ts";
-import { ApiError, filesOverQuota, repoRefused, sandboxFailed } from "./errors.ts";
 
 export class LazySandbox {
   readonly #acquire: () => Promise<TurnSandbox>;

@@ -4,8 +4,8 @@
  * here, from what was thrown (engine, sandbox, store) or from why the turn's signal fired.
  */
 import { UpstreamError, type UpstreamFailureKind } from "../engine/index.ts";
+import { ApiError, type ErrorCode, errorCatalogue } from "../errors/catalogue.ts";
 import { TurnLeaseLostError } from "../store/types.ts";
-import { ApiError, type ErrorCode, errorCatalogue } from "./errors.ts";
 
 export interface TurnFailure {
   code: ErrorCode;

@@ -4,7 +4,7 @@
  * the list filters `channel`, `channel_id` and `notebook_path` have something to find. Seeded once, also
  * when several instances sharing one store start at once (under each conversation's turn lease).
  */
-import { LeasedLocks } from "../service/leased-locks.ts";
+import { LeasedLocks } from "../coordination/leased-locks.ts";
 import { newConversation } from "../store/new-conversation.ts";
 import { ConversationExistsError, type ConversationRecord, type Store } from "../store/types.ts";
 

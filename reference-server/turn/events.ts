@@ -4,7 +4,7 @@
  */
 import type { components } from "@agent-api/client/api-types";
 import type { AgentEvent, TurnUsage } from "../engine/types.ts";
-import type { TurnFailure } from "./turn-failure.ts";
+import type { TurnFailure } from "./failure.ts";
 
 export type StreamEvent = components["schemas"]["StreamEvent"];
 type Usage = components["schemas"]["StreamUsage"];

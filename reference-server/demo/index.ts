@@ -7,7 +7,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type RunningServer, type ServerOptions, startServer } from "./index.ts";
+import { type RunningServer, type ServerOptions, startServer } from "../index.ts";
 
 export interface DemoServer {
   url: string;

@@ -12,7 +12,7 @@ import {
   DEMO_CHANNEL_ID,
   DEMO_NOTEBOOK_CONVERSATION_ID,
   seedDemoConversations,
-} from "./demo-data.ts";
+} from "./conversations.ts";
 
 const SEEDED = [DEMO_CHANNEL_CONVERSATION_ID, DEMO_NOTEBOOK_CONVERSATION_ID];
 
