@@ -73,11 +73,8 @@ async function waitingBlocks(): Promise<Array<{ file: string; block: string }>> 
   }
   const blocks: Array<{ file: string; block: string }> = [];
   for (const file of files) {
-    const parts = (await readFile(file, "utf8")).split(/^```/m);
-    // Odd parts are fences' insides: "sh\n<commands>".
-    for (let i = 1; i < parts.length; i += 2) {
-      const block = parts[i].replace(/^sh\n/, "");
-      if (parts[i].startsWith("sh\n") && /serve .*&\s*$/m.test(block) && block.includes("until [ -s ")) {
+    for (const { info, body: block } of fencedBlocks(await readFile(file, "utf8"))) {
+      if (info === "sh" && /serve .*&\s*$/m.test(block) && block.includes("until [ -s ")) {
         blocks.push({ file: path.relative(root, file), block });
       }
     }
@@ -122,3 +119,22 @@ describe("the guides' blocks that start a server and wait for it", () => {
     }
   }, 40_000);
 });
+
+/**
+ * The fenced code blocks of a Markdown text as CommonMark reads them: a fence of n backticks is closed only by
+ * a line of at least n backticks, so a block shown inside a longer fence (the README's ````sh) is not one.
+ */
+function fencedBlocks(text: string): Array<{ info: string; body: string }> {
+  const blocks: Array<{ info: string; body: string }> = [];
+  let open: { ticks: number; info: string; lines: string[] } | undefined;
+  for (const line of text.split("\n")) {
+    const fence = /^(`{3,})(.*)$/.exec(line);
+    if (open === undefined) {
+      if (fence) open = { ticks: fence[1].length, info: fence[2].trim(), lines: [] };
+    } else if (fence && fence[1].length >= open.ticks && fence[2].trim() === "") {
+      blocks.push({ info: open.info, body: `${open.lines.join("\n")}\n` });
+      open = undefined;
+    } else open.lines.push(line);
+  }
+  return blocks;
+}
