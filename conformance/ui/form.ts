@@ -3,7 +3,7 @@
  * page takes exactly what the command takes. Keys are secret: the page never shows them back, and the
  * process keeps them in memory only.
  */
-import { camelOf, DEFAULT_SESSION_WAIT_MS, INPUT_FLAGS } from "../inputs.ts";
+import { camelOf, DEFAULT_SESSION_WAIT_MS, INPUT_FLAGS, normalisedUrl } from "../inputs.ts";
 import type { InputName } from "../types.ts";
 
 export interface FormField {
@@ -112,7 +112,8 @@ export const FORM_FIELDS: FormField[] = [
 /** The address a key is bound to: the deployed-flow key to the flow's address, every other key to the API's. */
 const addressOf = (secretFlag: string) => (secretFlag === "--flow-key" ? "--flow-url" : "--base-url");
 
-const sameAddress = (a: string, b: string) => a.replace(/\/+$/, "") === b.replace(/\/+$/, "");
+// normalisedUrl, not /\/+$/: a run of slashes then another character made that pattern quadratic (recheck).
+const sameAddress = (a: string, b: string) => normalisedUrl(a) === normalisedUrl(b);
 
 /**
  * A submitted form as `resolveInputs` reads it: each field's value, a blank secret replaced by the value the
