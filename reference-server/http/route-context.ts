@@ -4,7 +4,7 @@
  */
 import type { FastifyRequest } from "fastify";
 import type { KeyIndex } from "../config/keys.ts";
-import type { ServerConfig } from "../config/types.ts";
+import type { FlowConfig, ServerConfig } from "../config/types.ts";
 import type { Service } from "../service/index.ts";
 import type { AdmissionTicket } from "./admission.ts";
 import { type AuthenticatedCaller, authenticate, presentedKey } from "./auth.ts";
@@ -15,6 +15,8 @@ declare module "fastify" {
   interface FastifyRequest {
     caller?: AuthenticatedCaller;
     admission?: AdmissionTicket;
+    /** The deployed flow a flow request's key was authorized for (onRequest of the flow route). */
+    flow?: FlowConfig;
     /** Set on a turn's request: its stream logs its own line, with how far it got. */
     turnStream?: boolean;
   }

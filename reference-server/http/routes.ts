@@ -1,6 +1,7 @@
 /** The API's JSON routes: models, conversations (list, read, share, delete, transcript, compaction, fork) and flows. */
 import type { components } from "@agent-api/client/api-types";
 import type { FastifyInstance } from "fastify";
+import type { FlowConfig } from "../config/types.ts";
 import { revokedKey } from "../errors/catalogue.ts";
 import { headerValue } from "./auth.ts";
 import { sendJsonPieces } from "./json-stream.ts";
@@ -113,13 +114,15 @@ export function registerJsonRoutes(app: FastifyInstance, context: RouteContext):
         const key = headerValue(request.headers["x-api-key"]);
         // The flow endpoint takes the same header, so a revoked API key gets the API's revoked body here too.
         if (key !== undefined && keys.lookup(key)?.revoked) throw revokedKey();
-        request.admission?.attribute(service.flows.authorize(app_id, key).workspaceId);
+        request.flow = service.flows.authorize(app_id, key);
+        request.admission?.attribute(request.flow.workspaceId);
       },
     },
     async (request) => {
       validator.body("invokeFlow", request.body);
       const { input_vars } = request.body as Schemas["FlowInvokeRequest"];
-      const flow = service.flows.authorize(request.params.app_id, headerValue(request.headers["x-api-key"]));
+      // Authorized in onRequest, before the body was read; the flow it found is the one this request runs.
+      const flow = request.flow as FlowConfig;
       const unhold = request.admission?.hold();
       // A flow runs its steps one turn at a time: it counts as one turn of its workspace while it runs.
       const leave = context.turnShares.enter(flow.workspaceId, `flow:${flow.id}`);
