@@ -59,10 +59,24 @@ const unplacedFolder = {
   to: {},
 };
 
+/**
+ * The store's two engines stand apart: what they share (the contract, the row mappings, the list query) sits
+ * in store/ itself, so a change to one engine never reaches into the other.
+ */
+const storeEnginesApart = {
+  name: "store-engines-apart",
+  comment:
+    "reference-server/store/sqlite/ and store/postgres/ never import each other: what both use lives in store/ (types.ts, conversation-row.ts, transcript-rows.ts, list-query.ts)",
+  severity: "error",
+  from: { path: "^reference-server/store/(sqlite|postgres)/", pathNot: TESTS },
+  to: { path: "^reference-server/store/(sqlite|postgres)/", pathNot: "^reference-server/store/$1/" },
+};
+
 module.exports = {
   forbidden: [
     ...layerRules,
     unplacedFolder,
+    storeEnginesApart,
     {
       name: "no-circular",
       comment: "no import circle: each module can be read, tested and moved without the ones that import it",

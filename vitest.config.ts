@@ -1,6 +1,7 @@
 import { defineConfig } from "vitest/config";
 import { SANDBOX_ENV, sandboxUnavailable } from "./scripts/sandbox-probe.ts";
 import { SOURCE_CONDITION_FLAG, VITEST_CONDITIONS } from "./scripts/source-condition.ts";
+import { ATTACK_TESTS, EXTERNAL_TESTS } from "./test/heavy-tests.ts";
 
 // Asked once here rather than in every file: tests that run tools in bubblewrap carry the `sandbox` tag and
 // are skipped where it does not work; scripts/closing-line-reporter.ts says why, in one line.
@@ -16,7 +17,8 @@ export default defineConfig({
     // test/tools/ (the compatibility matrix, npm run test:tools), test/proxies (real nginx and HAProxy for a
     // minute, npm run test:proxies) and test/packages (packed, installed and run on two Node versions, npm run
     // test:packages) are their own runs.
-    // test/explore (the explorer over many seeds, npm run test:explore) is its own run too.
+    // test/explore (the explorer over many seeds, npm run test:explore) is its own run too, and so are the
+    // sandbox's attack proofs and the long runs of outside tools (test/heavy-tests.ts names them).
     exclude: [
       "node_modules/**",
       ".tmp/**",
@@ -24,6 +26,8 @@ export default defineConfig({
       "test/proxies/**",
       "test/packages/**",
       "test/explore/**",
+      ...ATTACK_TESTS,
+      ...EXTERNAL_TESTS,
     ],
     // Vitest's default on a 2-core machine is one file at a time (cores - 1), yet most files spend their time
     // waiting on servers, child processes and session delays rather than on a core. Measured on 2 cores: 3 at

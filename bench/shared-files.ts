@@ -16,7 +16,7 @@ import { performance } from "node:perf_hooks";
 import { createSandboxManager } from "../reference-server/sandbox/index.ts";
 import type { SandboxAgent, SandboxManager } from "../reference-server/sandbox/types.ts";
 import type { FileStore } from "../reference-server/store/file-store.ts";
-import { openPostgresStore } from "../reference-server/store/postgres.ts";
+import { openPostgresStore } from "../reference-server/store/postgres/index.ts";
 import { startPostgresCluster } from "../scripts/postgres-cluster.ts";
 import { percentile } from "./stats.ts";
 

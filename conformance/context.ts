@@ -47,6 +47,66 @@ export interface RunState {
   toolResults: ToolResultsSeen;
   /** The turns sent so far, their tokens and cost, and `--max-turns`. */
   turns: TurnMeter;
+  /**
+   * Conversations a turn was sent into again after an error event naming load: what they kept of the failed
+   * try is not shown, so how many turns they hold is no longer known.
+   */
+  resentInto: Set<string>;
+  /** Every stream the named checks read, in the order they ended: sweeps/turns.ts judges each one's fields. */
+  turnsRead: TurnRead[];
+  /** Every conversation object the named checks read, and the deletes they saw succeed: sweeps/conversations.ts. */
+  conversationsRead: ConversationRead[];
+  /** Counts the starts and ends of calls, so the sweeps can tell which call ended before another began. */
+  callSeq: number;
+}
+
+/** A conversation object a named check read (single fetch, list, transcript), or a delete it saw succeed. */
+export type ConversationRead =
+  | {
+      kind: "read";
+      madeBy: string;
+      /** The route's request, as reports show it. */
+      request: string;
+      key?: string;
+      conversation: Record<string, unknown>;
+      started: number;
+      ended: number;
+    }
+  /** A list page as answered (its conversations are reads of their own too). */
+  | {
+      kind: "list";
+      madeBy: string;
+      url: string;
+      key?: string;
+      conversations: Array<Record<string, unknown>>;
+      started: number;
+      ended: number;
+    }
+  /** A transcript as answered (its conversation object is a read of its own too). */
+  | {
+      kind: "transcript";
+      madeBy: string;
+      request: string;
+      id: string;
+      messages: Array<Record<string, unknown>>;
+      started: number;
+      ended: number;
+    }
+  /** A delete the deployment answered 204 (or 200), a share toggle sent (answered anyhow), a fork's child. */
+  | { kind: "deleted" | "share-sent" | "fork-child"; id: string; started: number; ended: number };
+
+/** A stream a named check read, with what is needed to say which turn it was. */
+export interface TurnRead {
+  /** The check (or shared fixture) that sent the turn. */
+  madeBy: string;
+  agent: string;
+  routed: boolean;
+  conversationId?: string;
+  /** `metadata.conversation_id` as sent, and `X-Conversation-Id` as answered. */
+  asked?: string;
+  header?: string;
+  streamToolCalls: boolean;
+  reading: TurnStreamReading;
 }
 
 /**
@@ -144,6 +204,11 @@ export interface Turn {
    * could not show the fact its check is about, which makes that check inconclusive.
    */
   trouble?: string;
+  /**
+   * How many times the turn was sent again after an error event naming load. What a conversation holds of
+   * the failed tries (a user message, a turn counted) is not shown, so its history is no longer known.
+   */
+  resent?: number;
 }
 
 /** A conversation as the spec describes it (checks read one only after its body was validated). */
@@ -177,6 +242,10 @@ export function createRunState(
     connection: options.connection ?? {},
     toolResults: createToolResultsSeen(),
     turns: new TurnMeter(options.maxTurns),
+    resentInto: new Set(),
+    turnsRead: [],
+    conversationsRead: [],
+    callSeq: 0,
   };
 }
 
@@ -188,9 +257,13 @@ export class CheckContext {
   readonly notes: string[] = [];
   readonly timelines: Array<{ label: string; timeline: TurnTimeline }> = [];
 
-  constructor(run: RunState) {
+  /** The check or fixture this context serves; unset for the explorer's and the cleanup's, whose turns are not kept. */
+  readonly madeBy?: string;
+
+  constructor(run: RunState, madeBy?: string) {
     this.run = run;
     this.inputs = run.inputs;
+    this.madeBy = madeBy;
   }
 
   /** A conversation id that is unique to this run and recognisable as the suite's. */
@@ -232,6 +305,7 @@ export class CheckContext {
     let res: HttpResponse;
     // The one place a turn is sent: each is counted, and refused once --max-turns is spent.
     const sendsTurn = op === "sendMessage" || op === "sendRoutedMessage";
+    const started = ++this.run.callSeq;
     for (let attempt = 0; ; attempt++) {
       if (sendsTurn && !this.run.turns.take()) {
         skip(
@@ -256,7 +330,7 @@ export class CheckContext {
         });
       }
       this.exchanges.push(res.exchange);
-      if (!LOAD_REFUSAL_STATUSES.has(res.status)) break;
+      if (!isLoadRefusal(res.status, res.text)) break;
       if (attempt >= policy.attempts) {
         this.note(`${req.method} ${pathOf(req.url)} was refused ${attempt + 1} times with ${res.status}`);
         skip(`the deployment kept refusing with ${res.status} (rate limit or overload): inconclusive`);
@@ -287,6 +361,7 @@ export class CheckContext {
     } catch {
       body = undefined;
     }
+    if (this.madeBy !== undefined) this.#recordConversations(op, req, res.status, body, started);
     return {
       status: res.status,
       headers: res.headers,
@@ -326,6 +401,10 @@ export class CheckContext {
     for (let attempt = 0; ; attempt++) {
       const turn = await this.#turnOnce(options);
       const trouble = options.expectFailure ? undefined : transientTrouble(turn);
+      if (attempt > 0) {
+        turn.resent = attempt;
+        if (options.conversationId !== undefined) this.run.resentInto.add(options.conversationId);
+      }
       if (trouble === undefined) return turn;
       if (attempt >= policy.attempts) {
         turn.trouble = `${trouble}, on each of ${attempt + 1} tries`;
@@ -377,6 +456,17 @@ export class CheckContext {
       const reading = checkTurnStream(response.text, { streamToolCalls: options.streamToolCalls === true });
       turn.reading = reading;
       turn.text = replyText(reading);
+      if (this.madeBy !== undefined)
+        this.run.turnsRead.push({
+          madeBy: this.madeBy,
+          agent,
+          routed: options.routed === true,
+          conversationId: conversationId ?? options.conversationId,
+          asked: options.conversationId,
+          header: conversationId,
+          streamToolCalls: options.streamToolCalls === true,
+          reading,
+        });
       recordToolResults(this.run.toolResults, reading.events);
       if (response.timing) {
         turn.timeline = turnTimeline(response.timing, reading);
@@ -400,6 +490,59 @@ export class CheckContext {
       }
     }
     return turn;
+  }
+
+  /** What a named check's call showed of conversations, for the run's sweeps (conformance/sweeps/). */
+  #recordConversations(
+    op: OperationId,
+    req: HttpRequest,
+    status: number,
+    body: unknown,
+    started: number,
+  ): void {
+    if (!CONVERSATION_OPERATIONS.has(op)) return;
+    const ended = ++this.run.callSeq;
+    const log = this.run.conversationsRead;
+    const madeBy = this.madeBy ?? "";
+    const named = decodeURIComponent(new URL(req.url).pathname.split("/conversations/")[1] ?? "").split(
+      "/",
+    )[0];
+    if (op === "deleteConversation") {
+      if (named !== "" && (status === 204 || status === 200))
+        log.push({ kind: "deleted", id: named, started, ended });
+      return;
+    }
+    if (op === "setConversationSharing") {
+      if (named !== "") log.push({ kind: "share-sent", id: named, started, ended });
+      return;
+    }
+    if (status !== 200 || !isRecord(body)) return;
+    const request = `${req.method} ${pathOf(req.url)}`;
+    const read = (conversation: unknown) => {
+      if (isRecord(conversation))
+        log.push({ kind: "read", madeBy, request, key: req.key, conversation, started, ended });
+    };
+    if (op === "forkConversation") {
+      if (typeof body.conversation_id === "string")
+        log.push({ kind: "fork-child", id: body.conversation_id, started, ended });
+    } else if (op === "listConversations") {
+      if (!Array.isArray(body.conversations)) return;
+      const conversations = body.conversations.filter(isRecord);
+      log.push({ kind: "list", madeBy, url: req.url, key: req.key, conversations, started, ended });
+      conversations.forEach(read);
+    } else {
+      if (op === "getTranscript" && Array.isArray(body.messages) && named !== "")
+        log.push({
+          kind: "transcript",
+          madeBy,
+          request,
+          id: named,
+          messages: body.messages.filter(isRecord),
+          started,
+          ended,
+        });
+      read(body.conversation);
+    }
   }
 
   /** Remembers a conversation for the run's cleanup. */
@@ -532,7 +675,7 @@ export class CheckContext {
   async fixture<T>(name: string, make: (ctx: CheckContext) => Promise<T>): Promise<T> {
     let pending = this.run.fixtures.get(name) as Promise<FixtureOutcome<T>> | undefined;
     if (!pending) {
-      const ctx = new CheckContext(this.run);
+      const ctx = new CheckContext(this.run, `the shared ${name} turns`);
       pending = make(ctx).then(
         (value) => ({ value, exchanges: ctx.exchanges, schemaFailures: ctx.schemaFailures }),
         (error: unknown) => ({ error, exchanges: ctx.exchanges, schemaFailures: ctx.schemaFailures }),
@@ -557,6 +700,15 @@ export class CheckContext {
 const LOAD_MESSAGE =
   /overload|rate.?limit|too many requests|capacity|try again|temporar|unavailable|\b(429|503|529)\b/i;
 
+/**
+ * A refusal for load: 429, 503 or 529, or another server error whose body names load (a gateway's 502 for
+ * an overloaded upstream model, as a flow invocation may answer: its error statuses are not shown).
+ */
+export function isLoadRefusal(status: number, text: string): boolean {
+  if (LOAD_REFUSAL_STATUSES.has(status)) return true;
+  return status >= 500 && status <= 599 && LOAD_MESSAGE.test(excerpt(text, 1_000));
+}
+
 /** What transient trouble a turn showed, or undefined: its stream ended in an error event naming load. */
 export function transientTrouble(turn: Turn): string | undefined {
   const reading = turn.reading;
@@ -573,6 +725,16 @@ function requestBodyBytes(req: HttpRequest): number | undefined {
   if (req.json !== undefined) return Buffer.byteLength(JSON.stringify(req.json));
   return req.rawBody === undefined ? undefined : Buffer.byteLength(req.rawBody);
 }
+
+/** The operations whose answers the sweeps read (conformance/sweeps/). */
+const CONVERSATION_OPERATIONS: ReadonlySet<OperationId> = new Set<OperationId>([
+  "getConversation",
+  "getTranscript",
+  "listConversations",
+  "setConversationSharing",
+  "forkConversation",
+  "deleteConversation",
+]);
 
 function pathOf(url: string): string {
   try {

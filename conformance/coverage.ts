@@ -320,7 +320,7 @@ export const seedRules: SeedRule[] = [
     section: STATES,
     rule: "turn stream closes, output → `agent_session_id` non-null, recorded a few seconds after",
     checks: ["STATE-SESSION-RECORDED", "STATE-SESSION-NULL-AT-CLOSE"],
-    note: '"output" is a block the stream shows: a turn whose stream carries no block (a refusal, an empty reply) is a turn without output for every check; a block the stream does not show (redacted thinking, tool blocks without stream_tool_calls) counts as no output, so a check that needs an answered turn is inconclusive after one that showed none',
+    note: '"output" is a block the stream shows: a turn whose stream carries no block (a refusal, an empty reply) is a turn without output for every check; a block the stream does not show (redacted thinking, tool blocks without stream_tool_calls) counts as no output. Such a turn is not sent again (a resend into the same conversation would judge another history): every check that reads it is inconclusive, naming the cause, except those that asked for silence, and SEND-200-STREAM, which owns "turns answer", tries a silent hello again in a new conversation and fails when its 4 tries all end without output',
   },
   {
     section: STATES,
@@ -455,8 +455,9 @@ export const seedRules: SeedRule[] = [
       "SEND-TOOL-BLOCKS-DEFAULT-OFF",
       "SSE-TOOL-BLOCKS-GATED",
       "SEND-RESUMED-BODY-READ",
+      "SSE-STOP-REASON-TOOLS",
     ],
-    note: "every turn's body is read, a resumed turn's too (SEND-RESUMED-BODY-READ: system, stream_tool_calls, model, attachments)",
+    note: "the flag only adds blocks: a turn with it ends as one without it (SSE-STOP-REASON-TOOLS: `end_turn`); every turn's body is read, a resumed turn's too (SEND-RESUMED-BODY-READ: system, stream_tool_calls, model, attachments)",
   },
   {
     section: SEND,
@@ -708,7 +709,7 @@ export const seedRules: SeedRule[] = [
     section: AUTH,
     rule: "1. The flow endpoint uses the same header, written `X-API-Key`",
     checks: ["FLOW-INVOKE", "FLOW-NO-KEY"],
-    note: "the status without it is not shown (FLOW-NO-KEY is INFO)",
+    note: "without it, or with an unknown key, 401 as on every route (Authentication 4; FLOW-NO-KEY)",
   },
   {
     section: AUTH,
@@ -789,7 +790,8 @@ export const seedRules: SeedRule[] = [
   {
     section: EVENTS,
     rule: "Each event's data has the table's shape (`message_start.message: {id, model, usage}`, …)",
-    checks: ["SSE-EVENT-SCHEMA"],
+    checks: ["SSE-EVENT-SCHEMA", "MEANING-MESSAGE-START"],
+    note: "evident meaning: `message.id` names the turn's message, a different one per turn (explorer: every turn of the run)",
   },
   {
     section: EVENTS,
@@ -827,7 +829,7 @@ export const seedRules: SeedRule[] = [
     section: EVENTS,
     rule: "4. `message_delta.usage`: `input_tokens`, `output_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`, `total_cost_usd`",
     checks: ["SSE-USAGE-FIVE-FIELDS", "MEANING-USAGE-COUNTS"],
-    note: "evident meaning: a turn with output counts output tokens and some input",
+    note: "evident meaning: a turn with output counts output tokens and some input; `total_cost_usd` is dollars, within what the dearest list prices charge for the turn's tokens (not cents); the explorer judges it on every turn, resumed ones included",
   },
   {
     section: EVENTS,
@@ -842,8 +844,8 @@ export const seedRules: SeedRule[] = [
   {
     section: EVENTS,
     rule: "6. The stop reason seen is `end_turn`; others: not shown",
-    checks: ["SSE-STOP-REASON"],
-    note: "INFO: other stop reasons are not shown",
+    checks: ["SSE-STOP-REASON", "SSE-STOP-REASON-TOOLS"],
+    note: "INFO: other stop reasons are not shown; but `stream_tool_calls` changes only the blocks, so a turn with it ends as the deployment's turns without it do (MUST where those end `end_turn`)",
   },
 
   // ---- Errors

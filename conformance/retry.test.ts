@@ -7,7 +7,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { encodeSseEvent } from "@agent-api/client/sse";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ensureTurnOk, settledConversation } from "./checks/common.ts";
+import { ensureHistoryKnown, ensureTurnOk, settledConversation } from "./checks/common.ts";
+import { sendChecks } from "./checks/send.ts";
 import { DEFAULT_RETRY, retryDelayMs } from "./context.ts";
 import { DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT_MS, resolveRunSettings, UsageError } from "./inputs.ts";
 import { runSuite } from "./runner.ts";
@@ -184,6 +185,27 @@ describe("a refusal for load is retried", () => {
     expect(result.reason).toContain("kept refusing with 529");
   });
 
+  it("a 502 whose body names load (an overloaded upstream behind a gateway) is retried, then inconclusive", async () => {
+    const overloaded: Answer = (res) =>
+      res
+        .writeHead(502, { "content-type": "application/json" })
+        .end(
+          JSON.stringify({ message: "Flow step draft failed: The model is overloaded; try again later." }),
+        );
+    const passed = await runOne("a-502-overloaded-once", [overloaded, ok], listModels, {
+      ...DEFAULT_RETRY,
+      baseMs: 10,
+    });
+    expect(passed.result.outcome, passed.result.reason).toBe("pass");
+    expect(passed.requests).toBe(2);
+    const kept = await runOne("a-502-overloaded-always", [overloaded], listModels, {
+      ...DEFAULT_RETRY,
+      baseMs: 10,
+    });
+    expect(kept.result.outcome).toBe("skip");
+    expect(kept.result.reason).toContain("kept refusing with 502");
+  });
+
   it("other statuses are not retried: a 500 is the check's to judge", async () => {
     const { result, requests } = await runOne("a-500", [refuse(500), ok], listModels);
     expect(requests).toBe(1);
@@ -227,6 +249,22 @@ describe("a turn that ends in an error event naming load is transient trouble", 
     );
     expect(result.outcome).toBe("fail");
     expect(result.reason).toMatch(/error event/);
+  });
+
+  it("resent into a conversation, it leaves that conversation's turns uncounted: a check counting them is inconclusive", async () => {
+    const { result } = await runOne(
+      "a-resent-into",
+      [overloaded, stream],
+      async (ctx) => {
+        ensureTurnOk(await ctx.turn({ conversationId: "c-resent", prompt: "hello" }));
+        ensureTurnOk(await ctx.turn({ conversationId: "c-other", prompt: "hello" }));
+        ensureHistoryKnown(ctx, "c-other", "the other conversation");
+        ensureHistoryKnown(ctx, "c-resent", "the resent conversation");
+      },
+      fast,
+    );
+    expect(result.outcome).toBe("skip");
+    expect(result.reason).toMatch(/^the resent conversation: a turn of this conversation was sent again/);
   });
 
   it("an error event that names no load is the check's to judge, at once", async () => {
@@ -292,14 +330,72 @@ describe("--concurrency and --timeout-ms", () => {
 });
 
 describe("a turn whose stream shows no block", () => {
-  it("is a turn without output: a check that needs its session is inconclusive, not failed", async () => {
-    const noBlock: Answer = (res) =>
+  /** A model's empty reply: message_start, message_delta, message_stop. */
+  const noBlock: Answer = (res) =>
+    res
+      .writeHead(200, { "content-type": "text/event-stream", "x-conversation-id": "stub-conv" })
+      .end(
+        SSE.slice(0, SSE.indexOf("event: content_block_start")) +
+          SSE.slice(SSE.indexOf("event: message_delta")),
+      );
+
+  it("cannot show a check's fact: any check reading it is inconclusive, naming the cause, not failed", async () => {
+    const { result } = await runOne("a-refused-reply", [noBlock], async (ctx) => {
+      const turn = await ctx.turn({ prompt: "Reply with the token t-1." });
+      ensureTurnOk(turn, "the directed turn");
+      if (!turn.text.includes("t-1")) throw new Error("the reply does not contain t-1");
+    });
+    expect(result.outcome).toBe("skip");
+    expect(result.reason).toMatch(
+      /the directed turn showed no output .*a refusal or an empty reply.*inconclusive/,
+    );
+  });
+
+  it("a model that declines part-way (a preamble, then stop_reason refusal) is inconclusive too", async () => {
+    const declined: Answer = (res) =>
       res
         .writeHead(200, { "content-type": "text/event-stream", "x-conversation-id": "stub-conv" })
-        .end(
-          SSE.slice(0, SSE.indexOf("event: content_block_start")) +
-            SSE.slice(SSE.indexOf("event: message_delta")),
-        );
+        .end(SSE.replace('"end_turn"', '"refusal"'));
+    const { result } = await runOne("a-declined", [declined], async (ctx) => {
+      const turn = await ctx.turn({ prompt: "Use your tools to write a file." });
+      ensureTurnOk(turn, "the writing turn");
+      throw new Error("no file was written");
+    });
+    expect(result.outcome).toBe("skip");
+    expect(result.reason).toMatch(/the writing turn was refused by the model \(stop_reason "refusal"\)/);
+  });
+
+  it("is judged as a turn without output where the check asked for silence", async () => {
+    const { result } = await runOne("a-silent-asked", [noBlock], async (ctx) => {
+      ensureTurnOk(await ctx.turn({ prompt: "Say nothing." }), "no-output turn", { mayBeSilent: true });
+    });
+    expect(result.outcome).toBe("pass");
+  });
+
+  it("is not sent again: one request, whatever the check", async () => {
+    const { requests } = await runOne("a-refused-once", [noBlock, stream], async (ctx) => {
+      ensureTurnOk(await ctx.turn({ prompt: "hello" }));
+    });
+    expect(requests).toBe(1);
+  });
+
+  const send200 = sendChecks.find((c) => c.id === "SEND-200-STREAM")?.run as CheckDef["run"];
+
+  it("SEND-200-STREAM, which owns whether turns answer, tries a silent hello again in a new conversation", async () => {
+    const { result, requests } = await runOne("a-refused-hello", [noBlock, noBlock, stream], send200);
+    expect(result.outcome).toBe("pass");
+    expect(requests).toBe(3);
+    expect(result.notes.join("\n")).toMatch(/produced no text .*sent again/);
+  });
+
+  it("SEND-200-STREAM fails a deployment whose turns never answer, after its tries", async () => {
+    const { result, requests } = await runOne("a-never-answers", [noBlock], send200);
+    expect(result.outcome).toBe("fail");
+    expect(requests).toBe(4);
+    expect(result.reason).toMatch(/produced no text, on each of 4 tries/);
+  });
+
+  it("is a turn without output: a check that needs its session is inconclusive, not failed", async () => {
     const { result } = await runOne("a-refusal", [noBlock], async (ctx) => {
       await settledConversation(ctx);
     });

@@ -13,6 +13,7 @@ import { type ExploreOptions, explore } from "./explorer/explore.ts";
 import { type ConnectionOptions, createDispatcher } from "./http.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented } from "./outcomes.ts";
 import { SpecValidator } from "./spec-validator.ts";
+import { attributeSweepFindings, failResult } from "./sweeps/index.ts";
 import { deploymentFindings } from "./tool-findings.ts";
 import type {
   CheckDef,
@@ -118,6 +119,7 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     };
     const workers = Array.from({ length: Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY) }, worker);
     await Promise.all(workers);
+    attributeSweepFindings(run, results);
     if (options.explore && options.explore.runs > 0) {
       // After the named checks, so its conversations never crowd theirs; before the cleanup, which deletes its own.
       explorer = await explore(run, options.explore);
@@ -170,15 +172,7 @@ function attributeFindings(summary: ExplorerSummary, results: CheckResult[], che
       results.push(result);
     }
     const said = `the explorer found a sequence of ${finding.steps.length} operations that breaks "${finding.ruleText}" (${finding.section}): expected ${finding.expected}, saw ${finding.actual}`;
-    if (result.outcome !== "fail") {
-      result.outcome = "fail";
-      result.skipKind = undefined;
-      result.reason = said;
-    }
-    result.details.push({
-      message: said,
-      evidence: finding.steps.map((s, i) => `${i + 1}. ${s}`).join("\n"),
-    });
+    failResult(result, said, finding.steps.map((s, i) => `${i + 1}. ${s}`).join("\n"));
     result.sequences = [...(result.sequences ?? []), finding];
   }
 }
@@ -207,7 +201,7 @@ async function runCheck(
     result.reason = `needs ${missing.map(inputLabel).join(", ")}`;
     return result;
   }
-  const ctx = new CheckContext(run);
+  const ctx = new CheckContext(run, check.id);
   try {
     await check.run(ctx);
   } catch (error) {

@@ -8,6 +8,7 @@ import { type DestinationStream, pino } from "pino";
 import { createKeyIndex } from "./config/keys.ts";
 import { loadConfigFile } from "./config/load.ts";
 import type { LimitsConfig, ServerConfig } from "./config/types.ts";
+import { chooseCoordination } from "./coordination/index.ts";
 import { DEFAULT_WAITING_TURN_LIMITS } from "./coordination/locks.ts";
 import { seedDemoConversations } from "./demo/conversations.ts";
 import { createDemo, demoKeys, formatEnvFile } from "./demo/workspace.ts";
@@ -24,8 +25,10 @@ import {
   type SandboxLimits,
   type SandboxUserSetting,
 } from "./sandbox/index.ts";
+import { DEFAULT_DISK_BYTES_PER_WORKSPACE } from "./service/disk-shares.ts";
 import { createService, type ServiceLive } from "./service/index.ts";
 import { openServerStore } from "./store/open.ts";
+import { DEFAULT_POOL_CONNECTIONS_PER_WORKSPACE } from "./store/pool-shares.ts";
 
 export interface ServerOptions {
   /** Directory of the SQLite database, sandboxes and the demo's files. */
@@ -80,7 +83,7 @@ export interface ServerOptions {
   corsOrigins?: string[];
   /**
    * SQLite WAL checkpoints run by a worker thread this often (ms), off the event loop; 0: inside commits, as
-   * SQLite does by default (see store/sqlite.ts).
+   * SQLite does by default (see store/sqlite/index.ts).
    */
   checkpointIntervalMs?: number;
   /** Write the AGENT_API_* variables for the conformance suite here (demo only). */
@@ -151,6 +154,8 @@ export const DEFAULT_LIMITS: Required<LimitsConfig> = {
   waitingTurnsPerKey: DEFAULT_WAITING_TURN_LIMITS.perKey,
   waitingTurnsPerServer: DEFAULT_WAITING_TURN_LIMITS.perServer,
   ...SLOW_CLIENT_DEFAULTS,
+  diskBytesPerWorkspace: DEFAULT_DISK_BYTES_PER_WORKSPACE,
+  poolConnectionsPerWorkspace: DEFAULT_POOL_CONNECTIONS_PER_WORKSPACE,
 };
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -177,11 +182,29 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     maxIterations: options.maxIterations ?? DEFAULTS.maxIterations,
     maxTokens: options.maxTokens ?? DEFAULTS.maxTokens,
   });
-  const { store, description: storeDescription } = await openServerStore(options.store, dataDir, {
-    checkpointIntervalMs: options.checkpointIntervalMs ?? DEFAULTS.checkpointIntervalMs,
-  });
-  if (demo) await seedDemoConversations(store);
   const limits: Required<LimitsConfig> = { ...DEFAULT_LIMITS, ...config.limits, ...defined(options.limits) };
+  const { store, description: storeDescription } = await openServerStore(
+    options.store,
+    dataDir,
+    { checkpointIntervalMs: options.checkpointIntervalMs ?? DEFAULTS.checkpointIntervalMs },
+    { connectionsPerWorkspace: limits.poolConnectionsPerWorkspace },
+  );
+  if (demo) await seedDemoConversations(store);
+  const serviceOptions = {
+    sessionDelayMs: options.sessionDelayMs ?? DEFAULTS.sessionDelayMs,
+    routingPrefix,
+    compactionBudgetTokens: options.compactionBudgetTokens ?? DEFAULTS.compactionBudgetTokens,
+    turnTimeoutMs: options.turnTimeoutMs ?? DEFAULTS.turnTimeoutMs,
+    turnLeaseMs: options.turnLeaseMs,
+    diskBytesPerWorkspace: limits.diskBytesPerWorkspace,
+    waitingTurns: {
+      perConversation: limits.waitingTurnsPerConversation,
+      perKey: limits.waitingTurnsPerKey,
+      perServer: limits.waitingTurnsPerServer,
+    },
+  };
+  // One instance or several: decided here, once.
+  const coordination = chooseCoordination(store, serviceOptions);
   const sandbox = await createSandboxManager({
     rootDir: join(dataDir, "sandboxes"),
     idleMs: options.sandboxIdleMs ?? DEFAULTS.sandboxIdleMs,
@@ -190,8 +213,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     toolOutputCapBytes: options.toolOutputCapBytes ?? DEFAULTS.toolOutputCapBytes,
     sandboxUser: options.sandboxUser,
     limits: { ...options.sandboxLimits, commandsPerWorkspace: limits.sandboxCommandsPerWorkspace },
-    // PostgreSQL: conversations' files live in the shared store, and --data holds a cache of them.
-    fileStore: store.fileStore,
+    // Several instances: conversations' files live in the shared store, and --data holds a cache of them.
+    fileStore: coordination.kind === "shared" ? coordination.files : undefined,
   });
   for (const notice of sandbox.notices) logger.warn(notice);
   if (sandbox.isolation === "unavailable") {
@@ -206,25 +229,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const keys = createKeyIndex(config);
   const service = await createService(
-    {
-      config,
-      store,
-      sandbox,
-      engine,
-      options: {
-        sessionDelayMs: options.sessionDelayMs ?? DEFAULTS.sessionDelayMs,
-        routingPrefix,
-        compactionBudgetTokens: options.compactionBudgetTokens ?? DEFAULTS.compactionBudgetTokens,
-        turnTimeoutMs: options.turnTimeoutMs ?? DEFAULTS.turnTimeoutMs,
-        turnLeaseMs: options.turnLeaseMs,
-        waitingTurns: {
-          perConversation: limits.waitingTurnsPerConversation,
-          perKey: limits.waitingTurnsPerKey,
-          perServer: limits.waitingTurnsPerServer,
-        },
-      },
-    },
+    { config, store, sandbox, engine, options: serviceOptions },
     keys.lookupFlowKey,
+    coordination,
   );
   const admission = new Admission(limits);
   const app = buildApp({

@@ -85,6 +85,18 @@ function plants(): Plant[] {
     { file: "reference-server/store/wiring.ts", imports: "../index.ts", breaks: "server-layer-store" },
     { file: "reference-server/demo/wiring.ts", imports: "../index.ts" },
     {
+      file: "reference-server/store/sqlite/reach.ts",
+      imports: "../postgres/target.ts",
+      breaks: "store-engines-apart",
+    },
+    {
+      file: "reference-server/store/postgres/reach.ts",
+      imports: "../sqlite/target.ts",
+      breaks: "store-engines-apart",
+    },
+    { file: "reference-server/store/postgres/own.ts", imports: "./target.ts" },
+    { file: "reference-server/store/sqlite/shared.ts", imports: "../conversation-row.ts" },
+    {
       file: "reference-server/unplaced/x.ts",
       imports: "../config/target.ts",
       breaks: "server-folder-placed",

@@ -1,5 +1,5 @@
 /** Authentication: the key header, roles, workspaces, and owner-only operations. */
-import { isRecord } from "../context.ts";
+import { type ApiResponse, type CheckContext, isRecord } from "../context.ts";
 import { fail } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
@@ -11,9 +11,40 @@ import {
   justBefore,
   prompts,
   settledConversation,
+  sharedConversation,
 } from "./common.ts";
 
 const SECTION = "Authentication";
+
+/**
+ * Authentication 4 holds on every route, not only the two a client meets first: each route of the API asked
+ * with `key` (the conversation routes on a conversation the owner has), on every agent the inputs name (the
+ * lists and models), and through the model-routed send. No turn runs: a deployment that authenticates before
+ * anything else answers every one of them without running a turn.
+ */
+async function everyRoute(
+  ctx: CheckContext,
+  key: string | null,
+  judge: (res: ApiResponse, what: string) => void,
+): Promise<void> {
+  const own = await sharedConversation(ctx);
+  const options = { key };
+  const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
+    (a): a is string => typeof a === "string",
+  );
+  for (const agent of new Set(agents)) {
+    judge(await ctx.listModels({ key, agent }), `models list of ${agent}`);
+    judge(await ctx.listConversations({}, { key, agent }), `conversation list of ${agent}`);
+  }
+  judge(await ctx.getConversation(own.id, options), "single-conversation fetch");
+  judge(await ctx.transcript(own.id, options), "transcript");
+  judge(await ctx.lastCompaction(own.id, options), "last compaction");
+  judge(await ctx.share(own.id, { shared: true }, options), "share toggle");
+  judge(await ctx.fork(own.id, {}, options), "fork");
+  judge(await ctx.deleteConversation(own.id, options), "delete");
+  const routed = await ctx.turn({ key, routed: true, model: ctx.inputs.agent, prompt: prompts.hello });
+  judge(routed.response, "model-routed send");
+}
 
 export const authChecks: CheckDef[] = [
   /** No key header at all: 401 on reads and on turns. */
@@ -52,18 +83,17 @@ export const authChecks: CheckDef[] = [
     id: "AUTH-401-REVOKED",
     level: "MUST",
     section: SECTION,
-    title: 'A revoked key gets 401 with body {"message": "API key has been revoked"}',
+    title: 'A revoked key gets 401 with body {"message": "API key has been revoked"}, on every route',
     needs: ["revokedKey"],
     async run(ctx) {
-      for (const res of [
-        await ctx.listModels({ key: ctx.inputs.revokedKey }),
-        (await ctx.turn({ key: ctx.inputs.revokedKey, prompt: prompts.hello })).response,
-      ]) {
-        ensureStatus(res, 401, "request with the revoked key");
+      const judge = (res: ApiResponse, what: string) => {
+        ensureStatus(res, 401, `${what} with the revoked key`);
         if (!isRecord(res.body) || res.body.message !== "API key has been revoked") {
-          fail('the body\'s message is not "API key has been revoked"', res.text.slice(0, 300));
+          fail(`${what}: the body's message is not "API key has been revoked"`, res.text.slice(0, 300));
         }
-      }
+      };
+      judge((await ctx.turn({ key: ctx.inputs.revokedKey, prompt: prompts.hello })).response, "send-message");
+      await everyRoute(ctx, ctx.inputs.revokedKey ?? null, judge);
     },
   }),
   /** The models list doubles as the "do this agent and key work together" probe. */

@@ -4,8 +4,8 @@
  */
 
 import { type CheckContext, isRecord, type Turn } from "../context.ts";
+import { carriesOutput } from "../model/turn-meaning.ts";
 import { fail, skip } from "../outcomes.ts";
-import type { BlockSeen } from "../sse/grammar.ts";
 import type { CheckDef } from "../types.ts";
 
 /** Keeps the catalogue files short: a check is data plus its run function. */
@@ -33,11 +33,16 @@ export const prompts = {
   fail: "Fail this turn after it starts.",
 };
 
-/** A 200 event stream that ended at message_stop; anything else fails the check with the evidence. */
+/**
+ * A 200 event stream that ended at message_stop; anything else fails the check with the evidence. A turn that
+ * ended well but showed no output (a model's refusal, an empty reply: answers a model may give) cannot show
+ * a fact of its check either, so that check is inconclusive; only a turn that asked for silence (`mayBeSilent`)
+ * and the check that judges whether turns answer at all (`judgesSuccess`) go on with it.
+ */
 export function ensureTurnOk(
   turn: Turn,
   what = "the turn",
-  options: { judgesSuccess?: boolean } = {},
+  options: { judgesSuccess?: boolean; mayBeSilent?: boolean } = {},
 ): asserts turn is Turn & { reading: NonNullable<Turn["reading"]> } {
   // Transient trouble (the upstream's overload, retried) keeps a turn from showing the check's fact; only
   // the check that judges whether turns succeed at all (SEND-200-STREAM) fails on it.
@@ -55,6 +60,7 @@ export function ensureTurnOk(
     fail(`${what}: the stream ended with an error event: ${turn.reading.errorMessage ?? ""}`);
   if (turn.reading.end !== "message_stop")
     fail(`${what}: the stream did not end at message_stop`, turn.response.text.slice(-500));
+  if (!options.mayBeSilent && !options.judgesSuccess) ensureAnswered(turn, what);
 }
 
 export function ensureStatus(
@@ -188,15 +194,10 @@ export const ISO_MS_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(Z|[+-]00:
 
 /**
  * Whether the agent produced output: any block but a text block whose deltas are all empty (a deployment
- * may wrap "no output" in an empty text block; that is still no output, and must not excuse a check).
+ * may wrap "no output" in an empty text block; that is still no output, and must not excuse a check). One
+ * definition for the checks and the model.
  */
-export function carriesOutput(blocks: BlockSeen[]): boolean {
-  return blocks.some(
-    (block) =>
-      block.type !== "text" ||
-      block.deltas.some((delta) => typeof delta.text === "string" && delta.text.trim() !== ""),
-  );
-}
+export { carriesOutput };
 
 /**
  * Text as compared across routes and against what was asked: whitespace runs made one space. The API joins
@@ -230,6 +231,17 @@ export function firstBlockNotHeld(stored: string, blocks: string[]): string | un
     from = at + needle.length;
   }
   return undefined;
+}
+
+/**
+ * The conversation's turns are known: no turn was sent into it again after an error event naming load (what
+ * it kept of the failed try is not shown), else the check that counts them is inconclusive.
+ */
+export function ensureHistoryKnown(ctx: CheckContext, id: string, what: string): void {
+  if (ctx.run.resentInto.has(id))
+    skip(
+      `${what}: a turn of this conversation was sent again after an error event naming load, and what a conversation keeps of a failed turn is not shown, so its turns cannot be counted: inconclusive`,
+    );
 }
 
 /** Why a check that needs a turn without output could not judge one. */
@@ -269,8 +281,14 @@ export function justBefore(timestamp: string): string {
  * for nothing: a check whose fact needs an answered turn is inconclusive after one that showed none.
  */
 export function ensureAnswered(turn: Turn, what: string): void {
+  // A model that declines part-way (after a preamble, or a look at the files) says so with this stop reason
+  // of the Messages API: the turn did not do what it was asked, by the model's choice, not the deployment's.
+  if (turn.reading?.stopReason === "refusal")
+    skip(
+      `${what} was refused by the model (stop_reason "refusal"), which a model may do, so it could not show this check's fact: inconclusive`,
+    );
   if (!carriesOutput(turn.reading?.blocks ?? []))
     skip(
-      `${what} showed no output (no block in its stream: a refusal or an empty reply), and a turn without output legitimately leaves no session: inconclusive`,
+      `${what} showed no output (no block in its stream: a refusal or an empty reply, which a model may give), so it could not show this check's fact, and a turn without output legitimately leaves no session: inconclusive`,
     );
 }

@@ -8,6 +8,7 @@
  * counts what a turn produced) is judged here too, each assuming no more than the API's words imply.
  */
 import { type CallOptions, type CheckContext, isRecord, sleep } from "../context.ts";
+import { costCeiling } from "../model/turn-meaning.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
@@ -22,6 +23,7 @@ import {
   type SettledConversation,
   settledConversation,
 } from "./common.ts";
+import { grammarStreams } from "./events.ts";
 
 const CONVERSATION = "Resources/Conversation";
 
@@ -193,7 +195,7 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: CONVERSATION,
     title:
-      "A shared conversation shows a member the same fields on every route (is_owner false, shared true), the same transcript messages and the same last compaction",
+      "A shared conversation shows a member the same fields on every route (is_owner false, shared true), the same transcript messages and the same last compaction, and a Viewer the same conversation",
     needs: ["memberKey"],
     async run(ctx) {
       const member = { key: ctx.inputs.memberKey };
@@ -229,6 +231,19 @@ export const consistencyChecks: CheckDef[] = [
       const diff = disagreements(ownerRest, memberRest);
       if (diff.length > 0)
         fail(`the owner and a member see different fields besides is_owner: ${diff.join("; ")}`);
+      // A Viewer reads conversations too (Authentication 3): the same conversation, whichever reader's key.
+      if (ctx.inputs.viewerKey) {
+        const viewer = { key: ctx.inputs.viewerKey };
+        const viewers = await sameOnEveryRoute(ctx, conv.id, viewer, "a Viewer");
+        if (viewers.is_owner !== false)
+          fail(`is_owner is ${JSON.stringify(viewers.is_owner)} for a Viewer who does not own it`);
+        const { is_owner: _v, ...viewerRest } = viewers;
+        const viewerDiff = disagreements(ownerRest, viewerRest);
+        if (viewerDiff.length > 0)
+          fail(`the owner and a Viewer see different fields besides is_owner: ${viewerDiff.join("; ")}`);
+        if (!sameValue(ownerMessages, await transcriptMessages(ctx, conv.id, viewer)))
+          fail("the transcript shows a Viewer other messages than the owner");
+      }
     },
   }),
   check({
@@ -274,11 +289,25 @@ export const consistencyChecks: CheckDef[] = [
         fail(
           `the child is is_owner ${JSON.stringify(child.is_owner)}, shared ${JSON.stringify(child.shared)}: it must be the caller's and private`,
         );
+      // A conversation's updated_at is never before its created_at, a child's included.
+      if (Date.parse(String(child.updated_at)) < Date.parse(String(child.created_at)))
+        fail(
+          `the child's updated_at ${String(child.updated_at)} is before its created_at ${String(child.created_at)}`,
+        );
       const parentAfter = await fetched(ctx, parent.id);
       const diff = disagreements(parentBefore, parentAfter);
       if (diff.length > 0) fail(`forking changed the parent: ${diff.join("; ")}`);
       // The child copies the history as of the fork: a later turn on the parent is not the child's.
       const childMessages = await transcriptMessages(ctx, childId);
+      // A fork runs no turn: the child counts the turns it copied, or none of its own (which of the two is
+      // not shown), never one more.
+      const copied = childMessages.filter(
+        (m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true,
+      ).length;
+      if (child.turn_count !== copied && child.turn_count !== 0)
+        fail(
+          `the child holds ${copied} copied turn(s) and has run none, yet its turn_count is ${JSON.stringify(child.turn_count)}`,
+        );
       ensureTurnOk(
         await ctx.turn({ conversationId: parent.id, prompt: prompts.hello }),
         "the parent's turn after the fork",
@@ -587,12 +616,13 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/Send a message",
     title:
-      "A conversation id with spaces, non-ASCII letters and punctuation is created and read back verbatim on every route",
+      "A conversation id with spaces, non-ASCII letters and punctuation, over 64 characters long, is created and read back verbatim on every route",
     needs: [],
     async run(ctx) {
       // Any string, says the API; kept to characters every URL and header survive percent-encoded
       // (no "/", which proxies may decode, and no control characters).
-      const id = `${ctx.newConversationId()} größe + ünïcode @:,;=`;
+      // ... and long: past the 64 characters a fixed-width column would hold.
+      const id = `${ctx.newConversationId()} größe + ünïcode @:,;= ${"long-".repeat(14)}`;
       const turn = await ctx.turn({ conversationId: id, prompt: prompts.hello });
       ensureTurnOk(turn, "turn with a conversation id holding spaces and non-ASCII letters");
       const conversation = await sameOnEveryRoute(ctx, id);
@@ -770,21 +800,40 @@ export const consistencyChecks: CheckDef[] = [
     level: "MUST",
     section: "Events",
     title:
-      "A turn that produced output reports output_tokens > 0 and some input (input, cache read or cache creation tokens > 0)",
+      "A turn that produced output reports output_tokens > 0 and some input; total_cost_usd is the turn's cost in US dollars (not cents)",
     needs: [],
     async run(ctx) {
-      const turn = await ctx.turn({ conversationId: ctx.newConversationId(), prompt: prompts.hello });
-      ensureTurnOk(turn);
-      if (!carriesOutput(turn.reading.blocks)) skip("the agent produced no output when asked to say hello");
-      const usage = turn.reading.usage;
-      if (!usage) fail("message_delta carries no usage");
-      const count = (field: string) => (typeof usage[field] === "number" ? (usage[field] as number) : 0);
-      if (count("output_tokens") <= 0)
-        fail(`the turn produced output but usage says output_tokens ${JSON.stringify(usage.output_tokens)}`);
-      const input =
-        count("input_tokens") + count("cache_read_input_tokens") + count("cache_creation_input_tokens");
-      if (input <= 0)
-        fail(`the turn read a prompt but usage counts no input tokens: ${JSON.stringify(usage)}`);
+      // The grammar's representative turns (no turn of its own): a hello, a thinking turn, a tool turn.
+      const { streams } = await grammarStreams(ctx);
+      const text = streams[0].turn;
+      ensureTurnOk(text);
+      if (!carriesOutput(text.reading.blocks)) skip("the agent produced no output when asked to say hello");
+      for (const { label, turn } of streams) {
+        const usage = turn.reading?.usage;
+        if (turn.reading?.end !== "message_stop" || !usage) {
+          if (turn === text) fail("message_delta carries no usage");
+          continue;
+        }
+        const count = (field: string) => (typeof usage[field] === "number" ? (usage[field] as number) : 0);
+        if (carriesOutput(turn.reading.blocks)) {
+          if (count("output_tokens") <= 0)
+            fail(
+              `${label}: the turn produced output but usage says output_tokens ${JSON.stringify(usage.output_tokens)}`,
+            );
+          const input =
+            count("input_tokens") + count("cache_read_input_tokens") + count("cache_creation_input_tokens");
+          if (input <= 0)
+            fail(
+              `${label}: the turn read a prompt but usage counts no input tokens: ${JSON.stringify(usage)}`,
+            );
+        }
+        const cost = usage.total_cost_usd;
+        const ceiling = costCeiling(usage);
+        if (typeof cost === "number" && (cost < 0 || cost > ceiling + 1e-6))
+          fail(
+            `${label}: total_cost_usd ${cost} is not the turn's cost in US dollars: the dearest list prices charge at most ${ceiling.toPrecision(3)} for ${JSON.stringify(usage)} (cents, or a sum over more than this turn?)`,
+          );
+      }
     },
   }),
 ];

@@ -39,8 +39,10 @@ export const conversationIdChecks: CheckDef[] = [
     title: "An unknown conversation_id creates the conversation with exactly that id",
     needs: [],
     async run(ctx) {
-      // Not a UUID, with characters a careless server might normalise.
-      const id = `${ctx.newConversationId()}.Mixed_Case`;
+      // Not a UUID, with characters a careless server might normalise: case, spaces and a plus (form
+      // decoding), characters a URL may leave unescaped, a trailing dot (trimmed). No `%`: how a header carries
+      // an id that a client would percent-decode is not shown.
+      const id = `${ctx.newConversationId()}.Mixed_Case a+b ~!*(x).`;
       const turn = await ctx.turn({ conversationId: id, prompt: prompts.hello });
       ensureTurnOk(turn);
       if (turn.conversationId !== undefined && turn.conversationId !== id) {

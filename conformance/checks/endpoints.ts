@@ -6,6 +6,7 @@ import type { CheckDef } from "../types.ts";
 import {
   check,
   ensureClientError,
+  ensureHistoryKnown,
   ensureNotCrowdedOut,
   ensureStatus,
   ensureTurnOk,
@@ -122,7 +123,8 @@ export const endpointChecks: CheckDef[] = [
     id: "LIST-CHANNEL-FILTER",
     level: "MUST",
     section: "Endpoints/List conversations",
-    title: "The channel filter returns only conversations of that channel",
+    title:
+      "The channel filter returns only conversations of that channel, the ones shared with the caller included",
     needs: [],
     async run(ctx) {
       const conv = await sharedConversation(ctx);
@@ -146,6 +148,27 @@ export const endpointChecks: CheckDef[] = [
         if (channel === own.channel && !listed)
           fail(`channel=${channel} does not list a conversation of that channel`);
         if (channel !== own.channel && listed) fail(`channel=${channel} lists a ${own.channel} conversation`);
+      }
+      // The filter narrows what the caller may see, not whose it is: a member's list of that channel holds a
+      // conversation shared with the workspace.
+      if (ctx.inputs.memberKey) {
+        const shared = await settledConversation(ctx);
+        ensureStatus(await ctx.share(shared.id, { shared: true }), [200, 204], "share toggle by the owner");
+        const since = justBefore(String((await ctx.conversation(shared.id)).created_at));
+        const res = await ctx.listConversations(
+          { channel: String(own.channel), limit: "200", since },
+          { key: ctx.inputs.memberKey },
+        );
+        ensureStatus(res, 200, `a member's list with channel ${own.channel}`);
+        const list =
+          isRecord(res.body) && Array.isArray(res.body.conversations)
+            ? res.body.conversations.filter(isRecord)
+            : [];
+        ensureNotCrowdedOut(list, [shared.id], `a member's list with channel=${own.channel}`);
+        if (!list.some((c) => c.id === shared.id))
+          fail(
+            `a member's list with channel=${own.channel} leaves out ${shared.id}, a ${own.channel} conversation shared with the workspace`,
+          );
       }
     },
   }),
@@ -232,6 +255,7 @@ export const endpointChecks: CheckDef[] = [
     needs: [],
     async run(ctx) {
       const round = await memoryRound(ctx);
+      ensureHistoryKnown(ctx, round.id, "the two-turn conversation");
       const c = await ctx.conversation(round.id);
       if (c.turn_count !== 2) fail(`turn_count is ${c.turn_count}`);
     },
@@ -509,20 +533,34 @@ export const endpointChecks: CheckDef[] = [
       }
     },
   }),
-  /** Flow without key: behaviour not shown. */
+  /**
+   * Flow without a key, or with one no deployment issued: 401 (Authentication 1 and 4: every request carries
+   * the header, the flow's spelled `X-API-Key`; a missing or unrecognized key gives 401).
+   */
   check({
     id: "FLOW-NO-KEY",
-    level: "INFO",
-    section: "Endpoints/Invoke a deployed flow",
-    title: "A flow invocation without X-API-Key gets 401 (not shown)",
+    level: "MUST",
+    section: "Authentication",
+    title: "A flow invocation without X-API-Key, or with an unknown key, gets 401",
     needs: ["flowUrl", "flowId"],
     async run(ctx) {
-      const res = await ctx.call("invokeFlow", {
+      const url = `${normalisedUrl(ctx.inputs.flowUrl ?? "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`;
+      // The flow's own input variables, so a refusal can only be the key's doing.
+      const input_vars = Object.fromEntries(
+        (ctx.inputs.flowInput ?? [])
+          .filter((pair) => pair.indexOf("=") > 0)
+          .map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]),
+      );
+      const none = await ctx.call("invokeFlow", { method: "POST", url, json: { input_vars } });
+      ensureStatus(none, 401, "flow invocation without key");
+      const unknown = await ctx.call("invokeFlow", {
         method: "POST",
-        url: `${normalisedUrl(ctx.inputs.flowUrl ?? "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
-        json: { input_vars: {} },
+        url,
+        key: `acc-${ctx.nonce()}-no-such-flow-key`,
+        keyHeader: "X-API-Key",
+        json: { input_vars },
       });
-      ensureStatus(res, 401, "flow invocation without key");
+      ensureStatus(unknown, 401, "flow invocation with a key no deployment issued");
     },
   }),
 ];

@@ -6,7 +6,7 @@ import type { CheckContext, Turn } from "../context.ts";
 import { CheckFailure, fail, skip } from "../outcomes.ts";
 import type { GrammarCode } from "../sse/grammar.ts";
 import type { CheckDef, FailureDetail } from "../types.ts";
-import { ANSWERED_SILENCE, carriesOutput, check, prompts } from "./common.ts";
+import { ANSWERED_SILENCE, carriesOutput, check, ensureTurnOk, prompts } from "./common.ts";
 
 const SECTION = "Events";
 
@@ -220,6 +220,55 @@ export const eventChecks: CheckDef[] = [
       for (const { label, turn } of streams) {
         if (turn.reading?.stopReason !== "end_turn")
           fail(`${label}: stop_reason ${JSON.stringify(turn.reading?.stopReason)}`);
+      }
+    },
+  }),
+  /**
+   * `stream_tool_calls` only adds blocks (Endpoints/Send a message): the tool turn ends as the text turn does.
+   * Other stop reasons are not shown (SSE-STOP-REASON, INFO), so this is judged only where the text turn ended
+   * `end_turn`: then a different reason on the flagged turn is the flag's doing.
+   */
+  check({
+    id: "SSE-STOP-REASON-TOOLS",
+    level: "MUST",
+    section: "Endpoints/Send a message",
+    title: "A turn with stream_tool_calls: true ends with end_turn as the deployment's turns without it do",
+    needs: [],
+    async run(ctx) {
+      const { streams } = await grammarStreams(ctx);
+      const plain = streams[0].turn.reading;
+      const tools = streams[2].turn;
+      if (plain?.end !== "message_stop" || plain.stopReason !== "end_turn")
+        skip(
+          `the text turn did not end at message_stop with end_turn (${JSON.stringify(plain?.stopReason)})`,
+        );
+      ensureTurnOk(tools, "the tool turn (stream_tool_calls)");
+      if (tools.reading.stopReason !== "end_turn")
+        fail(
+          `the turn with stream_tool_calls: true ended with stop_reason ${JSON.stringify(tools.reading.stopReason)}; the same deployment's turn without it ended end_turn`,
+        );
+    },
+  }),
+  /** message_start.message.id names the turn's message: non-empty, a different one on each turn. */
+  check({
+    id: "MEANING-MESSAGE-START",
+    level: "MUST",
+    section: SECTION,
+    title: "message_start.message.id is a non-empty string, different on each turn",
+    needs: [],
+    async run(ctx) {
+      const { streams } = await grammarStreams(ctx);
+      judgeable(streams);
+      const seen = new Map<string, string>();
+      for (const { label, turn } of streams) {
+        if (!turn.reading?.events.some((e) => e.name === "message_start")) continue;
+        const id = turn.reading.messageId;
+        if (typeof id !== "string" || id.trim() === "")
+          fail(`${label}: message_start.message.id is ${JSON.stringify(id)}, not a non-empty string`);
+        const other = seen.get(id);
+        if (other !== undefined)
+          fail(`${label} and ${other} both have message_start.message.id ${JSON.stringify(id)}`);
+        seen.set(id, label);
       }
     },
   }),

@@ -105,6 +105,21 @@ export const listChecks: CheckDef[] = [
       ensureNotCrowdedOut(entries, [newerId], `since=${since}`);
       const list = ids(entries);
       if (!list.has(newerId)) fail(`since=${since} does not list a conversation created after it`);
+      // Filters combine: with the conversations' own channel beside it, since still leaves the older out.
+      const channel = (await ctx.conversation(newerId)).channel;
+      if (typeof channel === "string") {
+        const both = await listed(ctx, { since, channel, limit: "200" });
+        ensureNotCrowdedOut(both, [newerId], `since=${since}&channel=${channel}`);
+        const bothIds = ids(both);
+        if (!bothIds.has(newerId))
+          fail(
+            `since=${since}&channel=${channel} does not list a ${channel} conversation created after since`,
+          );
+        if (bothIds.has(older.id) && !list.has(older.id))
+          fail(
+            `since=${since}&channel=${channel} lists a conversation whose last activity was before since (since alone leaves it out)`,
+          );
+      }
       if (list.has(older.id)) {
         const now = Date.parse(String((await ctx.conversation(older.id)).updated_at));
         if (now >= Date.parse(since))

@@ -6,6 +6,7 @@ import type { ApiResponse, CheckContext } from "../context.ts";
 import { fail } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
+  attachment,
   check,
   ensureStatus,
   ensureTurnOk,
@@ -109,17 +110,21 @@ export const routeChecks: CheckDef[] = [
     needs: [],
     async run(ctx) {
       const first = await sharedConversation(ctx);
+      // A turn's attachments are files, not its prompt: the title comes from the prompt all the same.
       const turn = await ctx.turn({
         conversationId: ctx.newConversationId(),
         prompt: "Name the three primary colours of paint.",
+        metadata: { attachments: [attachment("acc-colours.txt", ctx.nonce())] },
       });
       ensureTurnOk(turn);
       // A first prompt sent as text blocks is a prompt too.
+      // ... and a conversation whose id the deployment generated is one too: the rule holds whichever way the
+      // id came (the string prompt's conversation above names its id).
       const blocks = await ctx.turn({
-        conversationId: ctx.newConversationId(),
         prompt: [{ type: "text", text: "List the planets of the solar system." }],
       });
       ensureTurnOk(blocks, "turn whose first prompt is text blocks");
+      if (!blocks.conversationId) fail("a new conversation's turn carries no X-Conversation-Id");
       const a = await ctx.conversation(first.id);
       const b = await ctx.conversation(String(turn.conversationId));
       const c3 = await ctx.conversation(String(blocks.conversationId));
@@ -127,8 +132,13 @@ export const routeChecks: CheckDef[] = [
         if (typeof c.title !== "string" || c.title.trim() === "") fail(`${c.id} has an empty title`);
         if (c.title === c.id) fail(`the title of ${c.id} is its id, not derived from its prompt`);
       }
-      if (a.title === b.title)
-        fail(`conversations with different first prompts share the title ${JSON.stringify(a.title)}`);
+      const all = [a, b, c3];
+      for (const [i, x] of all.entries())
+        for (const y of all.slice(i + 1))
+          if (x.title === y.title)
+            fail(
+              `conversations with different first prompts (${x.id}, ${y.id}) share the title ${JSON.stringify(x.title)}`,
+            );
     },
   }),
 ];

@@ -1,10 +1,11 @@
 /** Send a message: the body rules, the metadata extensions, and the model-routed send. */
-import { isRecord, LOAD_REFUSAL_STATUSES } from "../context.ts";
+import { type CheckContext, isRecord, LOAD_REFUSAL_STATUSES } from "../context.ts";
 import { CheckFailure, fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
   attachment,
   check,
+  comparableText,
   ensureClientError,
   ensureIncludes,
   ensureStatus,
@@ -25,6 +26,45 @@ import {
 } from "./replies.ts";
 
 const SECTION = "Endpoints/Send a message";
+/** Hello turns SEND-200-STREAM sends before a deployment whose turns never answer fails it. */
+const SILENT_HELLO_TRIES = 4;
+
+/** Prints the name and first bytes of the first regular file in the working directory, if any. */
+const PEEK_WORKSPACE = 'for f in *; do [ -f "$f" ] && { echo "file:$f"; head -c 200 "$f"; break; }; done';
+
+/**
+ * A file an ordinary turn on `agent` finds in its working directory (its workspace's files or repository
+ * clone) is not there for an isolated turn: the same command must not show the same name and content. An
+ * agent whose turns show no file, or no tool result, is not judged (noted).
+ */
+async function ensureIsolatedFromWorkspace(ctx: CheckContext, agent: string): Promise<void> {
+  const peek = (isolated: boolean) =>
+    ctx.turn({
+      agent,
+      prompt: prompts.runCommand(PEEK_WORKSPACE),
+      streamToolCalls: true,
+      ...(isolated && { metadata: { isolated: true } }),
+    });
+  const plain = await peek(false);
+  ensureTurnOk(plain, `the turn on ${agent} that looks for a workspace file`);
+  const shown = toolCalls(plain)
+    .map((c) => c.result)
+    .find((r) => r && !r.isError && /^file:.+\n\s*\S/.test(r.content.trim()));
+  if (!shown) {
+    ctx.note(`no tool result on ${agent} showed a workspace file: its isolation from them is not judged`);
+    return;
+  }
+  const isolated = await peek(true);
+  ensureTurnOk(isolated, `the isolated turn on ${agent}`);
+  const leaked = toolCalls(isolated).find(
+    (c) => c.result && !c.result.isError && c.result.content.trim() === shown.content.trim(),
+  );
+  if (leaked)
+    fail(
+      `an isolated turn on ${agent} found the workspace file an ordinary turn found (${shown.content.trim().split("\n")[0].slice(5)})`,
+      describeCalls([leaked]),
+    );
+}
 const ROUTED = "Endpoints/Model-routed send";
 
 export const sendChecks: CheckDef[] = [
@@ -37,12 +77,18 @@ export const sendChecks: CheckDef[] = [
       "send-message answers 200, text/event-stream and X-Conversation-Id (max_tokens not required), and the turn succeeds",
     needs: [],
     async run(ctx) {
-      const turn = await ctx.turn({ prompt: prompts.hello });
-      // This check owns "turns succeed": a deployment whose turns keep failing fails here, after the retries,
-      // while every other check that met the same trouble is inconclusive.
-      ensureTurnOk(turn, "the turn", { judgesSuccess: true });
-      if (!turn.conversationId) fail("no X-Conversation-Id header");
-      if (turn.text.trim() === "") fail("the turn produced no text");
+      // This check owns "turns succeed and answer": a deployment whose turns keep failing, or keep ending
+      // without output, fails here after the retries, while every other check that met the same trouble is
+      // inconclusive. A model may refuse or say nothing now and then, so a silent hello is tried again, each
+      // time in a new conversation (a resend into the same one would judge another history).
+      for (let attempt = 1; ; attempt++) {
+        const turn = await ctx.turn({ prompt: prompts.hello });
+        ensureTurnOk(turn, "the turn", { judgesSuccess: true });
+        if (!turn.conversationId) fail("no X-Conversation-Id header");
+        if (turn.text.trim() !== "") return;
+        if (attempt >= SILENT_HELLO_TRIES) fail(`the turn produced no text, on each of ${attempt} tries`);
+        ctx.note(`a hello turn produced no text (a refusal or an empty reply); it was sent again`);
+      }
     },
   }),
   /** stream false (or omitted) still yields an event stream. */
@@ -100,7 +146,8 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-CONTENT-BLOCKS",
     level: "MUST",
     section: SECTION,
-    title: "content may be an array of text blocks (non-text blocks are not read and cause no error)",
+    title:
+      "content may be an array of text blocks (non-text blocks are not read: no error, and the stored user message is the text blocks alone)",
     needs: [],
     async run(ctx) {
       const token = ctx.nonce();
@@ -113,6 +160,26 @@ export const sendChecks: CheckDef[] = [
       });
       ensureTurnOk(turn);
       ensureIncludes(turn.text, token, "directive given in a text block");
+      // Not read: the user message the conversation holds is the text blocks alone, joined.
+      const id = turn.conversationId;
+      if (!id) fail("the turn of a new conversation carries no X-Conversation-Id");
+      const res = await ctx.transcript(id);
+      ensureStatus(res, 200, "the transcript of the turn with a non-text block");
+      const messages = isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : [];
+      const users = messages
+        .filter((m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true)
+        .map((m) =>
+          (isRecord(m) && Array.isArray(m.content) ? (m.content as unknown[]) : [])
+            .filter((b): b is { text: string } => isRecord(b) && typeof b.text === "string")
+            .map((b) => b.text)
+            .join("\n\n"),
+        );
+      const expected = comparableText(`${prompts.token(token)}\n\n${prompts.hello}`);
+      if (!users.some((u) => comparableText(u) === expected))
+        fail(
+          "the stored user message is not the text blocks alone: the non-text block was read into it",
+          JSON.stringify(users).slice(0, 400),
+        );
     },
   }),
   /** Messages-API fields other than the five are accepted and ignored. */
@@ -197,7 +264,8 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-MODEL-DEFAULT",
     level: "MUST",
     section: SECTION,
-    title: "Without model the turn runs on the agent's default model (the first of the models list)",
+    title:
+      "Without model the turn runs on the agent's default model (the first of the models list), on the agent's send and the model-routed send alike",
     needs: [],
     async run(ctx) {
       const models = await modelsInfo(ctx);
@@ -209,6 +277,14 @@ export const sendChecks: CheckDef[] = [
           turn.text,
         );
       }
+      // The model-routed send has the same behaviour: its `model` picks the agent, and the turn runs on that
+      // agent's default, which message_start names as the agent's own send does.
+      const routed = await ctx.turn({ routed: true, model: ctx.inputs.agent, prompt: prompts.whichModel });
+      ensureTurnOk(routed, "the model-routed turn naming the agent");
+      if (turn.reading.model !== undefined && routed.reading.model !== turn.reading.model)
+        fail(
+          `message_start.model of the routed turn is ${JSON.stringify(routed.reading.model)}, of the agent's own send ${JSON.stringify(turn.reading.model)}: both run on the agent's default`,
+        );
     },
   }),
   /** system is applied to the turn. */
@@ -359,17 +435,34 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-ATTACHMENT-READ",
     level: "MUST",
     section: SECTION,
-    title: "An attachment is written to .uploads/<name> where the agent can read it",
+    title:
+      "An attachment is written to .uploads/<name> where the agent can read it, on every agent kind and through the model-routed send; an explicit empty list (the default) runs like none",
     needs: [],
     async run(ctx) {
-      const content = ctx.nonce();
-      const turn = await ctx.turn({
-        prompt: prompts.readAttachment("acc-note.txt"),
-        streamToolCalls: true,
-        metadata: { attachments: [attachment("acc-note.txt", content)] },
-      });
-      ensureTurnOk(turn);
-      ensureAttachmentRead(ctx, turn, "acc-note.txt", content, "reading the attachment");
+      // The rule names no agent kind and the routed send has "the same body and behaviour": each agent the
+      // inputs name, and the routed send, gets one turn with one file.
+      const targets: Array<{ label: string; agent?: string; routed?: boolean }> = [
+        { label: "" },
+        ...[ctx.inputs.storageAgent, ctx.inputs.repoAgent]
+          .filter((a): a is string => typeof a === "string" && a !== ctx.inputs.agent)
+          .map((agent) => ({ label: ` on agent ${agent}`, agent })),
+        { label: " through the model-routed send", routed: true },
+      ];
+      for (const target of targets) {
+        const content = ctx.nonce();
+        const turn = await ctx.turn({
+          prompt: prompts.readAttachment("acc-note.txt"),
+          streamToolCalls: true,
+          metadata: { attachments: [attachment("acc-note.txt", content)] },
+          ...(target.agent && { agent: target.agent }),
+          ...(target.routed && { routed: true, model: ctx.inputs.agent }),
+        });
+        ensureTurnOk(turn, `the turn with an attachment${target.label}`);
+        ensureAttachmentRead(ctx, turn, "acc-note.txt", content, `reading the attachment${target.label}`);
+      }
+      // The default, `[]`, sent explicitly: a turn like one without attachments.
+      const none = await ctx.turn({ prompt: prompts.hello, metadata: { attachments: [] } });
+      ensureTurnOk(none, "the turn with an explicit empty attachments list (the default)");
     },
   }),
   /** Attachment names are reduced to a safe basename. */
@@ -442,14 +535,19 @@ export const sendChecks: CheckDef[] = [
       }
     },
   }),
-  /** An isolated turn sees none of the conversation's files. */
+  /** An isolated turn sees none of the conversation's files, and on every agent kind none of its workspace's. */
   check({
     id: "SEND-ISOLATED",
     level: "MUST",
     section: SECTION,
-    title: "isolated: true runs in a throwaway sandbox without the workspace files",
+    title:
+      "isolated: true runs in a throwaway sandbox without the workspace files, on every agent kind (a storage agent's stored files, a repository agent's clone)",
     needs: [],
     async run(ctx) {
+      for (const agent of [ctx.inputs.storageAgent, ctx.inputs.repoAgent]) {
+        if (typeof agent === "string" && agent !== ctx.inputs.agent)
+          await ensureIsolatedFromWorkspace(ctx, agent);
+      }
       const id = ctx.newConversationId();
       const name = `acc-${ctx.nonce()}.txt`;
       const content = ctx.nonce();
@@ -574,13 +672,22 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-STORAGE-AGENT",
     level: "MUST",
     section: SECTION,
-    title: "A storage-backed agent runs a turn and lists its models",
+    title:
+      "A storage-backed agent runs a turn and lists its models; the id it generates comes back in X-Conversation-Id and names the conversation on its routes",
     needs: ["storageAgent"],
     async run(ctx) {
       const agent = ctx.inputs.storageAgent;
       ensureStatus(await ctx.listModels({ agent }), 200, "models list of the storage agent");
-      const turn = await ctx.turn({ agent, conversationId: ctx.newConversationId(), prompt: prompts.hello });
+      // No conversation_id: the id resolution table's "omitted" row holds on every agent kind.
+      const turn = await ctx.turn({ agent, prompt: prompts.hello });
       ensureTurnOk(turn);
+      const id = turn.conversationId;
+      if (!id) fail("the storage agent's turn of a new conversation carries no X-Conversation-Id");
+      const read = await ctx.getConversation(id, { agent });
+      ensureStatus(read, 200, `the conversation X-Conversation-Id names (${id}) on the storage agent`);
+      const body = isRecord(read.body) && isRecord(read.body.conversation) ? read.body.conversation : {};
+      if (body.id !== id)
+        fail(`X-Conversation-Id says ${id}, the conversation read there says ${JSON.stringify(body.id)}`);
     },
   }),
   /** The official messages-API client can consume the stream (the point of the format). */
@@ -665,18 +772,30 @@ export const sendChecks: CheckDef[] = [
     id: "ROUTED-BARE-NAME",
     level: "MUST",
     section: ROUTED,
-    title: "POST /api/agents/v1/messages with model = bare agent name runs a turn on that agent",
+    title:
+      "POST /api/agents/v1/messages with model = bare agent name runs a turn on that agent, whichever agent of the workspace it names",
     needs: [],
     async run(ctx) {
-      const id = ctx.newConversationId();
-      const turn = await ctx.turn({
-        routed: true,
-        model: ctx.inputs.agent,
-        conversationId: id,
-        prompt: prompts.hello,
-      });
-      ensureTurnOk(turn);
-      ensureStatus(await ctx.getConversation(id), 200, "the routed conversation on the agent's path");
+      // The default agent alone cannot tell "runs on the named agent" from "runs on the default one".
+      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent ?? ctx.inputs.repoAgent].filter(
+        (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
+      );
+      for (const agent of agents) {
+        const id = ctx.newConversationId();
+        const turn = await ctx.turn({
+          routed: true,
+          model: agent,
+          agent,
+          conversationId: id,
+          prompt: prompts.hello,
+        });
+        ensureTurnOk(turn, `routed turn naming ${agent}`);
+        ensureStatus(
+          await ctx.getConversation(id, { agent }),
+          200,
+          `the routed conversation on ${agent}'s path`,
+        );
+      }
     },
   }),
 ];

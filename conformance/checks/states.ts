@@ -8,6 +8,7 @@ import {
   check,
   ensureAnswered,
   ensureIncludes,
+  ensureNotCrowdedOut,
   ensureStatus,
   ensureTurnOk,
   memoryRound,
@@ -38,7 +39,7 @@ function emptyTurnRound(ctx: CheckContext): Promise<EmptyTurnRound> {
     if ((await c.waitForSession(id)) === null)
       fail("agent_session_id was never recorded after the first turn");
     const emptyTurn = await c.turn({ conversationId: id, prompt: prompts.noOutput });
-    ensureTurnOk(emptyTurn, "no-output turn");
+    ensureTurnOk(emptyTurn, "no-output turn", { mayBeSilent: true });
     if (carriesOutput(emptyTurn.reading.blocks)) skip(ANSWERED_SILENCE);
     const cleared = await c.waitForSessionCleared(id);
     const recall = await c.turn({ conversationId: id, prompt: prompts.recall });
@@ -266,11 +267,23 @@ export const stateChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      'Toggling {"shared": false} as owner makes the conversation private again (gone from a member\'s fetch and list)',
+      'Toggling {"shared": false} as owner makes the conversation private again (in a member\'s list while shared, gone from their fetch and list after)',
     needs: [],
     async run(ctx) {
       const conv = await settledConversation(ctx);
       ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share on");
+      const memberList = async () => {
+        const list = await ctx.listConversations({ limit: "200" }, { key: ctx.inputs.memberKey });
+        ensureStatus(list, 200, "member's list");
+        return isRecord(list.body) && Array.isArray(list.body.conversations) ? list.body.conversations : [];
+      };
+      // Shared, it is in the member's list (visible to a caller: shared with the workspace) ...
+      if (ctx.inputs.memberKey) {
+        const shown = await memberList();
+        ensureNotCrowdedOut(shown, [conv.id], "the member's list while shared");
+        if (!shown.some((c) => isRecord(c) && c.id === conv.id))
+          fail(`the member's list leaves out ${conv.id} while it is shared with the workspace`);
+      }
       ensureStatus(await ctx.share(conv.id, { shared: false }), [200, 204], "share off");
       if ((await ctx.conversation(conv.id)).shared !== false) fail("shared is not false after the toggle");
       if (ctx.inputs.memberKey) {
@@ -279,10 +292,8 @@ export const stateChecks: CheckDef[] = [
           404,
           "member read after unsharing",
         );
-        const list = await ctx.listConversations({ limit: "200" }, { key: ctx.inputs.memberKey });
-        ensureStatus(list, 200, "member's list after unsharing");
-        const listed =
-          isRecord(list.body) && Array.isArray(list.body.conversations) ? list.body.conversations : [];
+        // ... and private again, out of it.
+        const listed = await memberList();
         if (listed.some((c) => isRecord(c) && c.id === conv.id))
           fail(`the member's list still shows ${conv.id} after it was made private again`);
       } else {
@@ -384,14 +395,23 @@ export const stateChecks: CheckDef[] = [
     id: "STATE-DELETE",
     level: "MUST",
     section: SECTION,
-    title: "Delete by the owner answers 204 No Content and removes the conversation",
+    title:
+      "Delete by the owner answers 204 No Content and removes the conversation (a second delete finds nothing), and only it: a child forked from it stays",
     needs: [],
     async run(ctx) {
       const conv = await settledConversation(ctx);
+      // A fork is a JSON call: the child is a conversation of its own (States and transitions).
+      const child = await forkOk(ctx, conv.id, {});
       const res = await ctx.deleteConversation(conv.id);
       ensureStatus(res, 204, "delete");
       if (res.text !== "") fail("204 with a body", res.text.slice(0, 200));
       ensureStatus(await ctx.getConversation(conv.id), 404, "fetch after delete");
+      ensureStatus(await ctx.deleteConversation(conv.id), 404, "a second delete of the removed conversation");
+      ensureStatus(
+        await ctx.getConversation(child.conversation_id),
+        200,
+        "the child forked from the deleted conversation, read by its owner",
+      );
     },
   }),
 ];

@@ -223,7 +223,9 @@ async function servePage(
     connection,
     expectedFailures,
   });
-  process.stdout.write(`The conformance page is at ${ui.url} (Ctrl-C to stop)\n`);
+  process.stdout.write(
+    `The conformance page is at ${ui.url} (Ctrl-C to stop; open it as printed: the address carries the page's token)\n`,
+  );
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);

@@ -81,6 +81,10 @@ export async function explore(run: RunState, options: ExploreOptions): Promise<E
     runId: run.runId,
     models: new Map(),
     sequenceCount: 0,
+    messageIds: new Set(),
+    channelOwned: new Map(),
+    sessionWaits: new Set(),
+    channelOf: new Map(),
   };
   const turnsPerSequence = options.turnsPerSequence ?? DEFAULT_TURNS_PER_SEQUENCE;
   const arbitraries = operationArbitraries(run.inputs).map((a) =>

@@ -9,7 +9,8 @@ import { ATTACHMENT_SHAPES, type AttachmentShape } from "../model/attachments.ts
 import type { Actor, AgentKind } from "../model/state.ts";
 import type { SuiteInputs } from "../records.ts";
 
-export type Target = { kind: "slot"; n: number } | { kind: "fresh" } | { kind: "omit" };
+/** `parent`: the conversation the newest one was forked from (the newest itself when it is no fork). */
+export type Target = { kind: "slot"; n: number } | { kind: "parent" } | { kind: "fresh" } | { kind: "omit" };
 export type ContentShape = "string" | "blocks" | "blocks-with-image" | "earlier-messages";
 /** The agent a request names: a kind, or the one the target conversation belongs to. */
 export type AgentChoice = AgentKind | "same";
@@ -39,13 +40,28 @@ export type Operation =
       route: "agent" | "prefix" | "bare";
     }
   | { op: "read"; actor: Actor; agent: AgentChoice; target: Target; route: "get" | "messages" | "compaction" }
-  | { op: "list"; actor: Actor; agent: AgentKind; limit?: number; channel?: boolean }
+  | {
+      op: "list";
+      actor: Actor;
+      agent: AgentKind;
+      limit?: number;
+      channel?: boolean;
+      since?: boolean;
+      /** The filters naming what the inputs give: `--channel-id`, `--notebook-path`, `--automation`. */
+      channelId?: boolean;
+      notebookPath?: boolean;
+      automation?: boolean;
+    }
   | {
       op: "share";
       actor: Actor;
       agent: AgentChoice;
       target: Target;
-      body: "true" | "false" | "string" | "empty" | "extra";
+      /**
+       * `flip`: the opposite of what the model holds; `twice`: flip, then flip back (shared, then private again,
+       * each toggle read back by the owner and the other reader's lists).
+       */
+      body: "true" | "false" | "flip" | "twice" | "string" | "empty" | "extra";
     }
   | {
       op: "fork";
@@ -87,6 +103,18 @@ function agentChoiceArb(agents: AgentKind[]): fc.Arbitrary<AgentChoice> {
   return fc.oneof(
     { arbitrary: fc.constant<AgentChoice>("same"), weight: 8 },
     ...agents.map((a) => ({ arbitrary: fc.constant<AgentChoice>(a), weight: 1 })),
+  );
+}
+
+/**
+ * A send's agent: mostly the target's own, and the storage- and repository-backed agents as often as the
+ * default one, so conversations of every agent kind are made, resumed and read back.
+ */
+function sendAgentArb(agents: AgentKind[]): fc.Arbitrary<AgentChoice> {
+  const weight = (a: AgentKind) => (a === "storage" || a === "repo" ? 2 : 1);
+  return fc.oneof(
+    { arbitrary: fc.constant<AgentChoice>("same"), weight: 6 },
+    ...agents.map((a) => ({ arbitrary: fc.constant<AgentChoice>(a), weight: weight(a) })),
   );
 }
 
@@ -133,7 +161,7 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
     op: fc.constant("send" as const),
     // Sends that run a turn are what makes a conversation deep: the owner's weigh most.
     actor: actorArb(availableActors(inputs), 12),
-    agent: agentChoiceArb(agents),
+    agent: sendAgentArb(agents),
     target: fc.oneof(
       { arbitrary: slotArb, weight: 6 },
       { arbitrary: fc.constant<Target>({ kind: "fresh" }), weight: 1 },
@@ -160,23 +188,33 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
       agent: agentArb(agents),
       limit: fc.constantFrom(1, 2, 3, 5, 50, 200),
       channel: fc.boolean(),
+      since: fc.boolean(),
+      ...(inputs.channelId && { channelId: fc.boolean() }),
+      ...(inputs.notebookPath && { notebookPath: fc.boolean() }),
+      ...(inputs.automation && { automation: fc.boolean() }),
     },
     { requiredKeys: ["op", "actor", "agent"] },
   );
   const share = fc.record({
     op: fc.constant("share" as const),
-    actor: actors,
+    actor: actorArb(availableActors(inputs), 12),
     agent: agentChoiceArb(agents),
     target: targetArb,
     body: fc.oneof(
-      { arbitrary: fc.constantFrom<"true" | "false">("true", "false"), weight: 6 },
-      { arbitrary: fc.constantFrom<"string" | "empty" | "extra">("string", "empty", "extra"), weight: 1 },
+      {
+        arbitrary: fc.constantFrom<"true" | "false" | "flip" | "twice">("true", "false", "flip", "twice"),
+        weight: 6,
+      },
+      {
+        arbitrary: fc.constantFrom<"string" | "empty" | "extra">("string", "string", "empty", "extra"),
+        weight: 2,
+      },
     ),
   });
   const fork = fc.record(
     {
       op: fc.constant("fork" as const),
-      actor: actors,
+      actor: actorArb(availableActors(inputs), 12),
       agent: agentChoiceArb(agents),
       target: targetArb,
       atTurn: fc.nat({ max: 4 }),
@@ -185,11 +223,23 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
     },
     { requiredKeys: ["op", "actor", "agent", "target", "child"] },
   );
+  // A delete aims at the newest conversation, the one before it, and the newest one's parent as often: a
+  // parent's delete must leave its child.
   const del = fc.record({
     op: fc.constant("delete" as const),
-    actor: actors,
+    actor: actorArb(availableActors(inputs), 12),
     agent: agentChoiceArb(agents),
-    target: targetArb,
+    target: fc.oneof(
+      {
+        arbitrary: fc.constantFrom<Target>(
+          { kind: "slot", n: 0 },
+          { kind: "slot", n: 1 },
+          { kind: "parent" },
+        ),
+        weight: 6,
+      },
+      { arbitrary: targetArb, weight: 2 },
+    ),
   });
   const models = fc.record({ op: fc.constant("models" as const), actor: actors, agent: agentArb(agents) });
   return [
@@ -204,8 +254,10 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
     list,
     share,
     share,
+    share,
     fork,
     fork,
+    del,
     del,
     models,
   ];
@@ -214,7 +266,13 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
 /** One line naming an operation, for the reports. */
 export function describeOperation(o: Operation): string {
   const target = (t: Target) =>
-    t.kind === "slot" ? `conversation #${t.n}` : t.kind === "fresh" ? "a new id" : "no id";
+    t.kind === "slot"
+      ? `conversation #${t.n}`
+      : t.kind === "parent"
+        ? "the newest conversation's parent"
+        : t.kind === "fresh"
+          ? "a new id"
+          : "no id";
   const agent = (a: AgentChoice) => (a === "same" ? "its agent" : `the ${a} agent`);
   switch (o.op) {
     case "send": {
@@ -232,7 +290,7 @@ export function describeOperation(o: Operation): string {
     case "read":
       return `${o.actor} reads ${target(o.target)} (${o.route}) on ${agent(o.agent)}`;
     case "list":
-      return `${o.actor} lists the ${o.agent} agent's conversations${o.limit ? ` limit=${o.limit}` : ""}${o.channel ? " by channel" : ""}`;
+      return `${o.actor} lists the ${o.agent} agent's conversations${o.limit ? ` limit=${o.limit}` : ""}${o.channel ? " by channel" : ""}${o.since ? " since just after conversation #1's last activity" : ""}${o.channelId ? " by channel_id" : ""}${o.notebookPath ? " by notebook_path" : ""}${o.automation ? " by automation" : ""}`;
     case "share":
       return `${o.actor} shares ${target(o.target)} on ${agent(o.agent)} with body ${o.body}`;
     case "fork":

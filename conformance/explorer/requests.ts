@@ -70,6 +70,9 @@ export function agentName(kind: AgentKind, inputs: SuiteInputs, runId: string): 
 const PIXEL_PNG =
   "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
 
+/** The older user element's text ("earlier-messages"), before the nonce: only the newest user element is read. */
+export const EARLIER_TEXT = "An earlier question to ignore";
+
 /** The `messages` array of each content shape, and the user text the transcript must then hold. */
 export function messagesOf(shape: ContentShape, nonce: string): { messages: unknown[]; stored: string } {
   const ask = "Say OK.";
@@ -107,7 +110,7 @@ export function messagesOf(shape: ContentShape, nonce: string): { messages: unkn
     case "earlier-messages":
       return {
         messages: [
-          { role: "user", content: `An earlier question to ignore ${nonce}` },
+          { role: "user", content: `${EARLIER_TEXT} ${nonce}` },
           { role: "assistant", content: "An earlier answer." },
           { role: "user", content: `${ask} ${ref}` },
         ],

@@ -4,17 +4,17 @@
  * on by what the operation did. A departure throws a Mismatch naming the rule it breaks.
  */
 import { randomBytes } from "node:crypto";
-import type { ApiResponse, CheckContext } from "../context.ts";
+import { type ApiResponse, type CheckContext, sleep } from "../context.ts";
 import { isRecord } from "../json.ts";
 import { accessRefusal } from "../model/access.ts";
 import { attachmentRules, attachmentsOf } from "../model/attachments.ts";
 import type { LearnedChoices } from "../model/choices.ts";
 import { deleteRules, predictDelete } from "../model/deletes.ts";
 import type { StatusExpectation } from "../model/expectation.ts";
-import { judgeConversation } from "../model/fields.ts";
-import { copiedTurns, forkRules, predictFork } from "../model/forks.ts";
+import { fieldRules, judgeConversation } from "../model/fields.ts";
+import { copiedTurns, forkRules, judgeForkedAt, predictFork } from "../model/forks.ts";
 import { predictSendStatus } from "../model/ids.ts";
-import { judgeList, listRules } from "../model/lists.ts";
+import { judgeList, listRules, type SourceFilters } from "../model/lists.ts";
 import { lookUpConversation } from "../model/lookup.ts";
 import { expectRule, Mismatch } from "../model/mismatch.ts";
 import type { ModelRule } from "../model/rules.ts";
@@ -23,10 +23,14 @@ import { predictShare, type ShareBody, sharingRules } from "../model/sharing.ts"
 import type { Actor, AgentKind, ConversationModel, ModelState } from "../model/state.ts";
 import { ruleOfViolation } from "../model/stream.ts";
 import { judgeTranscript, messageText } from "../model/transcripts.ts";
+import { carriesOutput, judgeTurnMeaning } from "../model/turn-meaning.ts";
 import { visibilityRules } from "../model/visibility.ts";
 import { judgeStatus } from "./judge.ts";
 import type { AgentChoice, Operation, Target } from "./operations.ts";
-import { agentName, keyOf, messagesOf, type SentRequest } from "./requests.ts";
+import { agentName, EARLIER_TEXT, keyOf, messagesOf, type SentRequest } from "./requests.ts";
+
+/** The `system` a send carries, and the start of the older user element of "earlier-messages": never a title. */
+const SYSTEM_TEXT = "Answer briefly";
 
 /** The model a sequence runs against: the state, and the turns it spent (bounded per sequence). */
 export interface SequenceModel {
@@ -42,6 +46,14 @@ export interface ExplorerShared {
   models: Map<AgentKind, string[] | null>;
   /** The model id of the conversation's default recorded for each model id requested explicitly. */
   sequenceCount: number;
+  /** `message_start.message.id` of every turn the run read: each turn's is new. */
+  messageIds: Set<string>;
+  /** The channel each channel-owned conversation showed first (a channel_id list). */
+  channelOf: Map<string, unknown>;
+  /** Agent kind and depth (`main:2`) whose session pointer a run has waited for. */
+  sessionWaits: Set<string>;
+  /** Per agent, the channel-owned conversations the first channel_id list showed. */
+  channelOwned: Map<AgentKind, ReadonlySet<string>>;
 }
 
 /** A model id a turn's message_start named for an explicitly requested id; learned per run. */
@@ -63,9 +75,17 @@ export class SequenceRun {
     this.prefix = `acc-${shared.runId}-x${shared.sequenceCount}`;
   }
 
+  /**
+   * A conversation id of the caller's choosing: "any string" (Resources/Conversation), so every third one is
+   * long (past the 64 characters a fixed-width column holds), within the 256 the spec's schema allows.
+   */
   freshId(): string {
     this.#next++;
-    return `${this.prefix}-c${this.#next}`;
+    const id = `${this.prefix}-c${this.#next}`;
+    if (this.#next % 3 === 0) return `${id}-${"long".repeat(25)}`;
+    // Characters a naive server percent-encodes, form-decodes or trims (no `%`: how a header carries one is not
+    // shown): X-Conversation-Id and every read echo them.
+    return this.#next % 4 === 1 ? `${id}.Mixed_Case a+b ~!*(x).` : id;
   }
 
   nonce(): string {
@@ -107,7 +127,13 @@ function resolve(
   choice: AgentChoice,
   actor: Actor,
 ): { conversation?: ConversationModel; agent: AgentKind } {
-  const conversation = target.kind === "slot" ? state.slot(target.n) : undefined;
+  const newest = state.slot(0);
+  const conversation =
+    target.kind === "slot"
+      ? state.slot(target.n)
+      : target.kind === "parent"
+        ? ((newest?.parent && state.byId(newest.parent.id)) ?? newest)
+        : undefined;
   const agent = choice === "same" ? (conversation?.agent ?? "main") : choice;
   return { conversation, agent: agentFor(actor, agent) };
 }
@@ -231,7 +257,7 @@ async function runSend(
 ): Promise<void> {
   const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id =
-    op.target.kind === "fresh" ? r.freshId() : op.target.kind === "slot" ? conversation?.id : undefined;
+    op.target.kind === "fresh" ? r.freshId() : op.target.kind === "omit" ? undefined : conversation?.id;
   const nonce = r.nonce();
   const { messages, stored } = messagesOf(op.content, nonce);
   const routed = op.route !== "agent";
@@ -247,7 +273,7 @@ async function runSend(
       op.flags.automation === "given" ? r.ctx.inputs.automation : `acc-${r.shared.runId}-no-such-automation`;
   if (op.flags.attachments) metadata.attachments = attachmentsOf(op.flags.attachments, nonce);
   const body: Record<string, unknown> = { stream: !op.flags.streamFalse, messages };
-  if (op.flags.system) body.system = "Answer briefly.";
+  if (op.flags.system) body.system = `${SYSTEM_TEXT}.`;
   if (op.flags.ignoredFields) Object.assign(body, { max_tokens: 64, temperature: 0.5, tools: [] });
   const name = r.agent(agent);
   if (routed) body.model = op.route === "prefix" ? `${r.ctx.inputs.routingPrefix}--${name}` : name;
@@ -265,6 +291,11 @@ async function runSend(
     op.flags.asyncDelivery === true,
     ASYNC_REFUSAL,
   );
+  const readBefore =
+    prediction.target?.kind === "resume" ? prediction.target.conversation.updatedAt : undefined;
+  // A few ms of the suite's clock between the last read and the turn are as many of the server's, whatever
+  // its skew: the turn's activity then falls strictly after anything read before it.
+  if (readBefore !== undefined) await sleep(3);
   const { stream_tool_calls: _toolCalls, ...otherMetadata } = metadata;
   const turn = await r.ctx.turn({
     key: keyOf(op.actor, r.ctx.inputs),
@@ -320,13 +351,21 @@ async function runSend(
     if (reading.end === "error")
       throw new Inconclusive(`the turn ended in an error event: ${reading.errorMessage ?? ""}`);
   }
+  // A turn sent again after an error event naming load: what the conversation kept of the failed try (its
+  // user message, a counted turn) is not shown, so the model no longer knows its history.
+  if (turn.resent !== undefined && id !== undefined)
+    throw new Inconclusive(`the turn was sent again ${turn.resent} time(s) after an error event naming load`);
   m.turns++;
+  if (reading) judgeTurnMeaning(reading, op.flags.streamToolCalls === true, r.shared);
   // A body's model wins; then the conversation's recorded default; then the agent's (first in its list).
   let conv: ConversationModel;
   if (target?.kind === "resume") {
     conv = target.conversation;
     conv.history.push(stored);
+    conv.authors.push(op.actor);
+    if (op.flags.automation === "given") conv.ranAutomation = true;
     conv.ownTurns++;
+    if (readBefore !== undefined) conv.mustExceed = readBefore;
   } else {
     conv = {
       id: target?.kind === "create-verbatim" ? target.id : (headerId as string),
@@ -334,7 +373,13 @@ async function runSend(
       owner: op.actor,
       shared: false,
       history: [stored],
+      authors: [op.actor],
       ownTurns: 1,
+      ranAutomation: op.flags.automation === "given",
+      notTitle: [
+        ...(op.flags.system ? [SYSTEM_TEXT] : []),
+        ...(op.content === "earlier-messages" ? [EARLIER_TEXT] : []),
+      ],
       parent: null,
       live: true,
       generated: target?.kind === "create",
@@ -342,7 +387,62 @@ async function runSend(
     };
     m.state.add(conv);
   }
+  if (reading?.model !== undefined) await r.modelsOf(agent);
   judgeModel(r, op, conv, reading?.model, routed ? undefined : model, agent);
+  // An isolated turn runs in a throwaway sandbox: whether it leaves a session to resume is not shown.
+  if (reading && carriesOutput(reading.blocks) && !op.flags.isolated)
+    await judgeSessionRecorded(r, conv, op.actor);
+  // The transcript: the turn's user message as the API says it is stored, and the conversation beside it.
+  await readBack(m, r, conv, op.actor, routed ? sendRules.routedReadBack : sendRules.readBack, "messages");
+}
+
+/**
+ * After a turn with output the session pointer becomes non-null within the bounded wait of the Client
+ * guidance (States and transitions). Waited for once per agent kind and depth (1, 2, 3+) in a run: the wait
+ * costs time, not turns, and every combination is still met.
+ */
+async function judgeSessionRecorded(r: SequenceRun, conv: ConversationModel, actor: Actor): Promise<void> {
+  const key = `${conv.agent}:${Math.min(conv.history.length, 3)}`;
+  if (r.shared.sessionWaits.has(key)) return;
+  r.shared.sessionWaits.add(key);
+  const options = callOptions(r, actor, conv.agent);
+  record(r, { method: "GET", url: r.ctx.conversationUrl(conv.id, options.agent), actor });
+  const session = await r.ctx.waitForSession(conv.id, options);
+  expectRule(
+    fieldRules.sessionRecorded,
+    session !== null,
+    `a non-null agent_session_id within ${r.ctx.inputs.sessionWaitMs} ms of a turn with output (depth ${conv.history.length})`,
+    "null",
+  );
+}
+
+/** Whether a stream carries output: any block but text blocks whose deltas are all blank. */
+/**
+ * The conversation a turn ran in (or a toggle changed), read back at once by `actor` on its agent's route: no
+ * turn spent, and every field the model knows judged under the combination (agent kind, route, depth, input
+ * shape) the operation had.
+ */
+async function readBack(
+  m: SequenceModel,
+  r: SequenceRun,
+  conv: ConversationModel,
+  actor: Actor,
+  rule: ModelRule,
+  route: "get" | "messages" = "get",
+): Promise<void> {
+  const options = callOptions(r, actor, conv.agent);
+  const url = r.ctx.conversationUrl(conv.id, options.agent);
+  record(r, { method: "GET", url: route === "get" ? url : `${url}/messages`, actor });
+  const res =
+    route === "get"
+      ? await r.ctx.getConversation(conv.id, options)
+      : await r.ctx.transcript(conv.id, options);
+  const found = lookUpConversation(m.state, actor, conv.agent, conv.id);
+  if ("refusal" in found) return;
+  judgeStatus({ kind: "success" }, res, r.shared.choices, rule);
+  const body = isRecord(res.body) ? res.body : {};
+  if (isRecord(body.conversation)) judgeConversation(body.conversation, conv, actor, r.shared.choices);
+  if (route === "messages") judgeTranscript(body.messages, conv, r.shared.choices);
 }
 
 /** message_start names the turn's model: the body's, else the conversation's default, else the agent's. */
@@ -357,12 +457,33 @@ function judgeModel(
   if (reported === undefined) return;
   const choices = r.shared.choices;
   if (bodyModel !== undefined) {
+    // The body's model wins over an automation's and the conversation's (values in the body win): once a
+    // turn showed how the deployment names it, every turn that asks for it names it so.
+    const named = choices.get(reportedChoice(bodyModel));
+    if (named !== undefined)
+      expectRule(
+        sendRules.modelSelects,
+        reported === named,
+        `${named} (the body's model ${bodyModel})`,
+        reported,
+      );
     choices.observe(reportedChoice(bodyModel), reported);
     // Whether a turn's model becomes the conversation's default is not shown.
     conv.defaultModel = { kind: "unknown" };
+    conv.modelNamed = true;
     return;
   }
   if (op.flags.automation === "given") {
+    // The automation's model comes before the agent's default: the first such turn on an agent teaches how
+    // it is named, and each later one on a conversation with no other default names it so. Whether a fork's
+    // recorded model or an earlier turn's beats it is not shown.
+    if (conv.defaultModel.kind !== "id" && conv.modelNamed !== true) {
+      const key = `message_start model of a turn with the automation and no model on the ${agent} agent`;
+      const named = choices.get(key);
+      if (named === undefined) choices.observe(key, reported);
+      else
+        expectRule(sendRules.modelDefault, reported === named, `${named} (the automation's model)`, reported);
+    }
     conv.defaultModel = { kind: "unknown" };
     return;
   }
@@ -375,7 +496,12 @@ function judgeModel(
         : undefined;
   if (effective === undefined) return;
   const expected = choices.get(reportedChoice(effective));
-  if (expected === undefined) return;
+  if (expected === undefined) {
+    // The first turn on a default teaches how the deployment names that model; every later turn on the same
+    // default, on either send route, must name it the same way.
+    choices.observe(reportedChoice(effective), reported);
+    return;
+  }
   const rule = conv.defaultModel?.kind === "id" ? forkRules.modelRecorded : sendRules.modelDefault;
   expectRule(rule, reported === expected, `${expected} (the default ${effective})`, reported);
 }
@@ -415,7 +541,7 @@ async function runRead(
   const body = isRecord(res.body) ? res.body : {};
   if (isRecord(body.conversation))
     judgeConversation(body.conversation, found.conversation, op.actor, r.shared.choices);
-  if (op.route === "messages") judgeTranscript(body.messages, found.conversation);
+  if (op.route === "messages") judgeTranscript(body.messages, found.conversation, r.shared.choices);
 }
 
 async function runList(
@@ -430,6 +556,24 @@ async function runList(
     ? (r.shared.choices.get("channel of a conversation made through the API") ?? "INTERACTIVE")
     : undefined;
   if (channel) query.channel = channel;
+  // since: just after the last activity the model read of one of the sequence's conversations, so some fall
+  // before it and the later ones after.
+  const anchor = op.since ? m.state.slot(1)?.updatedAt : undefined;
+  const since = anchor !== undefined ? new Date(Date.parse(anchor) + 1).toISOString() : undefined;
+  if (since !== undefined) query.since = since;
+  const inputs = r.ctx.inputs;
+  const source: SourceFilters = {
+    channelId: op.channelId === true && inputs.channelId !== undefined,
+    notebookPath: op.notebookPath === true && inputs.notebookPath !== undefined,
+    automation: op.automation === true && inputs.automation !== undefined,
+  };
+  if (source.channelId) query.channel_id = String(inputs.channelId);
+  if (source.notebookPath) query.notebook_path = String(inputs.notebookPath);
+  if (source.automation) query.automation = String(inputs.automation);
+  const channelIdAlone =
+    source.channelId && !source.notebookPath && !source.automation && !channel && since === undefined;
+  const owned = r.shared.channelOwned.get(op.agent);
+  if (channelIdAlone && owned) source.owned = owned;
   const options = callOptions(r, op.actor, op.agent);
   const qs = new URLSearchParams(query).toString();
   record(r, {
@@ -445,7 +589,33 @@ async function runList(
     isRecord(res.body) && Array.isArray(res.body.conversations)
       ? res.body.conversations.filter(isRecord)
       : [];
-  judgeList(m.state, op.actor, op.agent, listed as Array<{ id: string }>, op.limit ?? 50, channel);
+  judgeList(
+    m.state,
+    op.actor,
+    op.agent,
+    listed as Array<{ id: string }>,
+    op.limit ?? 50,
+    channel,
+    since,
+    source,
+  );
+  if (channelIdAlone && !r.shared.channelOwned.has(op.agent)) {
+    // Neither the reader's nor shared, yet visible to it: owned by the channel (Resources/Conversation).
+    const owned = listed.filter((c) => c.is_owner === false && c.shared === false);
+    r.shared.channelOwned.set(op.agent, new Set(owned.map((c) => String(c.id))));
+    for (const c of owned) r.shared.channelOf.set(String(c.id), c.channel);
+    // Once per agent: every other reader key's list of that channel_id holds them, with the same channel.
+    for (const reader of ["owner", "member", "viewer"] as const)
+      if (reader !== op.actor && keyOf(reader, inputs) !== null)
+        await runList(m, r, { op: "list", actor: reader, agent: op.agent, limit: 200, channelId: true });
+  }
+  // A channel-owned conversation's channel is the one stored: the same for every reader key and filter.
+  for (const item of listed) {
+    const id = String(item.id);
+    if (!r.shared.channelOf.has(id)) continue;
+    const stored = r.shared.channelOf.get(id);
+    expectRule(listRules.channelOwned, item.channel === stored, `${id} with channel ${stored}`, item.channel);
+  }
   for (const item of listed) {
     const c = m.state.live(String(item.id));
     if (c && c.agent === op.agent) judgeConversation(item, c, op.actor, r.shared.choices);
@@ -457,11 +627,17 @@ async function runShare(
   r: SequenceRun,
   op: Extract<Operation, { op: "share" }>,
 ): Promise<void> {
+  if (op.body === "twice") {
+    await runShare(m, r, { ...op, body: "flip" });
+    await runShare(m, r, { ...op, body: "flip" });
+    return;
+  }
   const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id = conversation?.id ?? r.freshId();
+  const value = op.body === "flip" ? !(conversation?.shared ?? false) : op.body === "true";
   const json =
-    op.body === "true"
-      ? { shared: true }
+    op.body === "true" || op.body === "flip"
+      ? { shared: value }
       : op.body === "false"
         ? { shared: false }
         : op.body === "string"
@@ -470,7 +646,7 @@ async function runShare(
             ? {}
             : { shared: true, note: "x" };
   const model: ShareBody =
-    op.body === "true" || op.body === "false" ? { shared: op.body === "true" } : { malformed: json };
+    op.body === "true" || op.body === "false" || op.body === "flip" ? { shared: value } : { malformed: json };
   const options = callOptions(r, op.actor, agent);
   record(r, { method: "POST", url: r.ctx.conversationUrl(id, options.agent), actor: op.actor, json });
   const expectation = predictShare(m.state, op.actor, agent, id, model);
@@ -482,6 +658,25 @@ async function runShare(
   }
   const c = m.state.live(id);
   if (c && "shared" in model) c.shared = model.shared;
+  if (c && c.owner === op.actor) await afterToggle(m, r, c);
+}
+
+/**
+ * After a toggle its effect is read where the API says it shows: `shared` on the owner's read, and each
+ * member's list (plain and filtered by channel) holding or leaving out the conversation. No turn spent.
+ */
+async function afterToggle(m: SequenceModel, r: SequenceRun, c: ConversationModel): Promise<void> {
+  await readBack(m, r, c, c.owner, sharingRules.ownerToggles);
+  // The other reader: a member for the owner's conversation, the owner's key for a member's.
+  const reader: Actor | undefined =
+    c.owner !== "owner" ? "owner" : r.ctx.inputs.memberKey ? "member" : undefined;
+  if (!reader) return;
+  await runList(m, r, { op: "list", actor: reader, agent: c.agent, limit: 200 });
+  if (r.shared.choices.get("channel of a conversation made through the API") !== undefined)
+    await runList(m, r, { op: "list", actor: reader, agent: c.agent, limit: 200, channel: true });
+  // A conversation the reader may now see, made through the API: never in a channel_id-filtered list.
+  if (c.shared && r.ctx.inputs.channelId)
+    await runList(m, r, { op: "list", actor: reader, agent: c.agent, limit: 200, channelId: true });
 }
 
 async function runFork(
@@ -547,16 +742,24 @@ async function runFork(
     owner: op.actor,
     shared: false,
     history: parent.history.slice(0, users.length),
+    authors: parent.authors.slice(0, users.length),
     ownTurns: 0,
+    // The automation is inherited (Endpoints/Fork a conversation): the child may belong to it as its parent.
+    ranAutomation: parent.ranAutomation,
+    modelNamed: parent.modelNamed,
     parent: { id, forkedAt },
     live: true,
     generated: childId === undefined,
     defaultModel: model !== undefined ? { kind: "id", id: model } : parent.defaultModel,
   };
   m.state.add(c);
-  judgeTranscript(messages, c);
+  judgeForkedAt(parent, op.atTurn, result.forked_at_turn, r.shared.choices);
+  judgeTranscript(messages, c, r.shared.choices);
   if (isRecord(read.body) && isRecord(read.body.conversation))
     judgeConversation(read.body.conversation, c, op.actor, r.shared.choices);
+  // The parent is unchanged (States and transitions), whoever forked it: its owner reads the same transcript,
+  // sharing, count and title as before. No turn spent.
+  await readBack(m, r, parent, parent.owner, forkRules.childPrivateOwned, "messages");
 }
 
 async function runDelete(
@@ -576,6 +779,41 @@ async function runDelete(
     expectRule(expectation.rule, false, `a refusal (${expectation.among.join(", ")})`, res.status);
   const c = m.state.live(id);
   if (c) c.live = false;
+  if (c && expectation.kind === "exact") await afterDelete(m, r, c, op.actor);
+}
+
+/**
+ * After a delete: the conversation is gone from its routes (a second delete and a read are 404), and each
+ * child forked from it is still its owner's (States and transitions: the child is independent). No turn.
+ */
+async function afterDelete(
+  m: SequenceModel,
+  r: SequenceRun,
+  c: ConversationModel,
+  actor: Actor,
+): Promise<void> {
+  const options = callOptions(r, actor, c.agent);
+  record(r, { method: "DELETE", url: r.ctx.conversationUrl(c.id, options.agent), actor });
+  const again = await r.ctx.deleteConversation(c.id, options);
+  judgeStatus(
+    { kind: "exact", refusal: { status: 404, rule: deleteRules.goneEverywhere } },
+    again,
+    r.shared.choices,
+    deleteRules.goneEverywhere,
+  );
+  record(r, { method: "GET", url: r.ctx.conversationUrl(c.id, options.agent), actor });
+  const read = await r.ctx.getConversation(c.id, options);
+  judgeStatus(
+    { kind: "exact", refusal: { status: 404, rule: deleteRules.goneEverywhere } },
+    read,
+    r.shared.choices,
+    deleteRules.goneEverywhere,
+  );
+  for (const child of m.state.conversations) {
+    if (!child.live || child.parent?.id !== c.id) continue;
+    child.parentGone = true;
+    await readBack(m, r, child, child.owner, forkRules.independent);
+  }
 }
 
 async function runModels(

@@ -14,11 +14,11 @@ export const attachmentRules = defineRules("attachments", {
   accepted: {
     section: "Resources/Attachment",
     check: "SEND-ATTACHMENT-READ",
-    text: "A turn with well-formed attachments within the caps runs (200)",
+    text: "A turn with well-formed attachments within the caps runs (200), an explicit empty list (the default) too",
   },
 });
 
-export type AttachmentShape = "one" | "same-name-twice" | "unsafe-name" | "malformed";
+export type AttachmentShape = "one" | "same-name-twice" | "unsafe-name" | "malformed" | "empty";
 
 /** The `metadata.attachments` value of each shape: small files, so a replayed request stays readable. */
 export function attachmentsOf(shape: AttachmentShape, nonce: string): unknown[] {
@@ -34,6 +34,9 @@ export function attachmentsOf(shape: AttachmentShape, nonce: string): unknown[] 
       return [file("same.txt", `first ${nonce}`), file("same.txt", `second ${nonce}`)];
     case "unsafe-name":
       return [file(`../../etc/${nonce}.txt`, `outside ${nonce}`)];
+    case "empty":
+      // The default, sent explicitly: a turn like one without attachments.
+      return [];
     case "malformed":
       return [
         { name: `bad-${nonce}.txt`, mediaType: "text/plain", dataBase64: "data:text/plain;base64,!!" },
@@ -42,4 +45,10 @@ export function attachmentsOf(shape: AttachmentShape, nonce: string): unknown[] 
   }
 }
 
-export const ATTACHMENT_SHAPES: AttachmentShape[] = ["one", "same-name-twice", "unsafe-name", "malformed"];
+export const ATTACHMENT_SHAPES: AttachmentShape[] = [
+  "one",
+  "same-name-twice",
+  "unsafe-name",
+  "malformed",
+  "empty",
+];

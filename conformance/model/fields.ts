@@ -42,12 +42,30 @@ export const fieldRules = defineRules("fields", {
     check: "MEANING-TIMESTAMPS-MOVE",
     text: "`created_at` never changes; `updated_at` is never before it and never moves back",
   },
+  updatedMoves: {
+    section: CONV,
+    check: "MEANING-TIMESTAMPS-MOVE",
+    text: "A turn is activity: after it, `updated_at` is later than any value read before the turn was sent",
+  },
+  titleFromPrompt: {
+    section: CONV,
+    check: "GET-TITLE-FROM-PROMPT",
+    text: "`title` is derived from the first prompt, a string or text blocks: never empty, never the id, never the `system` or an older element of `messages`",
+  },
+  sessionRecorded: {
+    section: "States and transitions",
+    check: "STATE-SESSION-RECORDED",
+    text: "After a turn with output, `agent_session_id` becomes non-null (within the Client guidance's bounded wait), on every agent kind and at every depth",
+  },
   sessionType: {
     section: CONV,
     check: "STATE-SESSION-RECORDED",
     text: "`agent_session_id` is a string or null",
   },
 });
+
+/** A learned fact: the deployment's timestamps carry milliseconds other than ".000". */
+export const MILLISECONDS_SHOWN = "timestamps show milliseconds";
 
 const ISO_MS_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(Z|\+00:00)$/;
 
@@ -66,27 +84,7 @@ export function judgeConversation(
     body.is_owner,
   );
   expectRule(fieldRules.shared, body.shared === c.shared, String(c.shared), body.shared);
-  expectRule(
-    fieldRules.parent,
-    (body.parent_conversation_id ?? null) === (c.parent?.id ?? null),
-    JSON.stringify(c.parent?.id ?? null),
-    body.parent_conversation_id,
-  );
-  if (c.parent === null) {
-    expectRule(
-      fieldRules.parent,
-      (body.forked_at_turn_index ?? null) === null,
-      "null",
-      body.forked_at_turn_index,
-    );
-  } else {
-    expectRule(
-      fieldRules.parent,
-      body.forked_at_turn_index === c.parent.forkedAt,
-      String(c.parent.forkedAt),
-      body.forked_at_turn_index,
-    );
-  }
+  if (!c.parentGone) judgeParent(body, c);
   const copied = c.history.length - c.ownTurns;
   let expectedCount = c.ownTurns;
   if (copied > 0) {
@@ -101,7 +99,28 @@ export function judgeConversation(
   }
   expectRule(fieldRules.turnCount, body.turn_count === expectedCount, String(expectedCount), body.turn_count);
   if (typeof body.title === "string") {
-    if (c.title === undefined) c.title = body.title;
+    // A fork child's title (copied or derived from its own first prompt) is not shown.
+    if (c.parent === null) {
+      expectRule(
+        fieldRules.titleFromPrompt,
+        body.title.trim() !== "" && body.title !== c.id,
+        "a title derived from the first prompt",
+        JSON.stringify(body.title),
+      );
+    }
+    if (c.title === undefined) {
+      // The first read after the first turn: the title comes from that turn's prompt, never from the `system`
+      // or the older `messages` elements the same request carried.
+      const title = body.title.toLowerCase();
+      const from = (c.notTitle ?? []).find((t) => title.includes(t.toLowerCase()));
+      expectRule(
+        fieldRules.titleFromPrompt,
+        from === undefined,
+        `a title derived from the first prompt, not from ${JSON.stringify(from)} beside it`,
+        JSON.stringify(body.title),
+      );
+      c.title = body.title;
+    }
     expectRule(fieldRules.titleStable, body.title === c.title, JSON.stringify(c.title), body.title);
   }
   for (const field of ["created_at", "updated_at"] as const) {
@@ -131,7 +150,20 @@ export function judgeConversation(
       updated,
     );
   }
+  // Whether the deployment's clock shows milliseconds at all is learned (".000" throughout says it may not),
+  // so a strict advance is asked for only where it can show.
+  if ([created, updated].some((t) => /\.\d{3}/.test(t) && !/\.000/.test(t)))
+    choices.observe(MILLISECONDS_SHOWN, "true");
+  if (c.mustExceed !== undefined && choices.get(MILLISECONDS_SHOWN) === "true") {
+    expectRule(
+      fieldRules.updatedMoves,
+      Date.parse(updated) > Date.parse(c.mustExceed),
+      `updated_at later than ${c.mustExceed} (read before the conversation's last turn)`,
+      updated,
+    );
+  }
   c.updatedAt = updated;
+  if (typeof body.channel === "string") c.channel = body.channel;
   const session = body.agent_session_id;
   expectRule(
     fieldRules.sessionType,
@@ -141,4 +173,28 @@ export function judgeConversation(
   );
   if (typeof body.channel === "string")
     choices.observe("channel of a conversation made through the API", body.channel);
+}
+
+function judgeParent(body: Record<string, unknown>, c: ConversationModel): void {
+  expectRule(
+    fieldRules.parent,
+    (body.parent_conversation_id ?? null) === (c.parent?.id ?? null),
+    JSON.stringify(c.parent?.id ?? null),
+    body.parent_conversation_id,
+  );
+  if (c.parent === null) {
+    expectRule(
+      fieldRules.parent,
+      (body.forked_at_turn_index ?? null) === null,
+      "null",
+      body.forked_at_turn_index,
+    );
+  } else {
+    expectRule(
+      fieldRules.parent,
+      body.forked_at_turn_index === c.parent.forkedAt,
+      String(c.parent.forkedAt),
+      body.forked_at_turn_index,
+    );
+  }
 }

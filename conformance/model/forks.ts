@@ -5,6 +5,7 @@
 import type { LearnedChoices } from "./choices.ts";
 import type { StatusExpectation } from "./expectation.ts";
 import { lookUpConversation } from "./lookup.ts";
+import { expectRule } from "./mismatch.ts";
 import { defineRules } from "./rules.ts";
 import type { Actor, AgentKind, ConversationModel, ModelState } from "./state.ts";
 
@@ -50,6 +51,11 @@ export const forkRules = defineRules("forks", {
     section: "States and transitions",
     check: "STATE-FORK-CHILD",
     text: "After the fork, parent and child are independent: turns of one never appear in the other, and deleting the parent leaves the child",
+  },
+  forkedAtRecorded: {
+    section: "Resources/Fork result",
+    check: "FORK-AT-TURN-CUTS",
+    text: "`forked_at_turn` names the turn the child was cut at: within the parent's length (at_turn clamped), at its end without at_turn, and read the same way on every fork",
   },
   modelRecorded: {
     section: FORK,
@@ -109,4 +115,48 @@ export function copiedTurns(
   }
   if (atTurn >= length) return { expected: length, rule: forkRules.atTurnCopies };
   return { expected: undefined, rule: forkRules.atTurnCopies };
+}
+
+/**
+ * `forked_at_turn` of a fork of `parent`. Whether it counts from 0 or 1, and names the last turn copied or the
+ * count, is not shown: each reading is learned from the first fork of its kind (without at_turn; with an
+ * at_turn well inside the conversation, where no clamp applies) and expected on every later one.
+ */
+export function judgeForkedAt(
+  parent: ConversationModel,
+  atTurn: number | undefined,
+  forkedAt: unknown,
+  choices: LearnedChoices,
+): void {
+  if (typeof forkedAt !== "number") return;
+  const length = parent.history.length;
+  expectRule(
+    forkRules.forkedAtRecorded,
+    forkedAt >= 0 && forkedAt <= length,
+    `a turn index within the parent's ${length} turns (at_turn ${atTurn ?? "omitted"}, clamped)`,
+    forkedAt,
+  );
+  const learn = (choice: string, offset: number) => {
+    const learned = choices.get(choice);
+    if (learned === undefined) {
+      choices.observe(choice, String(offset));
+      return;
+    }
+    expectRule(
+      forkRules.forkedAtRecorded,
+      offset === Number(learned),
+      `${Number(learned) + forkedAt - offset} (as earlier forks of this kind recorded it)`,
+      forkedAt,
+    );
+  };
+  if (atTurn === undefined) {
+    expectRule(
+      forkRules.forkedAtRecorded,
+      forkedAt >= length - 1,
+      `the parent's last turn (${length - 1} or ${length}): a fork without at_turn copies all turns`,
+      forkedAt,
+    );
+    learn("fork without at_turn: forked_at_turn minus the parent's turns", forkedAt - length);
+  } else if (atTurn + 1 < length)
+    learn("fork at_turn inside: forked_at_turn minus at_turn", forkedAt - atTurn);
 }

@@ -14,6 +14,7 @@ import { sendRules } from "./send-flags.ts";
 import { sharingRules } from "./sharing.ts";
 import { streamRules } from "./stream.ts";
 import { transcriptRules } from "./transcripts.ts";
+import { turnMeaningRules } from "./turn-meaning.ts";
 import { visibilityRules } from "./visibility.ts";
 
 export type { ModelRule };
@@ -32,4 +33,5 @@ export const modelRules: ModelRule[] = [
   listRules,
   sendRules,
   streamRules,
+  turnMeaningRules,
 ].flatMap((group) => Object.values(group));

@@ -31,9 +31,38 @@ export const listRules = defineRules("lists", {
   channel: {
     section: LIST,
     check: "LIST-CHANNEL-FILTER",
-    text: "The `channel` filter lists only conversations of that channel",
+    text: "The `channel` filter lists the visible conversations of that channel (the caller's and those shared with it), and no other",
+  },
+  sourceFilters: {
+    section: LIST,
+    check: "LIST-CHANNEL-ID-FILTER",
+    text: "`channel_id`, `notebook_path` and `automation` list only conversations of that channel, notebook or automation: never one made through the API without it, under every reader key, whatever other filter is given",
+  },
+  channelOwned: {
+    section: "Resources/Conversation",
+    check: "LIST-CHANNEL-OWNED-VISIBLE",
+    text: "A conversation owned by a channel (listed to a reader key, neither its own nor shared) is in every reader key's list of that channel_id, with the channel stored for it",
+  },
+  since: {
+    section: LIST,
+    check: "LIST-SINCE-FILTER",
+    text: "`since` lists only conversations with activity since then, and every visible one created after it, whatever other filter is given",
   },
 });
+
+/** The filters naming a source the inputs give; `owned`: channel-owned ids every reader's list must hold. */
+export interface SourceFilters {
+  channelId?: boolean;
+  notebookPath?: boolean;
+  automation?: boolean;
+  owned?: ReadonlySet<string>;
+}
+
+const FILTER_NAMES: Array<["channelId" | "notebookPath" | "automation", string]> = [
+  ["channelId", "channel_id"],
+  ["notebookPath", "notebook_path"],
+  ["automation", "automation"],
+];
 
 export interface Listed {
   id: string;
@@ -49,6 +78,8 @@ export function judgeList(
   listed: Listed[],
   limit: number,
   channel: string | undefined,
+  since?: string,
+  source: SourceFilters = {},
 ): void {
   expectRule(listRules.limit, listed.length <= limit, `at most ${limit}`, listed.length);
   const times = listed.map((c) => Date.parse(String(c.updated_at)));
@@ -63,22 +94,63 @@ export function judgeList(
   if (channel !== undefined) {
     for (const c of listed) expectRule(listRules.channel, c.channel === channel, channel, c.channel);
   }
+  const sinceMs = since === undefined ? undefined : Date.parse(since);
+  if (sinceMs !== undefined) {
+    // Whether `since` compares created_at or the last activity, a listed conversation's updated_at (never
+    // before either) is not before it.
+    for (const c of listed)
+      expectRule(
+        listRules.since,
+        Date.parse(String(c.updated_at)) >= sinceMs,
+        `updated_at at or after since=${since}`,
+        `${c.id} with updated_at ${String(c.updated_at)}`,
+      );
+  }
   const shown = new Set(listed.map((c) => c.id));
+  if (source.channelId || source.notebookPath || source.automation) {
+    // The model's conversations were all made through the API, with no chat channel or notebook; only those
+    // that ran a turn with the automation may belong to it.
+    for (const c of state.conversations) {
+      if (!shown.has(c.id)) continue;
+      const mayBelong = !source.channelId && !source.notebookPath && c.ranAutomation === true;
+      expectRule(
+        listRules.sourceFilters,
+        mayBelong,
+        `${c.id} left out (${FILTER_NAMES.filter(([k]) => source[k])
+          .map(([, name]) => name)
+          .join(", ")}: it was made through the API without one)`,
+        `${c.id} listed`,
+      );
+    }
+    if (source.owned && listed.length < limit)
+      for (const id of source.owned)
+        expectRule(listRules.channelOwned, shown.has(id), `${id} listed (owned by the channel)`, "missing");
+  }
   for (const c of state.conversations) {
     if (!shown.has(c.id)) continue;
     const live = state.live(c.id);
     const ok = live !== undefined && live.agent === agent && visibility(actor, live) !== "none";
     expectRule(listRules.visibleOnly, ok, `${c.id} not listed for ${actor} on ${agent}`, `${c.id} listed`);
   }
-  if (channel !== undefined) return;
   const oldest = listed.length < limit ? Number.NEGATIVE_INFINITY : Math.min(...times);
   for (const c of state.conversations) {
     if (!c.live || c.agent !== agent || visibility(actor, c) === "none" || c.updatedAt === undefined)
       continue;
+    // Under a channel_id, notebook_path or automation filter, none of the model's is owed.
+    if (source.channelId || source.notebookPath || source.automation) continue;
+    // Under a channel filter, only conversations the model saw in that channel are owed.
+    if (channel !== undefined && c.channel !== channel) continue;
+    // Under since, only those created after it (by a margin a clock's rounding cannot cross) are owed.
+    if (sinceMs !== undefined && !(c.createdAt !== undefined && Date.parse(c.createdAt) > sinceMs + 1))
+      continue;
     // Strictly newer than the page's oldest: a tie at the cut may fall either side.
     if (listed.length >= limit && !(Date.parse(c.updatedAt) > oldest)) continue;
     expectRule(
-      listRules.complete,
+      sinceMs !== undefined
+        ? listRules.since
+        : channel !== undefined
+          ? listRules.channel
+          : listRules.complete,
       shown.has(c.id),
       `${c.id} listed`,
       `missing from ${listed.length} listed (limit ${limit})`,

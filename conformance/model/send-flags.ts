@@ -13,6 +13,16 @@ export const sendRules = defineRules("send", {
     check: "SEND-200-STREAM",
     text: "A send that is not refused answers 200 text/event-stream with X-Conversation-Id",
   },
+  readBack: {
+    section: SEND,
+    check: "CONVID-UNKNOWN-VERBATIM",
+    text: "The conversation a turn ran in, named by X-Conversation-Id, is the caller's on the agent the send named, readable there at once",
+  },
+  routedReadBack: {
+    section: "Endpoints/Model-routed send",
+    check: "ROUTED-BARE-NAME",
+    text: "A model-routed turn runs on the agent its `model` names: the conversation, named by X-Conversation-Id, is readable on that agent's routes at once",
+  },
   headerId: {
     section: SEND,
     check: "CONVID-UNKNOWN-VERBATIM",
@@ -33,6 +43,11 @@ export const sendRules = defineRules("send", {
     section: SEND,
     check: "SEND-MODEL-DEFAULT",
     text: "Without `model`, the turn falls back to the automation's model, then the conversation's recorded default, then the agent's default (first in the models list)",
+  },
+  usageCounts: {
+    section: "Events",
+    check: "MEANING-USAGE-COUNTS",
+    text: "`message_delta.usage` counts the turn: a turn whose stream carries output reports output_tokens > 0",
   },
   toolBlocksGated: {
     section: "Events",

@@ -2,9 +2,11 @@
  * The transcript (Resources/Transcript; Endpoints/Send a message): one user message per turn holding the newest
  * user text sent (text blocks joined with blank lines), in order, with its author; a fork's copied turns first.
  */
+
+import type { LearnedChoices } from "./choices.ts";
 import { expectRule } from "./mismatch.ts";
 import { defineRules } from "./rules.ts";
-import type { ConversationModel } from "./state.ts";
+import type { Actor, ConversationModel } from "./state.ts";
 
 export const transcriptRules = defineRules("transcripts", {
   userTurns: {
@@ -27,6 +29,11 @@ export const transcriptRules = defineRules("transcripts", {
     check: "MEANING-TRANSCRIPT-AUTHOR",
     text: "`author_user_id` and `author_name` are present on user messages",
   },
+  authorIsSender: {
+    section: "Resources/Transcript",
+    check: "MEANING-TRANSCRIPT-AUTHOR",
+    text: "Each user message's `author_user_id` is its sender's, at every depth and in a fork's copied turns: one id per key's user, different users' ids differ",
+  },
   roles: {
     section: "Resources/Transcript",
     check: "TRANSCRIPT-SHAPE",
@@ -44,7 +51,7 @@ export function messageText(content: unknown): string {
     .join("\n\n");
 }
 
-export function judgeTranscript(messages: unknown, c: ConversationModel): void {
+export function judgeTranscript(messages: unknown, c: ConversationModel, choices?: LearnedChoices): void {
   expectRule(transcriptRules.roles, Array.isArray(messages), "an array of messages", typeof messages);
   const list = messages as Array<Record<string, unknown>>;
   const users: string[] = [];
@@ -56,12 +63,9 @@ export function judgeTranscript(messages: unknown, c: ConversationModel): void {
       m.role,
     );
     if (m.role !== "user" || m.is_compact_summary === true) continue;
-    expectRule(
-      transcriptRules.author,
-      typeof m.author_user_id === "string" && typeof m.author_name === "string",
-      "author_user_id and author_name on a user message",
-      Object.keys(m),
-    );
+    judgeAuthorPresent(m);
+    const sender = c.authors[users.length];
+    if (choices && sender !== undefined) judgeAuthor(String(m.author_user_id), sender, users.length, choices);
     users.push(messageText(m.content));
   }
   expectRule(
@@ -69,5 +73,44 @@ export function judgeTranscript(messages: unknown, c: ConversationModel): void {
     users.length === c.history.length && users.every((u, i) => u.trim() === c.history[i].trim()),
     JSON.stringify(c.history),
     JSON.stringify(users),
+  );
+}
+
+const authorChoice = (actor: Actor) => `author_user_id of the ${actor} key's user`;
+
+/** The id a key's user first shows is its id on every message it sent; another key's user has another. */
+function judgeAuthor(id: string, sender: Actor, index: number, choices: LearnedChoices): void {
+  const learned = choices.get(authorChoice(sender));
+  if (learned === undefined) {
+    const clash = (["owner", "member"] as const).find(
+      (a) => a !== sender && choices.get(authorChoice(a)) === id,
+    );
+    expectRule(
+      transcriptRules.authorIsSender,
+      clash === undefined,
+      `the ${sender} key's user's id (not the ${clash} key's ${id})`,
+      `message ${index + 1} by ${id}`,
+    );
+    choices.observe(authorChoice(sender), id);
+    return;
+  }
+  expectRule(
+    transcriptRules.authorIsSender,
+    id === learned,
+    `${learned} (the ${sender} key's user, who sent message ${index + 1})`,
+    id,
+  );
+}
+
+/** A user message that is no compaction summary carries a non-empty `author_user_id` and `author_name`. */
+export function judgeAuthorPresent(m: Record<string, unknown>): void {
+  expectRule(
+    transcriptRules.author,
+    typeof m.author_user_id === "string" &&
+      m.author_user_id !== "" &&
+      typeof m.author_name === "string" &&
+      m.author_name !== "",
+    "author_user_id and author_name on a user message",
+    JSON.stringify({ author_user_id: m.author_user_id, author_name: m.author_name }),
   );
 }

@@ -101,6 +101,8 @@ export interface TurnStreamReading {
   end: "message_stop" | "error" | "eof";
   /** `message_start.message.model`, when present. */
   model?: string;
+  /** `message_start.message.id`, as sent (any type). */
+  messageId?: unknown;
   stopReason?: unknown;
   usage?: Record<string, unknown>;
   /** `error.message` of an error event, when one ended the stream. */
@@ -210,6 +212,7 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
         }
         const message = json.message;
         if (isRecord(message) && typeof message.model === "string") reading.model = message.model;
+        if (isRecord(message)) reading.messageId = message.id;
         state = "started";
         break;
       }

@@ -8,7 +8,6 @@ import { REPORT_CSS } from "../reports/html.ts";
 import type { FormField } from "./form.ts";
 
 export interface PageOptions {
-  token: string;
   fields: FormField[];
   defaults: { values: Record<string, string>; secretsGiven: string[] };
 }
@@ -36,11 +35,6 @@ button.small{font-size:11.5px;padding:1px 8px;font-weight:500}
 .hist td,.hist th{padding:2px 10px 2px 0;text-align:left;font-size:13px}
 .downloads a{margin-right:12px}
 `;
-
-/** JSON for an inline script: `<` escaped so no value can close the script element. */
-function inlineJson(value: unknown): string {
-  return JSON.stringify(value).replaceAll("<", "\\u003c");
-}
 
 function fieldHtml(field: FormField, defaults: PageOptions["defaults"]): string {
   const id = `in${field.flag.replaceAll("-", "_")}`;
@@ -109,7 +103,17 @@ ${group("deployment")}
 </div>
 <script>
 "use strict";
-const TOKEN = ${inlineJson(options.token)};
+// The page's token is never in the page: the command gives it once, in the fragment of the address it prints
+// (a fragment is never sent to the server, so no response carries it), and the tab keeps it for its reloads.
+const TOKEN = (() => {
+  const given = /^#token=([0-9a-f]{32})$/.exec(location.hash);
+  if (given) {
+    sessionStorage.setItem("agent-api-ui-token", given[1]);
+    history.replaceState(null, "", location.pathname + location.search);
+    return given[1];
+  }
+  return sessionStorage.getItem("agent-api-ui-token") || "";
+})();
 const LEVELS = ["MUST", "SHOULD", "INFO"];
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;","'":"&#39;"})[c]);
@@ -324,6 +328,10 @@ $("run-form").addEventListener("submit", async (event) => {
 });
 
 loadHistory();
+if (!TOKEN) {
+  $("run").disabled = true;
+  $("form-error").textContent = "Open this page at the address agent-api check --ui printed: that address carries the page's token.";
+}
 const followed = /^#run=(.+)$/.exec(location.hash);
 if (followed) {
   $("run").disabled = true;

@@ -3,11 +3,14 @@
  * implemented twice. The page posts the form, the run's verdicts are pushed to it as server-sent events as
  * each check finishes, and finished runs are kept (history.ts) to compare.
  *
- * It listens on loopback by default and guards what a page on another site could do to it: a request must
- * name this server in its Host header (no DNS rebinding), and every request that starts work carries the
- * token embedded in the page, which another origin cannot read.
+ * It listens on loopback by default and guards what a page on another site, or another local process, could
+ * do to it: a request must name this server in its Host header (no DNS rebinding), and every request that
+ * starts work carries the page's token. The token is in no response: the command prints (and a person opens)
+ * the page's address with the token in its fragment, which a browser never sends, and the page keeps it for
+ * its tab. A local process that fetches the page gets the page without it, so it cannot start a run (which
+ * would send the command's keys to a base URL of its choosing) nor re-run one.
  */
-import { randomBytes } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { catalogue } from "../catalogue.ts";
@@ -64,6 +67,7 @@ export interface UiOptions {
 }
 
 export interface UiServer {
+  /** The page's address with its token in the fragment (`#token=…`): what the command prints. */
   url: string;
   close(): Promise<void>;
 }
@@ -135,6 +139,10 @@ function resultEvent(result: CheckResult) {
 
 export async function startConformanceUi(options: UiOptions): Promise<UiServer> {
   const token = randomBytes(16).toString("hex");
+  const isToken = (presented: string | string[] | undefined) =>
+    typeof presented === "string" &&
+    presented.length === token.length &&
+    timingSafeEqual(Buffer.from(presented), Buffer.from(token));
   const defaults = options.defaults ?? {};
   const history = new RunHistory(options.reportsDir);
   const runs = new Map<string, LiveRun>();
@@ -225,8 +233,10 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
       return;
     }
     const path = url.pathname;
-    if (req.method === "POST" && req.headers["x-ui-token"] !== token) {
-      sendJson(res, 403, { message: "missing or wrong page token: reload the page" });
+    if (req.method === "POST" && !isToken(req.headers["x-ui-token"])) {
+      sendJson(res, 403, {
+        message: "missing or wrong page token: open the page at the address agent-api check --ui printed",
+      });
       return;
     }
     if (req.method === "GET" && path === "/") {
@@ -237,7 +247,7 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
         "content-security-policy":
           "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:",
       });
-      res.end(uiPage({ token, fields: FORM_FIELDS, defaults: publicDefaults(defaults) }));
+      res.end(uiPage({ fields: FORM_FIELDS, defaults: publicDefaults(defaults) }));
       return;
     }
     if (req.method === "GET" && path === "/api/catalogue") {
@@ -380,7 +390,7 @@ export async function startConformanceUi(options: UiOptions): Promise<UiServer> 
   const shown = host.includes(":") ? `[${host}]` : host;
   allowedHosts = new Set([`${shown}:${port}`, `localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`]);
   return {
-    url: `http://${shown}:${port}/`,
+    url: `http://${shown}:${port}/#token=${token}`,
     close: async () => {
       for (const run of runs.values()) for (const sub of run.subscribers) sub.end();
       server.closeAllConnections();

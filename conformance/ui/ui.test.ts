@@ -189,6 +189,26 @@ describe.skipIf(skipReason !== undefined)("agent-api check --ui in a browser", (
     await page.close();
   }, 120_000);
 
+  it("gives its token to no client: a plain HTTP client fetching the page gets none, and a tab opened without it cannot run", async () => {
+    const token = /#token=([0-9a-f]{32})$/.exec(ui.url)?.[1] as string;
+    expect(token).toMatch(/^[0-9a-f]{32}$/);
+    // Every page a local process can fetch without the token: none carries it.
+    for (const path of ["/", "/api/catalogue", "/api/runs"]) {
+      const response = await fetch(new URL(path, ui.url));
+      expect(response.status, path).toBe(200);
+      const text = await response.text();
+      expect(text, path).not.toContain(token);
+      expect(JSON.stringify([...response.headers]), path).not.toContain(token);
+    }
+    // The bare address (no fragment) in a browser: the page says where the token is, and starts nothing.
+    const page = await browser.newPage();
+    await page.goto(new URL("/", ui.url).toString());
+    await page.waitForFunction(`document.getElementById("form-error").textContent !== ""`);
+    expect(await page.textContent("#form-error")).toContain("printed");
+    expect(await page.isDisabled("#run")).toBe(true);
+    await page.close();
+  }, 60_000);
+
   it("refuses work from a page that does not carry its token, and a foreign Host", async () => {
     const run = await fetch(new URL("/api/runs", ui.url), {
       method: "POST",

@@ -99,6 +99,17 @@ const LIMIT_FLAGS: Array<[flag: string, field: keyof LimitsConfig, what: string,
     "sandboxCommandsPerWorkspace",
     "tool calls of one workspace running at once; more wait for a slot",
   ],
+  [
+    "--disk-bytes-per-workspace <size>",
+    "diskBytesPerWorkspace",
+    "disk one workspace's conversations, transcripts, forks, files and outputs may take (over it: 429)",
+    true,
+  ],
+  [
+    "--pool-connections-per-workspace <n>",
+    "poolConnectionsPerWorkspace",
+    "PostgreSQL connections one workspace's requests may hold at once; more wait for one of its own",
+  ],
   ["--request-timeout-ms <n>", "requestTimeoutMs", "time a request's head and body may take to arrive (408)"],
   ["--headers-timeout-ms <n>", "headersTimeoutMs", "time a request's head may take to arrive (408)"],
 ];

@@ -286,6 +286,8 @@ function limitsOf(file: NonNullable<ConfigFile["limits"]>): LimitsConfig {
     turnsPerWorkspace: file.turns_per_workspace,
     turnsPerKey: file.turns_per_key,
     sandboxCommandsPerWorkspace: file.sandbox_commands_per_workspace,
+    diskBytesPerWorkspace: file.disk_bytes_per_workspace,
+    poolConnectionsPerWorkspace: file.pool_connections_per_workspace,
   };
   return Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined));
 }

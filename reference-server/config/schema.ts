@@ -173,6 +173,8 @@ export const configFileSchema = {
         turns_per_workspace: positive,
         turns_per_key: positive,
         sandbox_commands_per_workspace: positive,
+        disk_bytes_per_workspace: positive,
+        pool_connections_per_workspace: positive,
       },
     },
   },
@@ -236,5 +238,7 @@ export interface ConfigFile {
     turns_per_workspace?: number;
     turns_per_key?: number;
     sandbox_commands_per_workspace?: number;
+    disk_bytes_per_workspace?: number;
+    pool_connections_per_workspace?: number;
   };
 }

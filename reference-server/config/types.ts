@@ -105,6 +105,8 @@ export interface LimitsConfig {
   turnsPerWorkspace?: number;
   turnsPerKey?: number;
   sandboxCommandsPerWorkspace?: number;
+  diskBytesPerWorkspace?: number;
+  poolConnectionsPerWorkspace?: number;
 }
 
 export interface ServerConfig {

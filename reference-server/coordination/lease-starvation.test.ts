@@ -8,9 +8,9 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openPostgresStore } from "../store/postgres.ts";
+import { openPostgresStore } from "../store/postgres/index.ts";
 import { createTestDatabase, postgresSkipReason } from "../store/testing.ts";
-import type { Store, TurnLeases } from "../store/types.ts";
+import type { SharedStore } from "../store/types.ts";
 import { LeasedLocks } from "./leased-locks.ts";
 
 const skip = postgresSkipReason();
@@ -20,8 +20,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.skipIf(skip !== undefined)(titled("turn leases under a read flood (two instances)"), () => {
   let database: { url: string; drop(): Promise<void> };
-  let a: Store;
-  let b: Store;
+  let a: SharedStore;
+  let b: SharedStore;
 
   beforeAll(async () => {
     database = await createTestDatabase();
@@ -35,8 +35,8 @@ describe.skipIf(skip !== undefined)(titled("turn leases under a read flood (two 
   });
 
   it("a holder whose pool is saturated by reads keeps its lease: the other instance never gets it", async () => {
-    const locksA = new LeasedLocks(a.turnLeases as TurnLeases, { leaseMs: LEASE_MS });
-    const locksB = new LeasedLocks(b.turnLeases as TurnLeases, { leaseMs: LEASE_MS });
+    const locksA = new LeasedLocks(a.turnLeases, { leaseMs: LEASE_MS });
+    const locksB = new LeasedLocks(b.turnLeases, { leaseMs: LEASE_MS });
     const release = await locksA.acquire("busy");
     const blocker = new pg.Client({ connectionString: database.url });
     await blocker.connect();
@@ -62,7 +62,7 @@ describe.skipIf(skip !== undefined)(titled("turn leases under a read flood (two 
   });
 
   it("a holder whose lease another instance took is told at its next renewal", async () => {
-    const locksA = new LeasedLocks(a.turnLeases as TurnLeases, { leaseMs: LEASE_MS });
+    const locksA = new LeasedLocks(a.turnLeases, { leaseMs: LEASE_MS });
     const release = await locksA.acquire("taken");
     const admin = new pg.Client({ connectionString: database.url });
     await admin.connect();

@@ -14,7 +14,12 @@ import { KeyedMutex, type WaitingTurnLimits } from "./locks.ts";
  * Ends a hold; `fence` is the store's fencing token where the lock is a lease, and `lost` aborts when the lease
  * was taken by another instance while held (or could not be renewed before it ran out).
  */
-export type Release = (() => void) & { readonly fence?: number; readonly lost?: AbortSignal };
+export type Release = (() => void) & {
+  readonly fence?: number;
+  readonly lost?: AbortSignal;
+  /** The lease was taken over from a holder whose lease ran out unreleased (it stopped, or lost it). */
+  readonly tookOver?: boolean;
+};
 
 /** What the services need of a conversation lock: KeyedMutex in one process, LeasedLocks across several. */
 export interface ConversationLocks {
@@ -28,7 +33,7 @@ export interface ConversationLocks {
    */
   acquire(key: string, owner?: string): Promise<Release>;
   /** Takes the lock only if nobody holds it (anywhere); undefined otherwise. */
-  tryAcquire?(key: string): Promise<Release | undefined>;
+  tryAcquire(key: string): Promise<Release | undefined>;
 }
 
 export interface LeasedLocksOptions {
@@ -124,6 +129,10 @@ export class LeasedLocks implements ConversationLocks {
         .catch(() => undefined)
         .finally(local);
     };
-    return Object.assign(release, { fence: token, lost: lost.signal });
+    return Object.assign(release, {
+      fence: token,
+      lost: lost.signal,
+      tookOver: this.#leases.tookOver(token),
+    });
   }
 }

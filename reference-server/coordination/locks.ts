@@ -75,6 +75,12 @@ export class KeyedMutex {
     };
   }
 
+  /** Takes the lock only if nobody holds it or waits for it; undefined otherwise. */
+  async tryAcquire(key: string): Promise<(() => void) | undefined> {
+    if (this.#tails.has(key)) return undefined;
+    return this.acquire(key);
+  }
+
   #enqueue(key: string, owner: string): void {
     const limits = this.#limits;
     const byKey = this.#waitingByKey.get(key) ?? 0;

@@ -4,7 +4,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { newConversation } from "../store/new-conversation.ts";
-import { openPostgresStore } from "../store/postgres.ts";
+import { openPostgresStore } from "../store/postgres/index.ts";
 import { type OpenedStore, STORE_ENGINES } from "../store/testing.ts";
 import type { Store } from "../store/types.ts";
 import {

@@ -6,7 +6,12 @@
  */
 import { LeasedLocks } from "../coordination/leased-locks.ts";
 import { newConversation } from "../store/new-conversation.ts";
-import { ConversationExistsError, type ConversationRecord, type Store } from "../store/types.ts";
+import {
+  ConversationExistsError,
+  type ConversationRecord,
+  type ServerStore,
+  type Store,
+} from "../store/types.ts";
 
 /** The lease a seeding instance holds: how long the others wait when it dies half-way. */
 const SEED_LEASE_MS = 10_000;
@@ -78,8 +83,9 @@ async function seedOne(
   }
 }
 
-export async function seedDemoConversations(store: Store, at: Date = new Date()): Promise<void> {
-  const locks = store.turnLeases ? new LeasedLocks(store.turnLeases, { leaseMs: SEED_LEASE_MS }) : undefined;
+export async function seedDemoConversations(store: ServerStore, at: Date = new Date()): Promise<void> {
+  const locks =
+    store.sharing === "shared" ? new LeasedLocks(store.turnLeases, { leaseMs: SEED_LEASE_MS }) : undefined;
   const time = at.toISOString();
   const base = { workspaceId: "demo", agent: "demo-agent", createdAt: time };
   await seedOne(

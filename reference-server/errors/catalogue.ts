@@ -137,6 +137,16 @@ export const errorCatalogue = {
   },
   /** Also a turn's failure the server has no code for (a fault of the server's own). */
   AGENT_API_INTERNAL: { status: 500, type: "api_error", message: "Internal server error" },
+  /**
+   * The server's disk (or the database's) is full: nothing of this request was stored. The request's own
+   * error, before or after its stream opened; the server goes on, and each workspace's disk share
+   * (service/disk-shares.ts) is what keeps one tenant from filling it.
+   */
+  AGENT_API_DISK_FULL: {
+    status: 503,
+    type: "overloaded_error",
+    message: "The server's disk is full: nothing of this request was stored; try again later",
+  },
   /** A cap on pending work of the whole server instance: every caller is refused alike, so it is a 503. */
   AGENT_API_OVERLOADED: { status: 503, type: "overloaded_error" },
 } as const satisfies Record<string, CatalogueEntry>;

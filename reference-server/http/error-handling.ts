@@ -6,11 +6,18 @@
 import type { Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { ApiError, notFound } from "../errors/catalogue.ts";
+import { isDiskFull } from "../errors/disk-full.ts";
 import { errorBody, shouldRetryHeader } from "./error-body.ts";
 import { BODY_LIMIT_BYTES } from "./request-limits.ts";
 
 /** Fastify's own errors (bad JSON, body too large, ...) carry a statusCode; map them to our error body. */
 export function toApiError(error: unknown): ApiError {
+  if (isDiskFull(error)) {
+    const full = new ApiError("AGENT_API_DISK_FULL");
+    full.retryAfterSeconds = 30;
+    full.detail = error instanceof Error ? ((error as ApiError).detail ?? error.message) : String(error);
+    return full;
+  }
   if (error instanceof ApiError) return error;
   const status = (error as { statusCode?: number }).statusCode;
   const message = error instanceof Error ? error.message : String(error);

@@ -4,6 +4,7 @@
  * done), so requests whose clients left cannot pile up work past the caps.
  */
 import type { FastifyReply, FastifyRequest, RouteHandlerMethod, RouteOptions } from "fastify";
+import { asWorkspace } from "../store/pool-shares.ts";
 
 /** For Fastify's onRoute hook: wraps the route's handler so that it holds the request's admission ticket. */
 export function holdAdmissionWhileHandling(route: RouteOptions): void {
@@ -15,7 +16,9 @@ export function holdAdmissionWhileHandling(route: RouteOptions): void {
   route.handler = async function held(this: unknown, request: FastifyRequest, reply: FastifyReply) {
     const unhold = request.admission?.hold();
     try {
-      return await handler.call(this, request, reply);
+      // The handler's store queries count against its workspace's share of the database pool.
+      const workspace = request.caller?.workspaceId ?? request.flow?.workspaceId;
+      return await asWorkspace(workspace, () => handler.call(this, request, reply));
     } finally {
       unhold?.();
     }

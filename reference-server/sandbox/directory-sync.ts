@@ -31,7 +31,9 @@ import {
   type FileStore,
   SMALL_BLOB_BYTES,
   type StoredEntry,
+  type WorkspaceBlobs,
   type WriteFence,
+  workspaceBlobs,
 } from "../store/file-store.ts";
 import { at, resolveBeneath, withBeneath } from "./beneath.ts";
 import { SandboxPathError } from "./safe-paths.ts";
@@ -177,22 +179,45 @@ export class DirectorySync {
     return this.#serial(set, () => rm(this.#stateFile(set), { force: true }));
   }
 
-  /** Makes `dir` hold the set's current generation; entries it creates are given to `owner`. */
-  pull(set: string, dir: string, owner: HostUser | null, limits: SyncLimits): Promise<PullReport> {
-    return this.#serial(set, () => this.#pull(set, dir, owner, limits));
+  /**
+   * Makes `dir` hold the current generation of the workspace's set; entries it creates are given to `owner`.
+   * Its blobs are read from the workspace's own (de-duplication holds only within a workspace).
+   */
+  pull(
+    workspaceId: string,
+    set: string,
+    dir: string,
+    owner: HostUser | null,
+    limits: SyncLimits,
+  ): Promise<PullReport> {
+    return this.#serial(set, () =>
+      this.#pull(workspaceBlobs(this.#store, workspaceId), set, dir, owner, limits),
+    );
   }
 
-  /** Stores what `dir` holds (but `exclude`d paths) as the set's next generation. */
+  /**
+   * Stores what `dir` holds (but `exclude`d paths) as the next generation of the workspace's set, uploading
+   * every content the workspace does not hold yet, whatever other workspaces hold.
+   */
   push(
+    workspaceId: string,
     set: string,
     dir: string,
     limits: SyncLimits,
     options: { exclude?: (rel: string) => boolean; fence?: WriteFence } = {},
   ): Promise<PushReport> {
-    return this.#serial(set, () => this.#push(set, dir, limits, options));
+    return this.#serial(set, () =>
+      this.#push(workspaceId, workspaceBlobs(this.#store, workspaceId), set, dir, limits, options),
+    );
   }
 
-  async #pull(set: string, dir: string, owner: HostUser | null, limits: SyncLimits): Promise<PullReport> {
+  async #pull(
+    blobs: WorkspaceBlobs,
+    set: string,
+    dir: string,
+    owner: HostUser | null,
+    limits: SyncLimits,
+  ): Promise<PullReport> {
     const unchanged = { downloaded: 0, removed: 0, changed: false };
     const known = await this.#loadState(set);
     const current = await this.#store.generation(set);
@@ -275,7 +300,7 @@ export class DirectorySync {
         sources.set(entry.sha256 as string, entry.path);
       } else toWrite.push(entry);
     }
-    report.downloaded = await this.#writeContents(dir, toWrite, sources, owner);
+    report.downloaded = await this.#writeContents(blobs, dir, toWrite, sources, owner);
     for (const entry of remote.entries)
       if (entry.kind === "dir" && local.get(entry.path)?.mode !== entry.mode) {
         await this.#chmod(dir, entry.path, entry.mode);
@@ -296,6 +321,8 @@ export class DirectorySync {
   }
 
   async #push(
+    workspaceId: string,
+    files: WorkspaceBlobs,
     set: string,
     dir: string,
     limits: SyncLimits,
@@ -335,24 +362,25 @@ export class DirectorySync {
     // Every content a new or changed entry names is asked for (not only hashes unknown here): asking marks
     // a stored blob as new for the sweep until this commit refers to it.
     const named = [...new Set(upserts.flatMap((entry) => (entry.sha256 ? [entry.sha256] : [])))];
-    const missing = named.length > 0 ? await this.#store.missing(named) : new Set<string>();
+    const missing = named.length > 0 ? await files.missing(named) : new Set<string>();
     const toUpload = new Map<string, StoredEntry>();
     for (const entry of upserts)
       if (entry.sha256 !== null && missing.has(entry.sha256)) toUpload.set(entry.sha256, entry);
-    for (const entry of toUpload.values()) if (entry.size > SMALL_BLOB_BYTES) await this.#upload(dir, entry);
+    for (const entry of toUpload.values())
+      if (entry.size > SMALL_BLOB_BYTES) await this.#upload(files, dir, entry);
     for (const batch of smallBatches(
       [...toUpload.values()].filter((entry) => entry.size <= SMALL_BLOB_BYTES),
     )) {
       const blobs = [];
       for (const entry of batch)
         blobs.push({ sha256: entry.sha256 as string, bytes: await this.#readSmall(dir, entry) });
-      await this.#store.putBlobs(blobs);
+      await files.putBlobs(blobs);
     }
     const uploaded = toUpload.size;
     const deletes = known.entries.filter((entry) => !present.has(entry.path)).map((entry) => entry.path);
     let generation = known.generation;
     if (upserts.length > 0 || deletes.length > 0)
-      generation = await this.#store.commit(set, {
+      generation = await this.#store.commit(workspaceId, set, {
         expected: known.generation,
         upserts: upserts.map(({ stamp: _, ...entry }) => entry),
         deletes,
@@ -422,10 +450,10 @@ export class DirectorySync {
     });
   }
 
-  async #upload(dir: string, entry: StoredEntry): Promise<void> {
+  async #upload(files: WorkspaceBlobs, dir: string, entry: StoredEntry): Promise<void> {
     const sha256 = entry.sha256 as string;
     const stored = await this.#withLocalFile(dir, entry.path, async (handle) => {
-      await this.#store.putBlob(sha256, entry.size, handle.createReadStream({ autoClose: false, start: 0 }));
+      await files.putBlob(sha256, entry.size, handle.createReadStream({ autoClose: false, start: 0 }));
       return true;
     });
     if (stored === null) throw new Error(`${entry.path} changed while its files were saved`);
@@ -485,6 +513,7 @@ export class DirectorySync {
    * written), else from the store, small blobs in batches. Each content is downloaded once; how many were.
    */
   async #writeContents(
+    blobs: WorkspaceBlobs,
     dir: string,
     files: StoredEntry[],
     sources: Map<string, string>,
@@ -495,15 +524,15 @@ export class DirectorySync {
     for (const entry of files) {
       const sha256 = entry.sha256 as string;
       const source = sources.get(sha256);
-      if (source !== undefined && (await this.#writeFile(dir, entry, owner, source))) continue;
+      if (source !== undefined && (await this.#writeFile(blobs, dir, entry, owner, source))) continue;
       if (fetch.has(sha256)) later.push(entry);
       else fetch.set(sha256, entry);
     }
     const small = [...fetch.values()].filter((entry) => entry.size <= SMALL_BLOB_BYTES);
     for (const batch of smallBatches(small)) {
-      const blobs = await this.#store.getBlobs(batch.map((entry) => entry.sha256 as string));
+      const got = await blobs.getBlobs(batch.map((entry) => entry.sha256 as string));
       for (const entry of batch) {
-        const bytes = blobs.get(entry.sha256 as string) as Buffer;
+        const bytes = got.get(entry.sha256 as string) as Buffer;
         if (!(await this.#writeFrom(dir, entry, owner, [bytes])))
           throw new Error(`the stored blob of ${entry.path} is corrupt`);
         sources.set(entry.sha256 as string, entry.path);
@@ -511,12 +540,13 @@ export class DirectorySync {
     }
     for (const entry of fetch.values()) {
       if (entry.size <= SMALL_BLOB_BYTES) continue;
-      await this.#writeFile(dir, entry, owner);
+      await this.#writeFile(blobs, dir, entry, owner);
       sources.set(entry.sha256 as string, entry.path);
     }
     for (const entry of later) {
       const source = sources.get(entry.sha256 as string) as string;
-      if (!(await this.#writeFile(dir, entry, owner, source))) await this.#writeFile(dir, entry, owner);
+      if (!(await this.#writeFile(blobs, dir, entry, owner, source)))
+        await this.#writeFile(blobs, dir, entry, owner);
     }
     return fetch.size;
   }
@@ -526,6 +556,7 @@ export class DirectorySync {
    * (nothing written) when the local source no longer holds it; the stored blob must hash right.
    */
   async #writeFile(
+    blobs: WorkspaceBlobs,
     dir: string,
     entry: StoredEntry,
     owner: HostUser | null,
@@ -537,7 +568,7 @@ export class DirectorySync {
       );
       return copied === true;
     }
-    if (!(await this.#writeFrom(dir, entry, owner, this.#store.getBlob(entry.sha256 as string))))
+    if (!(await this.#writeFrom(dir, entry, owner, blobs.getBlob(entry.sha256 as string))))
       throw new Error(`the stored blob of ${entry.path} is corrupt`);
     return true;
   }

@@ -8,35 +8,30 @@
  * "Warm" is in-memory knowledge about a prepared working directory; reclaiming it loses no files.
  */
 import { randomUUID } from "node:crypto";
-import { chown, mkdir, mkdtemp, readdir, rename } from "node:fs/promises";
+import { mkdir, readdir, rename } from "node:fs/promises";
 import path from "node:path";
-import { type FileStore, outputsSet, type WriteFence, workingFilesSet } from "../store/file-store.ts";
 import { writeAttachments } from "./attachments.ts";
 import { CommandShares } from "./command-shares.ts";
-import { DirectorySync } from "./directory-sync.ts";
+import type { ConversationFiles } from "./conversation-files.ts";
 import { createDiskQuota, type DiskQuota } from "./disk-quota.ts";
+import { filesOnOneInstance } from "./files-on-one-instance.ts";
+import { sharedFiles } from "./files-shared.ts";
 import { detectHost, hostNotices } from "./host-setup.ts";
+import { acquireIsolatedTurn } from "./isolated-turn.ts";
 import { prepareLayout } from "./layout.ts";
+import { measureLocalBytes } from "./local-bytes.ts";
 import { type CopyOwner, LocalCopyOwners, sameOwner } from "./local-copies.ts";
 import { type RepoPaths, snapshotWorkTree } from "./repo.ts";
-import { exists, prepareRepo, pushTurn, workTreeHead } from "./repo-turn.ts";
+import { exists, finishRepoTurn, prepareRepoTurn } from "./repo-turn.ts";
 import { conversationDirName } from "./safe-paths.ts";
 import type { HostUser } from "./sandbox-user.ts";
 import { anySignal } from "./signals.ts";
-import {
-  listStoreFiles,
-  OUTPUTS_DIR,
-  publishOutputs,
-  type RestoreManifest,
-  readStoreFile,
-  resetOutputs,
-  restoreAgentFiles,
-} from "./storage.ts";
+import { listStoreFiles, type RestoreManifest, readStoreFile } from "./storage.ts";
+import { finishStorageTurn, prepareStorageTurn } from "./storage-turn.ts";
 import { createToolRunner } from "./tool-runner.ts";
 import { chownTree, copyTree, removeTree } from "./tree-ops.ts";
-import { TurnActivity } from "./turn-activity.ts";
+import { finishOnce, TurnActivity } from "./turn-activity.ts";
 import type {
-  FinishReport,
   SandboxAgent,
   SandboxManager,
   SandboxManagerOptions,
@@ -73,23 +68,6 @@ function agentKey(agent: SandboxAgent): string {
   ]);
 }
 
-const SWEEP_AFTER_MS = 60 * 60_000;
-const SWEEP_EVERY_MS = 10 * 60_000;
-
-/** The sync of local directories with the shared file store, or null where there is none (one instance). */
-async function sharedFilesOf(fileStore: FileStore | undefined, root: string): Promise<DirectorySync | null> {
-  if (!fileStore) return null;
-  const stateDir = path.join(root, "shared-state");
-  await mkdir(stateDir, { recursive: true, mode: 0o700 });
-  return new DirectorySync(fileStore, stateDir);
-}
-
-function fenceOf(request: { conversationId: string; fence?: number }): WriteFence | undefined {
-  return request.fence === undefined
-    ? undefined
-    : { conversationId: request.conversationId, token: request.fence };
-}
-
 /** The conversation a turn's request is for, as its local copy records it. */
 function ownerOf(request: SandboxRequest): CopyOwner {
   return {
@@ -98,12 +76,6 @@ function ownerOf(request: SandboxRequest): CopyOwner {
     agent: request.agent.name,
     generation: request.generation,
   };
-}
-
-/** Whether a directory holds anything (a missing one does not). */
-async function holdsEntries(dir: string): Promise<boolean> {
-  const entries = await readdir(dir).catch(() => []);
-  return entries.length > 0;
 }
 
 export interface CreateSandboxManagerOptions extends SandboxManagerOptions {
@@ -129,20 +101,15 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
   // What the server's git may check out or push: what one conversation's working directory may hold.
   const checkoutQuota = { bytes: limits.diskBytes, files: limits.files };
 
-  const sharedFiles = await sharedFilesOf(options.fileStore, layout.root);
+  // One instance or several: decided here, once (the conversations' files are all that differs).
+  const filesContext = { storeDir, limits };
+  const files: ConversationFiles = options.fileStore
+    ? await sharedFiles(options.fileStore, layout.root, filesContext)
+    : filesOnOneInstance(filesContext);
   const owners = await LocalCopyOwners.open(path.join(layout.root, "local-copies"));
   // Where instances share the store, a copy without an owner record (left by an older version) is a cache whose
   // conversation nobody can name any more: it goes before any turn could take it for another's.
-  if (sharedFiles) await removeUnowned();
-  /** What a working directory, or a conversation's outputs folder, may hold: what a restore may write. */
-  const syncLimits = { bytes: limits.diskBytes, entries: limits.files };
-
-  // Blobs no conversation refers to any more (deleted, overwritten, or uploaded by a turn that could not
-  // commit), swept by every instance now and then; an hour leaves any writer time to commit what it asked for.
-  const sweeper = options.fileStore
-    ? setInterval(() => void options.fileStore?.sweep(SWEEP_AFTER_MS).catch(() => undefined), SWEEP_EVERY_MS)
-    : undefined;
-  sweeper?.unref();
+  if (files.unrecordedCopyIsAnyones) await removeUnowned();
 
   const commandShares = new CommandShares(limits.commandsPerWorkspace, options.toolTimeoutMs);
   const warm = new Map<string, WarmEntry>();
@@ -218,37 +185,6 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     return turn;
   }
 
-  function once(
-    fn: (outcome: "completed" | "failed") => Promise<FinishReport>,
-  ): (outcome?: "completed" | "failed") => Promise<FinishReport> {
-    let result: Promise<FinishReport> | undefined;
-    return (outcome = "completed") => {
-      result ??= fn(outcome);
-      return result;
-    };
-  }
-
-  async function acquireIsolated(request: SandboxRequest): Promise<TurnSandbox> {
-    const workdir = await mkdtemp(path.join(dirs.tmp, "isolated-"));
-    const key = `isolated:${workdir}`;
-    const turn = await beginTurn(key);
-    const user = identity.userFor(conversationDirName(request.conversationId));
-    if (user) await chown(workdir, user.uid, user.gid);
-    const disk = createDiskQuota(workdir, limits.diskBytes, limits.files);
-    const attachments = await writeAttachments(workdir, request.attachments, user, disk);
-    return {
-      workdir,
-      cold: true,
-      attachments,
-      tools: toolsFor(workdir, request.agent, user, turn, disk),
-      finish: once(async () => {
-        await quiesce(key);
-        await removeTree(workdir);
-        return { pushedCommit: null, publishedOutputs: [] };
-      }),
-    };
-  }
-
   /** Directories of conversations (and their clones) that no owner record names. */
   async function removeUnowned(): Promise<void> {
     for (const name of await readdir(dirs.conversations).catch(() => [] as string[]))
@@ -266,12 +202,16 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     if (recorded !== null && sameOwner(recorded, owner)) return;
     // A copy without a record predates the records. With one instance it is this conversation's (a delete
     // removes the copy at once); where instances share the store it is a cache and may be anyone's.
-    if (recorded !== null || sharedFiles !== null) await evictLocal(owner.conversationId);
+    if (recorded !== null || files.unrecordedCopyIsAnyones) await evictLocal(owner.conversationId);
     await owners.write(owner);
   }
 
   async function acquire(request: SandboxRequest): Promise<TurnSandbox> {
-    if (request.isolated) return acquireIsolated(request);
+    if (request.isolated)
+      return acquireIsolatedTurn(
+        { tmpDir: dirs.tmp, limits, userFor: (key) => identity.userFor(key), beginTurn, quiesce, toolsFor },
+        request,
+      );
     await claim(ownerOf(request));
     const key = conversationDirName(request.conversationId);
     const workdir = conversationDir(request.conversationId);
@@ -290,33 +230,9 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     /** Whether the server changed the working directory since the quota last measured it. */
     let changed = cold;
     if (request.agent.kind === "repo") {
-      const url = request.agent.repoUrl;
-      if (!url) throw new Error(`repo agent ${request.agent.name} has no repoUrl`);
       const paths: RepoPaths = { gitDir: gitDirOf(request.conversationId), workTree: workdir };
-      repo = await prepareRepo(url, paths, entry, cold, dirs.tmp, checkoutQuota);
-      // A fetch, merge or an earlier turn's rebase wrote files as the server: the head tells.
-      const head = await workTreeHead(repo.gitDir);
-      gitWrote = head !== entry.ownedHead;
-      entry.ownedHead = head;
-    } else {
-      // Another instance may have run the last turn: the local copy is brought to the stored generation first.
-      if (sharedFiles) {
-        const pulled = await sharedFiles.pull(
-          workingFilesSet(request.conversationId),
-          workdir,
-          user,
-          syncLimits,
-        );
-        if (pulled.changed) changed = true;
-      }
-      if (request.agent.filesDir) {
-        const previous = entry.manifest;
-        entry.manifest = await restoreAgentFiles(request.agent.filesDir, workdir, previous, user);
-        // A file left as it was keeps its manifest entry (the same object): anything else was copied.
-        for (const [rel, stamps] of entry.manifest) if (previous?.get(rel) !== stamps) changed = true;
-      }
-      if (await resetOutputs(workdir, user)) changed = true;
-    }
+      ({ repo, gitWrote } = await prepareRepoTurn(request, paths, entry, cold, dirs.tmp, checkoutQuota));
+    } else if (await prepareStorageTurn(files, request, workdir, entry, user)) changed = true;
     // What the server wrote as itself (a clone, a checkout, files of an older server) becomes the sandbox
     // user's; warm turns where git changed nothing skip the walk.
     if (user && (cold || gitWrote)) await chownTree(workdir, user);
@@ -334,72 +250,25 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       cold,
       attachments,
       tools: toolsFor(workdir, request.agent, user, turn, disk),
-      finish: once(async (outcome) => {
+      finish: finishOnce(async (outcome) => {
         // Nothing of the turn may run while its changes are committed or published.
         await quiesce(key);
         try {
-          if (!repo) {
-            // A turn cut short (disconnect, time-out, failure) does not publish half its work; its files
-            // stay, as they would on one instance: they are saved for whichever instance runs the next turn.
-            const publishedOutputs =
-              outcome === "failed"
-                ? []
-                : await publish(request.agent, request.conversationId, workdir, request.fence);
-            if (sharedFiles)
-              await sharedFiles.push(workingFilesSet(request.conversationId), workdir, syncLimits, {
-                // outputs/ is emptied at every turn's start: what it held is in the workspace store.
-                exclude: (rel) => rel === OUTPUTS_DIR || rel.startsWith(`${OUTPUTS_DIR}/`),
-                fence: fenceOf(request),
-              });
-            return { pushedCommit: null, publishedOutputs };
-          }
-          // A turn cut short (disconnect, time-out, failure) does not push half its work.
-          if (outcome === "failed" || request.readOnly) return { pushedCommit: null, publishedOutputs: [] };
-          const pushedCommit = await pushTurn(
+          if (!repo) return await finishStorageTurn(files, request, workdir, outcome);
+          return await finishRepoTurn(
+            request,
             repo,
-            entry.branch,
-            request.conversationId,
+            entry,
+            outcome,
             checkoutQuota,
             baseline,
             limits.diskBytes,
           );
-          return { pushedCommit, publishedOutputs: [] };
         } finally {
           if (warm.get(key) === entry) keepWarm(key, entry);
         }
       }),
     };
-  }
-
-  /**
-   * Copies `outputs/` to the conversation's folder of the workspace store. Shared, the folder is first
-   * brought to the stored generation (so the store folder's quota counts every instance's earlier outputs)
-   * and saved after.
-   */
-  async function publish(
-    agent: SandboxAgent,
-    conversationId: string,
-    workdir: string,
-    fence: number | undefined,
-  ): Promise<string[]> {
-    const folder = storeDir(agent.workspaceId, agent.name, conversationId);
-    if (!sharedFiles) return publishOutputs(workdir, folder, limits.diskBytes, limits.files);
-    // Most turns publish nothing: no query for them.
-    if (!(await holdsEntries(path.join(workdir, OUTPUTS_DIR)))) return [];
-    const set = outputsSet(agent.workspaceId, agent.name, conversationId);
-    await sharedFiles.pull(set, folder, null, syncLimits);
-    const published = await publishOutputs(workdir, folder, limits.diskBytes, limits.files);
-    if (published.length > 0)
-      await sharedFiles.push(set, folder, syncLimits, { fence: fenceOf({ conversationId, fence }) });
-    return published;
-  }
-
-  /** The conversation's outputs folder, brought to the stored generation where files are shared. */
-  async function outputsFolder(workspaceId: string, agent: string, conversationId: string): Promise<string> {
-    const folder = storeDir(workspaceId, agent, conversationId);
-    if (sharedFiles)
-      await sharedFiles.pull(outputsSet(workspaceId, agent, conversationId), folder, null, syncLimits);
-    return folder;
   }
 
   async function fork(parent: CopyOwner, child: CopyOwner): Promise<void> {
@@ -411,7 +280,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     await owners.write(child);
     // Only a copy made for this parent is the parent's files (the shared store holds them anyway).
     const recorded = await owners.read(parentConversationId);
-    const parentsCopy = recorded === null ? sharedFiles === null : sameOwner(recorded, parent);
+    const parentsCopy = recorded === null ? !files.unrecordedCopyIsAnyones : sameOwner(recorded, parent);
     const pairs: [string, string][] = !parentsCopy
       ? []
       : [
@@ -426,19 +295,13 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
       await removeTree(to);
       await rename(scratch, to);
     }
-    // The stored files are the parent's as its last turn left them, wherever it ran; the local copy above
-    // only saves the child's first turn here the downloads.
-    if (options.fileStore)
-      await options.fileStore.copy(
-        workingFilesSet(parentConversationId),
-        workingFilesSet(childConversationId),
-      );
+    await files.forkStored(parent, child);
   }
 
   /** The outputs folder of the owner's conversation, and what this instance knew of its shared set. */
   async function removeOutputsCopy(owner: CopyOwner): Promise<void> {
     await removeTree(storeDir(owner.workspaceId, owner.agent, owner.conversationId));
-    await sharedFiles?.forget(outputsSet(owner.workspaceId, owner.agent, owner.conversationId));
+    await files.forgetOutputs(owner);
   }
 
   async function evictLocal(conversationId: string): Promise<void> {
@@ -451,7 +314,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     const recorded = await owners.read(conversationId);
     await removeTree(conversationDir(conversationId));
     await removeTree(gitDirOf(conversationId));
-    await sharedFiles?.forget(workingFilesSet(conversationId));
+    await files.forgetWork(conversationId);
     if (recorded) await removeOutputsCopy(recorded);
     // Last: a copy half removed still names its owner, so the next claim or reconcile finishes the job.
     await owners.remove(conversationId);
@@ -461,8 +324,7 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     await evictLocal(owner.conversationId);
     // Also where no record named it (a copy older than the records).
     await removeOutputsCopy(owner);
-    await options.fileStore?.remove(workingFilesSet(owner.conversationId));
-    await options.fileStore?.remove(outputsSet(owner.workspaceId, owner.agent, owner.conversationId));
+    await files.removeStored(owner);
   }
 
   return {
@@ -474,18 +336,19 @@ export async function createSandboxManager(options: CreateSandboxManagerOptions)
     evictLocal,
     localCopies: () => owners.list(),
     localCopyOwner: (conversationId) => owners.read(conversationId),
+    localBytes: (conversationIds, workspaceId) => measureLocalBytes(layout, conversationIds, workspaceId),
     sandboxUser: identity.mode,
     notices: hostNotices(host, layout.leftovers),
     cgroups: cgroups.version,
     listWorkspaceOutputs: async (workspaceId, agent, conversationId) =>
-      listStoreFiles(await outputsFolder(workspaceId, agent, conversationId)),
+      listStoreFiles(await files.outputsFolder(workspaceId, agent, conversationId)),
     readWorkspaceOutput: async (workspaceId, agent, conversationId, relPath) =>
-      readStoreFile(await outputsFolder(workspaceId, agent, conversationId), relPath),
+      readStoreFile(await files.outputsFolder(workspaceId, agent, conversationId), relPath),
     async close() {
       await Promise.all([...activity.keys()].map(quiesce));
       for (const entry of warm.values()) if (entry.timer) clearTimeout(entry.timer);
       warm.clear();
-      clearInterval(sweeper);
+      files.close();
       await cgroups.close();
       await removeTree(dirs.tmp).catch(() => undefined);
     },

@@ -14,6 +14,50 @@ import {
   refresh,
   remoteDefaultBranch,
 } from "./repo.ts";
+import type { FinishReport, SandboxRequest } from "./types.ts";
+
+/**
+ * Before the turn: the clone ready in the working directory; whether the server's git wrote the work tree
+ * since the sandbox user was last given it (a fetch, a merge, an earlier turn's rebase: the head tells).
+ */
+export async function prepareRepoTurn(
+  request: SandboxRequest,
+  paths: RepoPaths,
+  entry: { branch: string | null; ownedHead?: string | null },
+  cold: boolean,
+  tmpDir: string,
+  checkoutQuota: CheckoutQuota,
+): Promise<{ repo: RepoPaths; gitWrote: boolean }> {
+  const url = request.agent.repoUrl;
+  if (!url) throw new Error(`repo agent ${request.agent.name} has no repoUrl`);
+  const repo = await prepareRepo(url, paths, entry, cold, tmpDir, checkoutQuota);
+  const head = await workTreeHead(repo.gitDir);
+  const gitWrote = head !== entry.ownedHead;
+  entry.ownedHead = head;
+  return { repo, gitWrote };
+}
+
+/** After the turn: what it wrote committed and pushed. A turn cut short, or a read-only one, pushes nothing. */
+export async function finishRepoTurn(
+  request: SandboxRequest,
+  repo: RepoPaths,
+  entry: { branch: string | null },
+  outcome: "completed" | "failed",
+  checkoutQuota: CheckoutQuota,
+  baseline: string | null | undefined,
+  diskBytes: number,
+): Promise<FinishReport> {
+  if (outcome === "failed" || request.readOnly) return { pushedCommit: null, publishedOutputs: [] };
+  const pushedCommit = await pushTurn(
+    repo,
+    entry.branch,
+    request.conversationId,
+    checkoutQuota,
+    baseline,
+    diskBytes,
+  );
+  return { pushedCommit, publishedOutputs: [] };
+}
 
 /** Pushed to when the remote is empty and names no default branch. */
 const FALLBACK_BRANCH = "main";

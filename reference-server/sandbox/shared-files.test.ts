@@ -13,9 +13,9 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ApiError } from "../errors/catalogue.ts";
 import { FileSetConflictError, type FileStore, workingFilesSet } from "../store/file-store.ts";
-import { openPostgresStore } from "../store/postgres.ts";
+import { openPostgresStore } from "../store/postgres/index.ts";
 import { createTestDatabase, postgresSkipReason } from "../store/testing.ts";
-import type { Store } from "../store/types.ts";
+import type { SharedStore } from "../store/types.ts";
 import { LazySandbox } from "../turn/lazy-sandbox.ts";
 import { DirectorySync } from "./directory-sync.ts";
 import type { CreateSandboxManagerOptions } from "./index.ts";
@@ -30,21 +30,21 @@ function counted(store: FileStore) {
   const counts = { uploads: 0, downloads: 0 };
   const wrapped: FileStore = {
     ...store,
-    putBlob(sha256, size, bytes) {
+    putBlob(workspaceId, sha256, size, bytes) {
       counts.uploads++;
-      return store.putBlob(sha256, size, bytes);
+      return store.putBlob(workspaceId, sha256, size, bytes);
     },
-    getBlob(sha256) {
+    getBlob(workspaceId, sha256) {
       counts.downloads++;
-      return store.getBlob(sha256);
+      return store.getBlob(workspaceId, sha256);
     },
-    putBlobs(blobs) {
+    putBlobs(workspaceId, blobs) {
       counts.uploads += blobs.length;
-      return store.putBlobs(blobs);
+      return store.putBlobs(workspaceId, blobs);
     },
-    getBlobs(hashes) {
+    getBlobs(workspaceId, hashes) {
       counts.downloads += hashes.length;
-      return store.getBlobs(hashes);
+      return store.getBlobs(workspaceId, hashes);
     },
   };
   return { counts, store: wrapped };
@@ -53,7 +53,7 @@ function counted(store: FileStore) {
 describe.skipIf(skip !== undefined)(titled("files shared between instances (PostgreSQL)"), () => {
   const bed = new TestBed();
   let database: { url: string; drop(): Promise<void> };
-  let store: Store;
+  let store: SharedStore;
   let admin: pg.Client;
 
   beforeAll(async () => {
@@ -73,7 +73,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
   async function instances(overrides: Partial<CreateSandboxManagerOptions> = {}) {
     const made = [];
     for (const name of ["a", "b"]) {
-      const files = counted(store.fileStore as FileStore);
+      const files = counted(store.fileStore);
       const root = await bed.dir(`instance-${name}`);
       const manager = await bed.manager(root, { fileStore: files.store, ...overrides });
       made.push({ manager, counts: files.counts, root });
@@ -163,10 +163,10 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     });
     expect(a.counts.downloads).toBe(1);
     // A turn that writes nothing moves nothing, not even a manifest row.
-    const before = await store.fileStore?.generation(workingFilesSet("conv-moves"));
+    const before = await store.fileStore.generation(workingFilesSet("conv-moves"));
     await turn(b.manager, "conv-moves", async () => undefined);
     expect(b.counts.uploads).toBe(1);
-    expect(await store.fileStore?.generation(workingFilesSet("conv-moves"))).toBe(before);
+    expect(await store.fileStore.generation(workingFilesSet("conv-moves"))).toBe(before);
   });
 
   it("a failed turn's files are saved too (the API: files a turn wrote persist)", async () => {
@@ -203,7 +203,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     // What a command writes between two measurements of the quota (the sandbox README's "Disk, exactly").
     await writeFile(path.join(sandbox.workdir, "big.bin"), Buffer.alloc(300 * 1024, 1));
     await expect(sandbox.finish()).rejects.toThrow(/past the quota .*not saved/);
-    expect(await store.fileStore?.generation(workingFilesSet("conv-quota"))).toBe(0);
+    expect(await store.fileStore.generation(workingFilesSet("conv-quota"))).toBe(0);
 
     const [big] = await instances({ limits: { diskBytes: 1024 * 1024 } });
     await turn(big.manager, "conv-quota-restore", async (run) => {
@@ -248,7 +248,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     });
     // Deleted on B; a new conversation taking the id on A (warm, with the old copy) starts empty.
     await b.manager.remove(copyOwner("conv-parent"));
-    expect(await store.fileStore?.generation(workingFilesSet("conv-parent"))).toBe(0);
+    expect(await store.fileStore.generation(workingFilesSet("conv-parent"))).toBe(0);
     await turn(a.manager, "conv-parent", async (run) => {
       expect(await run("ls -A")).toBe("outputs\n");
     });
@@ -289,7 +289,6 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
   it("a turn that lost its lease saves nothing (fencing token)", async () => {
     const [a, b] = await instances();
     const leases = store.turnLeases;
-    if (!leases) throw new Error("PostgreSQL has turn leases");
     const stale = (await leases.tryAcquire("conv-fenced", "paused", 50)) as number;
     const sandbox = await a.manager.acquire({ ...turnRequest("conv-fenced", storageAgent()), fence: stale });
     await sandbox.tools.run("write_file", { path: "late.txt", content: "written after the lease was lost" });
@@ -328,7 +327,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
       await run("printf 'only in a deleted conversation' > gone.txt");
     });
     await a.manager.remove(copyOwner("conv-sweep-gone"));
-    const fileStore = store.fileStore as FileStore;
+    const fileStore = store.fileStore;
     const blobs = async () =>
       (await admin.query("SELECT encode(sha256, 'hex') AS h FROM file_blobs")).rows.map((r) => r.h as string);
     const hash = (text: string) => createHash("sha256").update(text).digest("hex");
@@ -339,7 +338,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     expect(await blobs()).toContain(gone);
     await admin.query("UPDATE file_blobs SET created_at = created_at - interval '2 hours'");
     // Asking whether a blob is stored makes it young again (a push about to refer to it).
-    await fileStore.missing([gone]);
+    await fileStore.missing("ws1", [gone]);
     await fileStore.sweep(60_000);
     expect(await blobs()).toContain(gone);
     await admin.query("UPDATE file_blobs SET created_at = created_at - interval '2 hours'");
@@ -373,14 +372,14 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
   });
   it("a stored row's setuid, setgid or sticky bit is never restored, and a row naming a path outside the directory restores nothing", async () => {
     const [, b] = await instances();
-    const files = store.fileStore as FileStore;
+    const files = store.fileStore;
     const bytes = Buffer.from("#!/bin/sh\nid\n");
     const sha256 = createHash("sha256").update(bytes).digest("hex");
-    await files.putBlobs([{ sha256, bytes }]);
+    await files.putBlobs("ws1", [{ sha256, bytes }]);
     const file = { kind: "file" as const, size: bytes.length, sha256, target: null };
     const dir = { kind: "dir" as const, size: 0, sha256: null, target: null };
     // Rows no push of this server writes (it lists permission bits only): an older or other writer's.
-    await files.commit(workingFilesSet("conv-modes"), {
+    await files.commit("ws1", workingFilesSet("conv-modes"), {
       expected: 0,
       upserts: [
         { ...file, path: "suid.sh", mode: 0o4755 },
@@ -393,7 +392,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     expect((await stat(path.join(sandbox.workdir, "shared"))).mode & 0o7777).toBe(0o777);
     await sandbox.finish();
 
-    await files.commit(workingFilesSet("conv-escape"), {
+    await files.commit("ws1", workingFilesSet("conv-escape"), {
       expected: 0,
       upserts: [{ ...file, path: "../../escaped.sh", mode: 0o644 }],
       deletes: [],
@@ -407,7 +406,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
 
     // A link to a directory outside, then a file beneath the link: the file lands in a real directory here.
     const outside = await bed.dir("outside");
-    await files.commit(workingFilesSet("conv-through-link"), {
+    await files.commit("ws1", workingFilesSet("conv-through-link"), {
       expected: 0,
       upserts: [
         { kind: "link", size: 0, sha256: null, target: outside, path: "out", mode: 0o777 },
@@ -422,7 +421,7 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     expect(execFileSync("ls", ["-A", outside], { encoding: "utf8" })).toBe("");
   });
   it("a restore that only adds a directory, changes a mode or copies a local file reports the directory changed (the quota measures it anew)", async () => {
-    const files = store.fileStore as FileStore;
+    const files = store.fileStore;
     const source = await bed.dir("sync-source");
     const copy = await bed.dir("sync-copy");
     const limits = { bytes: 1024 * 1024, entries: 1000 };
@@ -430,33 +429,33 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     const writer = new DirectorySync(files, await bed.dir("state-writer"));
     const reader = new DirectorySync(files, await bed.dir("state-reader"));
     await writeFile(path.join(source, "kept.txt"), "kept");
-    await writer.push(set, source, limits);
-    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    await writer.push("ws1", set, source, limits);
+    expect((await reader.pull("ws1", set, copy, null, limits)).changed).toBe(true);
 
     execFileSync("mkdir", [path.join(source, "new-dir")]);
-    await writer.push(set, source, limits);
-    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    await writer.push("ws1", set, source, limits);
+    expect((await reader.pull("ws1", set, copy, null, limits)).changed).toBe(true);
     expect((await stat(path.join(copy, "new-dir"))).isDirectory()).toBe(true);
 
     execFileSync("chmod", ["600", path.join(source, "kept.txt")]);
-    await writer.push(set, source, limits);
-    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    await writer.push("ws1", set, source, limits);
+    expect((await reader.pull("ws1", set, copy, null, limits)).changed).toBe(true);
     expect((await stat(path.join(copy, "kept.txt"))).mode & 0o777).toBe(0o600);
 
     // A new file whose content a local file holds already is copied here, not downloaded: a change all the same.
     execFileSync("cp", ["-p", path.join(source, "kept.txt"), path.join(source, "copied.txt")]);
-    await writer.push(set, source, limits);
-    expect((await reader.pull(set, copy, null, limits)).changed).toBe(true);
+    await writer.push("ws1", set, source, limits);
+    expect((await reader.pull("ws1", set, copy, null, limits)).changed).toBe(true);
     expect(await readFile(path.join(copy, "copied.txt"), "utf8")).toBe("kept");
   });
   it("two writers storing the same new small blobs in opposite orders at once both succeed (no deadlock)", async () => {
-    const files = store.fileStore as FileStore;
+    const files = store.fileStore;
     for (let round = 0; round < 20; round++) {
       const blobs = Array.from({ length: 300 }, (_, i) => {
         const bytes = Buffer.from(`round ${round} blob ${i} ${Math.random()}`);
         return { sha256: createHash("sha256").update(bytes).digest("hex"), bytes };
       });
-      await Promise.all([files.putBlobs(blobs), files.putBlobs([...blobs].reverse())]);
+      await Promise.all([files.putBlobs("ws1", blobs), files.putBlobs("ws1", [...blobs].reverse())]);
     }
   });
   it("a local copy gone from the disk (a cache cleared) while its record stays is restored, not saved as empty", async () => {
@@ -466,12 +465,12 @@ describe.skipIf(skip !== undefined)(titled("files shared between instances (Post
     });
     execFileSync("rm", ["-rf", sandbox.workdir]);
     // The instance restarted on its --data (cold), and as it ran (warm).
-    const restarted = await bed.manager(a.root, { fileStore: store.fileStore as FileStore });
+    const restarted = await bed.manager(a.root, { fileStore: store.fileStore });
     for (const manager of [restarted, a.manager])
       await turn(manager, "conv-cleared", async (run) => {
         expect(await run("cat kept.txt")).toBe("kept");
       });
-    const stored = await store.fileStore?.read(workingFilesSet("conv-cleared"));
+    const stored = await store.fileStore.read(workingFilesSet("conv-cleared"));
     expect(stored?.entries.map((entry) => entry.path)).toContain("kept.txt");
   });
 });

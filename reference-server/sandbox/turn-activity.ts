@@ -3,6 +3,8 @@
  * (restore, attachments, commit, publish, fork, delete, the next turn) first ends the previous turn's calls
  * and waits until they are gone: no process of a turn is ever alive while the server touches its files.
  */
+import type { FinishReport } from "./types.ts";
+
 export class TurnActivity {
   readonly #abort = new AbortController();
   readonly #calls = new Set<Promise<unknown>>();
@@ -27,4 +29,15 @@ export class TurnActivity {
     this.#abort.abort();
     await Promise.all([...this.#calls]);
   }
+}
+
+/** A turn's finish, run once whoever calls it and however often (a completed turn's, then the cleanup's). */
+export function finishOnce(
+  fn: (outcome: "completed" | "failed") => Promise<FinishReport>,
+): (outcome?: "completed" | "failed") => Promise<FinishReport> {
+  let result: Promise<FinishReport> | undefined;
+  return (outcome = "completed") => {
+    result ??= fn(outcome);
+    return result;
+  };
 }

@@ -128,6 +128,11 @@ export interface SandboxManager {
   localCopies(): Promise<CopyOwner[]>;
   /** Whose the id's local copy is, or null when there is none. */
   localCopyOwner(conversationId: string): Promise<CopyOwner | null>;
+  /**
+   * Bytes these conversations' local files take on this instance's disk, and the workspace's published
+   * outputs when `workspaceId` is given.
+   */
+  localBytes(conversationIds: readonly string[], workspaceId?: string): Promise<number>;
   /** Files a conversation published to the workspace store (storage agents' outputs/). */
   listWorkspaceOutputs(workspaceId: string, agent: string, conversationId: string): Promise<string[]>;
   readWorkspaceOutput(

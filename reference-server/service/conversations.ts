@@ -155,6 +155,7 @@ export class ConversationService {
       await this.#sessions.cancel(id);
       await this.#deps.sandbox.remove(copyOwnerOf(record));
       await this.#deps.store.deleteConversation(id);
+      this.#deps.diskShares?.forget(record.workspaceId);
       this.#announceDeleted(id);
     } finally {
       release();
@@ -199,6 +200,30 @@ export class ConversationService {
     const store = this.#deps.store;
     if (await store.getConversation(childId)) throw conflict(`Conversation id already taken: ${childId}`);
     const atTurn = Math.min(Math.max(0, body.at_turn ?? parent.turnCount), parent.turnCount);
+    // The child is a full copy (rows and files) in the forker's workspace: it counts against that workspace's
+    // disk share, whoever owns the parent (a Viewer's forks of a large shared conversation filled the disk).
+    const shares = this.#deps.diskShares;
+    const disk = shares
+      ? await shares.reserve(caller.workspaceId, await shares.forkBytes(parent.id))
+      : undefined;
+    let copied = false;
+    try {
+      const result = await this.#copy(caller, parent, childId, atTurn, body);
+      copied = true;
+      return result;
+    } finally {
+      disk?.done(copied);
+    }
+  }
+
+  async #copy(
+    caller: Caller,
+    parent: ConversationRecord,
+    childId: string,
+    atTurn: number,
+    body: Schemas["ForkRequest"],
+  ): Promise<Schemas["ForkResult"]> {
+    const store = this.#deps.store;
     const at = this.#now();
     const sessionId = newSessionId();
     const child: ConversationRecord = {

@@ -6,8 +6,8 @@
  */
 import type { components } from "@agent-api/client/api-types";
 import type { AgentConfig, AutomationConfig } from "../config/types.ts";
+import type { Coordination } from "../coordination/index.ts";
 import type { ConversationLocks } from "../coordination/leased-locks.ts";
-import type { SessionRecordings } from "../coordination/session-recorder.ts";
 import { conversationNotFound, forbidden, notImplemented } from "../errors/catalogue.ts";
 import { newConversation } from "../store/new-conversation.ts";
 import type { ConversationRecord } from "../store/types.ts";
@@ -47,12 +47,16 @@ const WORKSPACE_ROLES_THAT_RUN_TURNS = new Set(["Admin", "Builder", "Operator"])
 export class TurnService {
   readonly #deps: ServiceDeps;
   readonly #locks: ConversationLocks;
+  /** Whether another instance may have left a turn of a conversation unfinished (it died during it). */
+  readonly #othersMayLeaveTurns: boolean;
   /** What the turn wing (reference-server/turn/) runs a turn with. */
   readonly #turn: TurnContext;
 
-  constructor(deps: ServiceDeps, sessions: SessionRecordings, locks: ConversationLocks) {
+  constructor(deps: ServiceDeps, coordination: Coordination) {
+    const { locks, sessions } = coordination;
     this.#deps = deps;
     this.#locks = locks;
+    this.#othersMayLeaveTurns = coordination.kind === "shared";
     this.#turn = {
       store: deps.store,
       engine: deps.engine,
@@ -93,15 +97,14 @@ export class TurnService {
   async recoverInterruptedTurns(): Promise<number> {
     let recovered = 0;
     for (const pending of await this.#deps.store.listPendingTurns()) {
-      const release = this.#locks.tryAcquire
-        ? await this.#locks.tryAcquire(pending.conversationId)
-        : undefined;
-      if (this.#locks.tryAcquire && release === undefined) continue;
+      // Before any turn begins here the lock is free unless another instance's turn holds it.
+      const release = await this.#locks.tryAcquire(pending.conversationId);
+      if (release === undefined) continue;
       try {
-        if (await recordInterrupted(this.#deps.store, pending.conversationId, release?.fence, this.#now()))
+        if (await recordInterrupted(this.#deps.store, pending.conversationId, release.fence, this.#now()))
           recovered++;
       } finally {
-        release?.();
+        release();
       }
     }
     return recovered;
@@ -126,11 +129,26 @@ export class TurnService {
     // answer does not tell when the owner was busy. (Decided again under the lock: it may change meanwhile.)
     const existing = await this.#deps.store.getConversation(conversationId);
     if (existing) checkWritable(existing, caller, agent.name);
-    const release = await this.#locks.acquire(conversationId, caller.admissionKey ?? "");
+    // A workspace at its disk share writes no more turns (its reads and deletes still work); what the turn
+    // adds beyond its prompt is measured once it ran.
+    const disk = await this.#deps.diskShares?.reserve(caller.workspaceId, Buffer.byteLength(userText));
+    let release: Awaited<ReturnType<ConversationLocks["acquire"]>>;
+    try {
+      release = await this.#locks.acquire(conversationId, caller.admissionKey ?? "");
+    } catch (error) {
+      disk?.done(false);
+      throw error;
+    }
     try {
       // A turn acknowledged by an instance that died during it: recorded before this one begins.
-      if (this.#locks.tryAcquire)
-        await recordInterrupted(this.#deps.store, conversationId, release.fence, this.#now());
+      if (this.#othersMayLeaveTurns)
+        await recordInterrupted(
+          this.#deps.store,
+          conversationId,
+          release.fence,
+          this.#now(),
+          release.tookOver ? "lease lost" : "server stopped",
+        );
       const turnAutomation = findAutomation(agent, metadata.automation);
       const record = await this.#resolveConversation(caller, agent, conversationId, {
         // A new conversation's title comes from the prompt its first turn runs with.
@@ -169,8 +187,12 @@ export class TurnService {
         authorName: caller.memberName,
         startedAt: this.#now(),
       });
-      return { conversationId, events: (signal) => runTurn(this.#turn, plan, signal) };
+      return {
+        conversationId,
+        events: (signal) => settledAfter(runTurn(this.#turn, plan, signal), () => disk?.done(true)),
+      };
     } catch (error) {
+      disk?.done(false);
       release();
       throw error;
     }
@@ -213,4 +235,16 @@ function checkWritable(existing: ConversationRecord, caller: Caller, agent: stri
   if (canSee(existing, caller, agent))
     throw forbidden("This conversation is shared read-only; fork it to continue");
   throw conversationNotFound();
+}
+
+/** The turn's events, then `settle` once they end however they end (the turn's disk reservation). */
+async function* settledAfter<T>(
+  events: AsyncGenerator<T, void, void>,
+  settle: () => void,
+): AsyncGenerator<T, void, void> {
+  try {
+    yield* events;
+  } finally {
+    settle();
+  }
 }

@@ -7,6 +7,7 @@ import type { WaitingTurnLimits } from "../coordination/locks.ts";
 import type { AgentEngine } from "../engine/types.ts";
 import type { SandboxManager } from "../sandbox/types.ts";
 import type { Store } from "../store/types.ts";
+import type { DiskShares } from "./disk-shares.ts";
 
 export interface Caller {
   workspaceId: string;
@@ -30,6 +31,8 @@ export interface ServiceOptions {
   turnLeaseMs?: number;
   /** Caps on turns waiting for a conversation's lock (coordination/locks.ts); unset fields keep their defaults. */
   waitingTurns?: Partial<WaitingTurnLimits>;
+  /** Each workspace's disk share in bytes (service/disk-shares.ts); unset: DEFAULT_DISK_BYTES_PER_WORKSPACE. */
+  diskBytesPerWorkspace?: number;
 }
 
 export interface ServiceDeps {
@@ -38,6 +41,8 @@ export interface ServiceDeps {
   sandbox: SandboxManager;
   engine: AgentEngine;
   options: ServiceOptions;
+  /** Each workspace's disk share (createService makes one from the options when none is given). */
+  diskShares?: DiskShares;
   /** Clock for timestamps (tests may pin it). */
   now?: () => Date;
 }

@@ -2,6 +2,7 @@
  * A conversation's row as both engines store it, and its mapping to ConversationRecord: the one place that
  * maps the record's field names to the columns.
  */
+import { textOf } from "./transcript-rows.ts";
 import type { Channel, ConversationRecord } from "./types.ts";
 
 /** Row shapes as the drivers return them (booleans are 0/1 in SQLite, booleans in PostgreSQL). */
@@ -14,7 +15,8 @@ export interface ConversationRow {
   channel_id: string | null;
   notebook_path: string | null;
   automation: string | null;
-  title: string;
+  /** Text in SQLite, UTF-8 bytes in PostgreSQL (postgres/migrations.ts says why). */
+  title: string | Buffer;
   shared: number | boolean;
   agent_session_id: string | null;
   parent_conversation_id: string | null;
@@ -85,7 +87,7 @@ export function rowToConversation(row: ConversationRow): ConversationRecord {
     channelId: row.channel_id,
     notebookPath: row.notebook_path,
     automation: row.automation,
-    title: row.title,
+    title: textOf(row.title),
     shared: row.shared === 1 || row.shared === true,
     agentSessionId: row.agent_session_id,
     parentConversationId: row.parent_conversation_id,

@@ -42,38 +42,65 @@ export interface SetChange {
   fence?: WriteFence;
 }
 
+/**
+ * Blobs are de-duplicated only within a workspace: each workspace stores its own copy of a content, so the time
+ * or the outcome of one tenant's save tells nothing of what another tenant holds or held. Every call that
+ * names a blob names the workspace whose blobs it means, and a set's entries refer to its own workspace's.
+ */
 export interface FileStore {
   /** The set's current generation (0 when it holds nothing): the cheap staleness check. */
   generation(set: string): Promise<number>;
   /** The set's entries with the generation they make up (read together). */
   read(set: string): Promise<StoredSet>;
   /**
-   * Which of these hashes have no blob stored yet. Those stored count as new again for the sweep: a writer
-   * about to refer to them has `sweepAfterMs` to commit.
+   * Which of these hashes have no blob stored yet in the workspace. Those stored count as new again for the
+   * sweep: a writer about to refer to them has `sweepAfterMs` to commit.
    */
-  missing(hashes: string[]): Promise<Set<string>>;
+  missing(workspaceId: string, hashes: string[]): Promise<Set<string>>;
   /** Stores a blob from its bytes in order (whatever the chunking); the bytes must hash to `sha256`. */
-  putBlob(sha256: string, size: number, bytes: AsyncIterable<Buffer>): Promise<void>;
+  putBlob(workspaceId: string, sha256: string, size: number, bytes: AsyncIterable<Buffer>): Promise<void>;
   /** A stored blob's bytes, in chunks of bounded size. */
-  getBlob(sha256: string): AsyncIterable<Buffer>;
+  getBlob(workspaceId: string, sha256: string): AsyncIterable<Buffer>;
   /**
    * Small blobs (each at most SMALL_BLOB_BYTES) in one round trip: many small files are most turns' files, and
    * one query each is what a save or restore of them would cost. Each must hash to its key.
    */
-  putBlobs(blobs: Array<{ sha256: string; bytes: Buffer }>): Promise<void>;
+  putBlobs(workspaceId: string, blobs: Array<{ sha256: string; bytes: Buffer }>): Promise<void>;
   /** Small blobs' bytes by hash (each at most SMALL_BLOB_BYTES), in one round trip. */
-  getBlobs(hashes: string[]): Promise<Map<string, Buffer>>;
-  /** Applies a change in one transaction; the set's new generation. Throws FileSetConflictError. */
-  commit(set: string, change: SetChange): Promise<number>;
-  /** Makes `to` hold what `from` holds (a fork): manifest rows only, the blobs are shared. */
-  copy(from: string, to: string): Promise<void>;
-  /** Forgets the set (a delete). Its blobs stay until a sweep finds no set refers to them. */
+  getBlobs(workspaceId: string, hashes: string[]): Promise<Map<string, Buffer>>;
+  /**
+   * Applies a change to a set of the workspace in one transaction; the set's new generation. Throws
+   * FileSetConflictError (also when the set is another workspace's).
+   */
+  commit(workspaceId: string, set: string, change: SetChange): Promise<number>;
+  /** Makes `to` hold what `from` holds (a fork, within the workspace): manifest rows only, the blobs are shared. */
+  copy(workspaceId: string, from: string, to: string): Promise<void>;
+  /** Forgets the set (a delete). Its blobs stay until a sweep finds no set of their workspace refers to them. */
   remove(set: string): Promise<void>;
   /**
-   * Deletes blobs no set refers to that were stored (or last asked for by `missing`) more than `olderThanMs`
-   * ago, at most `limit` of them; how many went. Several instances may sweep at once.
+   * Deletes blobs no set of their workspace refers to that were stored (or last asked for by `missing`) more
+   * than `olderThanMs` ago, at most `limit` of them; how many went. Several instances may sweep at once.
    */
   sweep(olderThanMs: number, limit?: number): Promise<number>;
+}
+
+/** The blob calls of a FileStore for one workspace. */
+export interface WorkspaceBlobs {
+  missing(hashes: string[]): Promise<Set<string>>;
+  putBlob(sha256: string, size: number, bytes: AsyncIterable<Buffer>): Promise<void>;
+  getBlob(sha256: string): AsyncIterable<Buffer>;
+  putBlobs(blobs: Array<{ sha256: string; bytes: Buffer }>): Promise<void>;
+  getBlobs(hashes: string[]): Promise<Map<string, Buffer>>;
+}
+
+export function workspaceBlobs(store: FileStore, workspaceId: string): WorkspaceBlobs {
+  return {
+    missing: (hashes) => store.missing(workspaceId, hashes),
+    putBlob: (sha256, size, bytes) => store.putBlob(workspaceId, sha256, size, bytes),
+    getBlob: (sha256) => store.getBlob(workspaceId, sha256),
+    putBlobs: (blobs) => store.putBlobs(workspaceId, blobs),
+    getBlobs: (hashes) => store.getBlobs(workspaceId, hashes),
+  };
 }
 
 /** Blobs up to this size move in batches (putBlobs/getBlobs); larger ones stream in chunks of this size. */

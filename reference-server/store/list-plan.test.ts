@@ -12,8 +12,8 @@ import { join } from "node:path";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listConversationsQuery } from "./list-query.ts";
-import { openSqliteStore } from "./sqlite.ts";
-import { migrate, SCHEMA_VERSION } from "./sqlite-migrations.ts";
+import { openSqliteStore } from "./sqlite/index.ts";
+import { migrate, SCHEMA_VERSION } from "./sqlite/migrations.ts";
 import { combinations, expected, filterOf, MEMBERS, mixedRecords, OPTIONAL } from "./testing.ts";
 import type { ListFilter, Store } from "./types.ts";
 

@@ -3,12 +3,12 @@
  * by every instance that names it; nothing (or `sqlite`) for the embedded SQLite file in the data directory.
  */
 import { join } from "node:path";
-import { openPostgresStore } from "./postgres.ts";
-import { openSqliteStore, type SqliteStoreOptions } from "./sqlite.ts";
-import type { Store } from "./types.ts";
+import { openPostgresStore, type PostgresStoreOptions } from "./postgres/index.ts";
+import { openSqliteStore, type SqliteStoreOptions } from "./sqlite/index.ts";
+import type { ServerStore } from "./types.ts";
 
 export interface OpenedServerStore {
-  store: Store;
+  store: ServerStore;
   /** For the start-up line: the engine and where, without credentials. */
   description: string;
 }
@@ -21,6 +21,7 @@ export async function openServerStore(
   spec: string | undefined,
   dataDir: string,
   sqliteOptions: SqliteStoreOptions,
+  postgresOptions: PostgresStoreOptions = {},
 ): Promise<OpenedServerStore> {
   if (spec === undefined || spec === "" || spec === "sqlite") {
     const file = join(dataDir, "agent-api.sqlite");
@@ -37,5 +38,5 @@ export async function openServerStore(
   } catch {
     throw new Error("--store is not a valid URL");
   }
-  return { store: await openPostgresStore(spec), description: where };
+  return { store: await openPostgresStore(spec, postgresOptions), description: where };
 }

@@ -8,8 +8,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listConversationsQuery, POSTGRES_DIALECT } from "./list-query.ts";
-import { openPostgresStore } from "./postgres.ts";
-import { POSTGRES_SCHEMA_VERSION } from "./postgres-migrations.ts";
+import { openPostgresStore } from "./postgres/index.ts";
+import { POSTGRES_SCHEMA_VERSION } from "./postgres/migrations.ts";
 import {
   combinations,
   conversationRecord,
@@ -43,7 +43,7 @@ function nodes(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 }
 
-/** The list index that holds exactly the filter's optional columns (postgres-migrations.ts). */
+/** The list index that holds exactly the filter's optional columns (postgres/migrations.ts). */
 function indexFor(filter: ListFilter): string {
   const columns = [
     filter.channelId === undefined ? [] : ["channel_id"],
@@ -211,26 +211,26 @@ describe.skipIf(skip !== undefined)(
       const database = await createTestDatabase();
       const [a, b] = await Promise.all([openPostgresStore(database.url), openPostgresStore(database.url)]);
       try {
-        const first = await a.turnLeases?.tryAcquire("c1", "a", lease.ms);
+        const first = await a.turnLeases.tryAcquire("c1", "a", lease.ms);
         expect(first).toBeTypeOf("number");
-        expect(await b.turnLeases?.tryAcquire("c1", "b", lease.ms)).toBeUndefined();
+        expect(await b.turnLeases.tryAcquire("c1", "b", lease.ms)).toBeUndefined();
         // Another conversation is not held.
-        expect(await b.turnLeases?.tryAcquire("c2", "b", lease.ms)).toBeTypeOf("number");
+        expect(await b.turnLeases.tryAcquire("c2", "b", lease.ms)).toBeTypeOf("number");
         // A renewal keeps it past its first term.
         await new Promise((resolve) => setTimeout(resolve, lease.ms / 2));
-        expect(await a.turnLeases?.renew("c1", first as number, lease.ms)).toBe(true);
+        expect(await a.turnLeases.renew("c1", first as number, lease.ms)).toBe(true);
         await new Promise((resolve) => setTimeout(resolve, lease.ms / 2 + 50));
-        expect(await b.turnLeases?.tryAcquire("c1", "b", lease.ms)).toBeUndefined();
+        expect(await b.turnLeases.tryAcquire("c1", "b", lease.ms)).toBeUndefined();
         // Its holder stops renewing (it died): free once the lease ran out.
         await new Promise((resolve) => setTimeout(resolve, lease.ms + 50));
-        const second = await b.turnLeases?.tryAcquire("c1", "b", lease.ms);
+        const second = await b.turnLeases.tryAcquire("c1", "b", lease.ms);
         expect(second).toBeGreaterThan(first as number);
         // The first holder learns it lost the lease, and its release does not free the new holder's.
-        expect(await a.turnLeases?.renew("c1", first as number, lease.ms)).toBe(false);
-        await a.turnLeases?.release("c1", first as number);
-        expect(await a.turnLeases?.tryAcquire("c1", "a", 60_000)).toBeUndefined();
-        await b.turnLeases?.release("c1", second as number);
-        expect(await a.turnLeases?.tryAcquire("c1", "a", 60_000)).toBeGreaterThan(second as number);
+        expect(await a.turnLeases.renew("c1", first as number, lease.ms)).toBe(false);
+        await a.turnLeases.release("c1", first as number);
+        expect(await a.turnLeases.tryAcquire("c1", "a", 60_000)).toBeUndefined();
+        await b.turnLeases.release("c1", second as number);
+        expect(await a.turnLeases.tryAcquire("c1", "a", 60_000)).toBeGreaterThan(second as number);
       } finally {
         await Promise.all([a.close(), b.close()]);
         await database.drop();
@@ -253,10 +253,10 @@ describe.skipIf(skip !== undefined)(
         while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
       };
       try {
-        await a.turnInterrupts?.publish("c1", "AGENT_API_CONVERSATION_DELETED");
+        await a.turnInterrupts.publish("c1", "AGENT_API_CONVERSATION_DELETED");
         await until(() => heard.b.length === 1);
         // b's notification is committed after a's: once a hears it, a's own would have come before.
-        await b.turnInterrupts?.publish("c2", "AGENT_API_SERVER_STOPPING");
+        await b.turnInterrupts.publish("c2", "AGENT_API_SERVER_STOPPING");
         await until(() => heard.a.length === 1);
         expect(heard).toEqual({
           a: ["c2 AGENT_API_SERVER_STOPPING"],
@@ -274,9 +274,9 @@ describe.skipIf(skip !== undefined)(
       const [a, b] = await Promise.all([openPostgresStore(database.url), openPostgresStore(database.url)]);
       try {
         await a.insertConversation(conversationRecord());
-        const stale = (await a.turnLeases?.tryAcquire("c1", "a", 50)) as number;
+        const stale = (await a.turnLeases.tryAcquire("c1", "a", 50)) as number;
         await new Promise((resolve) => setTimeout(resolve, 100));
-        const current = (await b.turnLeases?.tryAcquire("c1", "b", 60_000)) as number;
+        const current = (await b.turnLeases.tryAcquire("c1", "b", 60_000)) as number;
         // The paused holder wakes up and tries to write its turn.
         await expect(a.commitTurn({ ...textTurn("c1", 0), fence: stale })).rejects.toThrow(
           TurnLeaseLostError,
@@ -309,19 +309,19 @@ describe.skipIf(skip !== undefined)(
           updatedAt: "t",
           turnIndex: 0,
         });
-        await a.scheduledRecordings?.schedule(session("s-old", "c1"), 300);
-        await a.scheduledRecordings?.schedule(session("s1", "c1"), 300);
-        await a.scheduledRecordings?.schedule(session("s2", "c2"), 300);
-        await a.scheduledRecordings?.cancel("c2");
-        expect((await b.scheduledRecordings?.get("c1"))?.id).toBe("s1");
+        await a.scheduledRecordings.schedule(session("s-old", "c1"), 300);
+        await a.scheduledRecordings.schedule(session("s1", "c1"), 300);
+        await a.scheduledRecordings.schedule(session("s2", "c2"), 300);
+        await a.scheduledRecordings.cancel("c2");
+        expect((await b.scheduledRecordings.get("c1"))?.id).toBe("s1");
         // Not due yet: nothing recorded.
-        expect(await b.scheduledRecordings?.recordDue()).toBe(0);
+        expect(await b.scheduledRecordings.recordDue()).toBe(0);
         expect((await b.getConversation("c1"))?.agentSessionId).toBeNull();
         await new Promise((resolve) => setTimeout(resolve, 350));
         // Both instances try at once: one records it.
         const counts = await Promise.all([
-          a.scheduledRecordings?.recordDue(),
-          b.scheduledRecordings?.recordDue(),
+          a.scheduledRecordings.recordDue(),
+          b.scheduledRecordings.recordDue(),
         ]);
         expect(counts.reduce((sum = 0, n = 0) => sum + n, 0)).toBe(1);
         expect((await a.getConversation("c1"))?.agentSessionId).toBe("s1");
@@ -331,11 +331,11 @@ describe.skipIf(skip !== undefined)(
         });
         expect(await a.hasSession("s-old")).toBe(false);
         expect((await a.getConversation("c2"))?.agentSessionId).toBeNull();
-        expect(await a.scheduledRecordings?.get("c1")).toBeUndefined();
+        expect(await a.scheduledRecordings.get("c1")).toBeUndefined();
         // The conversation deleted while its recording waited: nothing lands.
-        await a.scheduledRecordings?.schedule(session("s3", "c2"), 0);
+        await a.scheduledRecordings.schedule(session("s3", "c2"), 0);
         await a.deleteConversation("c2");
-        expect(await b.scheduledRecordings?.recordDue()).toBe(1);
+        expect(await b.scheduledRecordings.recordDue()).toBe(1);
         expect(await a.hasSession("s3")).toBe(false);
       } finally {
         await Promise.all([a.close(), b.close()]);

@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { openSqliteStore } from "./sqlite.ts";
-import { migrate } from "./sqlite-migrations.ts";
+import { openSqliteStore } from "./sqlite/index.ts";
+import { migrate } from "./sqlite/migrations.ts";
 import { conversationRecord } from "./testing.ts";
 import type { SessionHistory, Store, TurnWrite } from "./types.ts";
 

@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { openSqliteStore } from "./sqlite.ts";
-import { SCHEMA_VERSION } from "./sqlite-migrations.ts";
+import { openSqliteStore } from "./sqlite/index.ts";
+import { SCHEMA_VERSION } from "./sqlite/migrations.ts";
 import { conversationRecord, textTurn } from "./testing.ts";
 import type { Store } from "./types.ts";
 

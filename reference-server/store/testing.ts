@@ -5,9 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { newConversation } from "./new-conversation.ts";
-import { openPostgresStore } from "./postgres.ts";
-import { openSqliteStore } from "./sqlite.ts";
-import type { Channel, ConversationRecord, ListFilter, Store, TurnWrite } from "./types.ts";
+import { openPostgresStore } from "./postgres/index.ts";
+import { openSqliteStore } from "./sqlite/index.ts";
+import type { Channel, ConversationRecord, ListFilter, ServerStore, TurnWrite } from "./types.ts";
 
 /** A private interactive conversation `c1` of alice on demo-agent, with `overrides` on top. */
 export function conversationRecord(overrides: Partial<ConversationRecord> = {}): ConversationRecord {
@@ -157,9 +157,9 @@ export interface StoreEngine {
 }
 
 export interface OpenedStore {
-  store: Store;
+  store: ServerStore;
   /** Closes the store and opens the same data again (a restart). */
-  reopen(): Promise<Store>;
+  reopen(): Promise<ServerStore>;
   /** Closes the store (if open) and removes its data. */
   destroy(): Promise<void>;
   /** Where the data lives: the SQLite file, or the PostgreSQL database's URL. */

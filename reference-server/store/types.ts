@@ -1,10 +1,11 @@
 /**
  * Durable state behind the service, one contract for two engines: SQLite through node:sqlite (WAL, the
- * embedded default; sqlite.ts) and PostgreSQL (postgres.ts). Every method returns a promise, as a network
+ * embedded default; sqlite/) and PostgreSQL (postgres/), one module per table in each. Every method returns a promise, as a network
  * database's driver does; each call is atomic on its own.
  */
 
 import type { FileStore } from "./file-store.ts";
+import type { StoredBytes } from "./stored-bytes.ts";
 
 export const CHANNELS = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"] as const;
 export type Channel = (typeof CHANNELS)[number];
@@ -194,6 +195,11 @@ export interface TurnLeases {
   renew(conversationId: string, token: number, leaseMs: number): Promise<boolean>;
   /** Frees the lease held under `token` (nothing when it was lost). */
   release(conversationId: string, token: number): Promise<void>;
+  /**
+   * Whether the grant of `token` took over an expired lease that its holder never released (that holder
+   * stopped, or could not renew in time): asked once, by the new holder.
+   */
+  tookOver(token: number): boolean;
 }
 
 /**
@@ -275,18 +281,55 @@ export interface Store {
    */
   recordSession(record: SessionRecord): Promise<void>;
   close(): Promise<void>;
-  /** Present where several instances share the store (PostgreSQL); SQLite serves one process. */
-  turnLeases?: TurnLeases;
-  /** Present where several instances share the store (PostgreSQL); SQLite's recordings wait in memory. */
-  scheduledRecordings?: ScheduledRecordings;
-  /** Present where several instances share the store (PostgreSQL: LISTEN/NOTIFY). */
-  turnInterrupts?: TurnInterrupts;
-  /**
-   * Present where several instances share the store (PostgreSQL): conversations' files and published outputs,
-   * which every instance restores from. SQLite serves one process, whose local disk is the file store.
-   */
-  fileStore?: FileStore;
+  /** The bytes the store holds per workspace (its disk share, service/disk-shares.ts). */
+  storedBytes: StoredBytes;
 }
+
+/** The Store's parts by table, each engine's module per table implementing one (sqlite/, postgres/). */
+export type ConversationsPart = Pick<
+  Store,
+  | "getConversation"
+  | "insertConversation"
+  | "conversationGenerations"
+  | "updateConversation"
+  | "deleteConversation"
+  | "listConversations"
+>;
+export type TranscriptsPart = Pick<
+  Store,
+  "listMessages" | "listEvents" | "commitTurn" | "copyTurns" | "getLastCompaction"
+>;
+export type PendingTurnsPart = Pick<Store, "beginTurn" | "listPendingTurns" | "getPendingTurn">;
+export type SessionsPart = Pick<
+  Store,
+  "createSession" | "forkSession" | "getSession" | "hasSession" | "updateSessionContext" | "recordSession"
+>;
+
+/**
+ * What a store shared by several instances gives their coordination (coordination/index.ts): the turn lock as
+ * a lease, the pending session recordings, the interrupts between instances, and the conversations' files,
+ * which every instance restores from. A store one process owns gives none of them: that process keeps them in
+ * memory and on its own disk.
+ */
+export interface SharedStoreParts {
+  readonly turnLeases: TurnLeases;
+  readonly scheduledRecordings: ScheduledRecordings;
+  readonly turnInterrupts: TurnInterrupts;
+  readonly fileStore: FileStore;
+}
+
+/** A store one process owns (SQLite). */
+export interface OneInstanceStore extends Store {
+  readonly sharing: "one-instance";
+}
+
+/** A store several instances share (PostgreSQL). */
+export interface SharedStore extends Store, SharedStoreParts {
+  readonly sharing: "shared";
+}
+
+/** The store a server runs on: which of the two it is decides the coordination, once, at start. */
+export type ServerStore = OneInstanceStore | SharedStore;
 
 export class ConversationExistsError extends Error {
   constructor(id: string) {

@@ -7,7 +7,7 @@
 
 import { AgentApiError, type Conversation } from "@agent-api/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openSqliteStore } from "../store/sqlite.ts";
+import { openSqliteStore } from "../store/sqlite/index.ts";
 import { conversationRecord } from "../store/testing.ts";
 import type { ConversationRecord } from "../store/types.ts";
 import {

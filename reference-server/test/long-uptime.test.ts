@@ -7,7 +7,7 @@
 import { DatabaseSync } from "node:sqlite";
 import { collectText, StreamErrorEventError } from "@agent-api/client";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { SCHEMA_VERSION } from "../store/sqlite-migrations.ts";
+import { SCHEMA_VERSION } from "../store/sqlite/migrations.ts";
 import { PHRASES, runTurn, sleep, startTestServer, type TestServer, uid } from "./helpers.ts";
 
 let t: TestServer;

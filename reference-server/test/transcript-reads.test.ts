@@ -9,7 +9,7 @@
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TRANSCRIPT_PAGE_ROWS } from "../service/transcript-pages.ts";
-import { openSqliteStore } from "../store/sqlite.ts";
+import { openSqliteStore } from "../store/sqlite/index.ts";
 import { conversationRecord } from "../store/testing.ts";
 import type { Store } from "../store/types.ts";
 import { KEYS, raw, startTestServer, type TestServer, uid } from "./helpers.ts";

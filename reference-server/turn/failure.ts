@@ -5,6 +5,7 @@
  */
 import { UpstreamError, type UpstreamFailureKind } from "../engine/index.ts";
 import { ApiError, type ErrorCode, errorCatalogue } from "../errors/catalogue.ts";
+import { isDiskFull } from "../errors/disk-full.ts";
 import { TurnLeaseLostError } from "../store/types.ts";
 
 export interface TurnFailure {
@@ -36,11 +37,16 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+function detailOf(error: unknown): string {
+  return error instanceof ApiError && error.detail ? error.detail : messageOf(error);
+}
+
 /**
  * What the engine or the sandbox threw, with the message it chose for the caller; a fault of the server's own
  * otherwise, whose words stay in the log.
  */
 export function failureOf(error: unknown): TurnFailure {
+  if (isDiskFull(error)) return { ...fixedFailure("AGENT_API_DISK_FULL"), detail: detailOf(error) };
   if (error instanceof ApiError) {
     return { code: error.code, message: error.message, ...(error.detail ? { detail: error.detail } : {}) };
   }
@@ -52,6 +58,7 @@ export function failureOf(error: unknown): TurnFailure {
 
 /** What the store (or the check before it) threw when the finished turn was written. */
 export function storeFailureOf(error: unknown): TurnFailure {
+  if (isDiskFull(error)) return { ...fixedFailure("AGENT_API_DISK_FULL"), detail: detailOf(error) };
   if (error instanceof TurnLeaseLostError) {
     return { code: "AGENT_API_TURN_LEASE_LOST", message: `The turn could not be stored: ${error.message}` };
   }

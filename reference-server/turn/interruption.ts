@@ -6,12 +6,27 @@ import type { Store } from "../store/types.ts";
 import { errorRecord } from "./commit.ts";
 import { fixedFailure, type InterruptCode, type TurnFailure } from "./failure.ts";
 
+/**
+ * What the record of a turn left pending says, by what the new holder of its conversation knows: it took over
+ * a lease that ran out unreleased (the turn's instance lost its lease, whether it stopped or could not renew
+ * it in time; its own client was told AGENT_API_TURN_LEASE_LOST if it was alive), or the turn's process is
+ * known to have stopped (this server's start, a lease released with the turn unstored).
+ */
+export type PendingFate = "server stopped" | "lease lost";
+
+const LEASE_LOST_RECORD: TurnFailure = {
+  code: "AGENT_API_TURN_LEASE_LOST",
+  message:
+    "The turn was not stored: the instance running it lost its lease on the conversation (it stopped, or could not renew the lease in time) and another instance took the conversation",
+};
+
 /** Records the conversation's pending turn, if any, as interrupted (the caller holds its lock). */
 export async function recordInterrupted(
   store: Store,
   conversationId: string,
   fence: number | undefined,
   at: string,
+  fate: PendingFate = "server stopped",
 ): Promise<boolean> {
   const pending = await store.getPendingTurn(conversationId);
   if (!pending) return false;
@@ -29,7 +44,9 @@ export async function recordInterrupted(
         isCompactSummary: false,
       },
     ],
-    events: [errorRecord(fixedFailure("AGENT_API_SERVER_STOPPED"))],
+    events: [
+      errorRecord(fate === "lease lost" ? LEASE_LOST_RECORD : fixedFailure("AGENT_API_SERVER_STOPPED")),
+    ],
     compaction: null,
     at,
     fence,

@@ -11,7 +11,8 @@ import { combinationMutation } from "../selftest/combination-mutations.ts";
 import { exploreThrough, replayThrough } from "../selftest/explorer-harness.ts";
 import { runThroughProxy } from "../selftest/harness.ts";
 
-const SEEDS = (process.env.EXPLORE_SEEDS ?? "1,2,3,4,5,6").split(",").map(Number);
+// Not 1 and 2: npm test (explorer.test.ts) draws their first 40 sequences, which a seed's first 60 repeat.
+const SEEDS = (process.env.EXPLORE_SEEDS ?? "3,4,5,6").split(",").map(Number);
 const RUNS = 60;
 
 let demo: DemoServer;
@@ -73,4 +74,29 @@ describe("the explorer over many seeds", () => {
     const correctOut = await replayThrough(demo, null, finding.script);
     expect(correctOut).toMatch(/"turn_count":3/);
   });
+
+  // Issue 29's classes: a value wrong under one combination only (a resumed turn, one agent kind, a flag, a
+  // reader key), each found by the explorer and charged to the named check that owns the rule.
+  const classes: Array<[string, string, string]> = [
+    ["cost-in-cents-when-resumed", "MEANING-USAGE-COUNTS", "turn.costDollars"],
+    ["message-id-fixed-on-repo-agent", "MEANING-MESSAGE-START", "turn.messageId"],
+    ["stop-tool-use-on-storage-agent-with-tool-calls", "SSE-STOP-REASON-TOOLS", "turn.stopWithTools"],
+    ["title-is-the-system-text", "GET-TITLE-FROM-PROMPT", "fields.titleFromPrompt"],
+    ["forked-at-turn-unclamped", "FORK-AT-TURN-CUTS", "forks.forkedAtRecorded"],
+    ["channel-id-filter-ignored-for-member", "LIST-CHANNEL-ID-FILTER", "lists.sourceFilters"],
+    ["channel-owned-interactive-for-member", "LIST-CHANNEL-OWNED-VISIBLE", "lists.channelOwned"],
+    ["session-not-recorded-on-storage-agent-resumed", "STATE-SESSION-RECORDED", "fields.sessionRecorded"],
+  ];
+  for (const [name, check, rule] of classes) {
+    it(`finds ${name} (${check})`, async () => {
+      const mutation = combinationMutation(name);
+      const findings = [];
+      for (const seed of [1, 2, 3]) {
+        const { report } = await exploreThrough(demo, mutation, { runs: RUNS, seed }, { validator });
+        findings.push(...(report.explorer?.findings ?? []));
+        if (findings.length > 0) break;
+      }
+      expect(findings[0]).toMatchObject({ check, rule });
+    });
+  }
 });

@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { demoKeys } from "../../reference-server/demo/workspace.ts";
-import { openSqliteStore } from "../../reference-server/store/sqlite.ts";
+import { openSqliteStore } from "../../reference-server/store/sqlite/index.ts";
 import { conversationRecord } from "../../reference-server/store/testing.ts";
 import {
   type ServeCommand,

@@ -8,6 +8,8 @@ export default defineConfig({
   test: {
     root: new URL("../..", import.meta.url).pathname,
     include: ["test/noisy-neighbour/*.noisy.ts"],
+    // The PostgreSQL pool's noise runs on a cluster of the run's own (skipped where PostgreSQL is missing).
+    globalSetup: ["./scripts/test-tmpdir.ts", "./scripts/postgres-cluster.ts"],
     maxWorkers: 1,
     testTimeout: 300_000,
     hookTimeout: 120_000,

@@ -364,9 +364,11 @@ async function main(): Promise<number> {
       userTexts.some((t) => t.includes("the killed turn's words")),
       "the killed turn's acknowledged user message is in the transcript",
     );
+    // The instance that records it took over the killed instance's expired lease: what it knows is that the
+    // turn's instance lost its lease unreleased (it stopped, or could not renew in time), and it says so.
     expect(
-      after.events.some((e) => e.type === "error" && e.code === "AGENT_API_SERVER_STOPPED"),
-      "the killed turn is recorded with an error event",
+      after.events.some((e) => e.type === "error" && e.code === "AGENT_API_TURN_LEASE_LOST"),
+      "the killed turn is recorded with an error event naming its lost lease",
     );
     expect(userTexts.at(-1) === "Say hello after the fault.", "the next turn comes after it");
     const listed = await fetch(`${balancer}/api/agents/${AGENT}/conversations`, {

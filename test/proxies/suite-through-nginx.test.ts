@@ -68,14 +68,15 @@ afterAll(async () => {
 });
 
 it.skipIf(!available)(
-  "over h2 through nginx: only the body-limit and /apps/ checks fail, each as prevented with its fix",
+  "over h2 through nginx: only the body-limit and /apps/ checks (the flow's, keyed and unkeyed) fail, each as prevented with its fix",
   () => {
     const failed = report.results.filter((r) => r.outcome === "fail");
-    expect(failed.map((r) => r.id).sort()).toEqual(["FLOW-INVOKE", "LIMIT-ATTACHMENT-SIZE"]);
+    expect(failed.map((r) => r.id).sort()).toEqual(["FLOW-INVOKE", "FLOW-NO-KEY", "LIMIT-ATTACHMENT-SIZE"]);
     for (const r of failed) expect(r.prevented, `${r.id}: ${r.reason}`).toBe(true);
     const byId = (id: string) => failed.find((r) => r.id === id)?.reason ?? "";
     expect(byId("LIMIT-ATTACHMENT-SIZE")).toContain("client_max_body_size 16m");
     expect(byId("FLOW-INVOKE")).toContain("forward paths beginning /apps/ to the API");
     expect(byId("FLOW-INVOKE")).toContain("HTML 404 page");
+    expect(byId("FLOW-NO-KEY")).toContain("forward paths beginning /apps/ to the API");
   },
 );

@@ -2,8 +2,8 @@
  * The suite against a deployment whose model answers like a real one: `agent-api model --style realistic`
  * (preambles and sign-offs, markdown around values, several text blocks, a look at the files before a tool
  * call, small deltas, a word when asked for silence) behind `agent-api serve --engine anthropic`, each a
- * child process as an operator runs them. For every seed: no MUST check fails, and every MUST skip says which
- * fact the deployment could not show. The seeds are printed with the skips; REAL_MODEL_SEEDS=1,2 picks others.
+ * child process as an operator runs them. For every seed: no MUST check fails (the explorer's findings
+ * included, at its default budget), and every MUST skip says which fact the deployment could not show. The seeds are printed with the skips; REAL_MODEL_SEEDS=1,2 picks others.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { catalogue } from "../../conformance/catalogue.ts";
 import { ANSWERED_SILENCE } from "../../conformance/checks/common.ts";
-import { resolveInputs } from "../../conformance/inputs.ts";
+import { DEFAULT_EXPLORE_RUNS, DEFAULT_EXPLORE_TIME_MS, resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { RunReport } from "../../conformance/types.ts";
 import { startServeCommand } from "../../reference-server/test/sandbox-server.ts";
@@ -129,6 +129,8 @@ async function runAgainstRealisticModel(seed: number): Promise<{ report: RunRepo
   const report = await runSuite({
     checks: catalogue,
     inputs: resolveInputs({}, { ...vars, AGENT_API_SESSION_WAIT_MS: "5000" }),
+    // The explorer too, at its default budget: a fixed seed per model seed, so CI draws the same sample.
+    explore: { runs: DEFAULT_EXPLORE_RUNS, seed: 700 + seed, timeLimitMs: DEFAULT_EXPLORE_TIME_MS },
   });
   await server.stop();
   return { report, banner: model.banner };
@@ -169,6 +171,8 @@ describe.sequential("the suite against a deployment whose model answers like a r
           .map((r) => `\n  skip ${r.id}: ${r.reason}`)
           .join("")}\n`,
       );
+      // A finding of the explorer fails the check that owns its rule, so it is among the failures below.
+      expect(report.explorer?.runs ?? 0).toBeGreaterThan(DEFAULT_EXPLORE_RUNS / 2);
       expect(
         must
           .filter((r) => r.outcome === "fail")

@@ -4,13 +4,15 @@
  */
 
 import { catalogue } from "../../conformance/catalogue.ts";
-import { resolveInputs } from "../../conformance/inputs.ts";
+import type { ExploreOptions } from "../../conformance/explorer/explore.ts";
+import { DEFAULT_EXPLORE_TIME_MS, resolveInputs } from "../../conformance/inputs.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import type { SpecValidator } from "../../conformance/spec-validator.ts";
 import type { RunReport } from "../../conformance/types.ts";
 import type { DemoServer } from "../../reference-server/demo/index.ts";
 import type { Mutation } from "./mutations.ts";
 import { startFaultProxy } from "./proxy.ts";
+import type { ProxyCall, ProxyResponse, ProxyTools } from "./proxy-calls.ts";
 
 /** Bound for waiting on agent_session_id: three times the demo's session delay (1 s), which a mutation that never records it waits out in full. */
 export const SESSION_WAIT_MS = 3_000;
@@ -42,8 +44,71 @@ export function deploymentFailures(mutation: Mutation, report: RunReport): strin
     .map((r) => r.id);
 }
 
+/**
+ * `mutation` with the same hooks, each counting the calls where it changed something: a request rewritten or
+ * answered, a stream or answer that differs, or an extra upstream call other than a read (a toggle, a delete
+ * made on the deployment's behalf). A row that never fired says nothing about the suite (the catalogue's
+ * report names it "not applied").
+ */
+export function countingFirings(mutation: Mutation): { mutation: Mutation; fired(): number } {
+  let count = 0;
+  const watched = (tools: ProxyTools): ProxyTools => ({
+    ...tools,
+    forward: (call: ProxyCall) => {
+      if (call.method !== "GET") count++;
+      return tools.forward(call);
+    },
+  });
+  const snapshot = (call: ProxyCall) =>
+    `${call.method} ${call.path} ${JSON.stringify(call.headers)} ${call.body.toString("base64")}`;
+  const sameAnswer = (a: ProxyResponse, b: ProxyResponse) =>
+    a.status === b.status && JSON.stringify(a.headers) === JSON.stringify(b.headers) && a.body.equals(b.body);
+  // A hook that throws makes the proxy answer 502, which a run would count as the fault caught: say so.
+  const said = new Set<string>();
+  const loud = async <T>(hook: string, work: () => T | Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      if (!said.has(hook)) console.error(`mutation ${mutation.name}: ${hook} threw: ${String(error)}`);
+      said.add(hook);
+      throw error;
+    }
+  };
+  const counted: Mutation = { ...mutation };
+  const { onRequest, onEvents, onSseText, onResponse } = mutation;
+  if (onRequest)
+    counted.onRequest = async (call, tools) => {
+      const before = snapshot(call);
+      const answer = await loud("onRequest", () => onRequest(call, watched(tools)));
+      if (answer !== undefined || snapshot(call) !== before) count++;
+      return answer;
+    };
+  if (onEvents)
+    counted.onEvents = (events, call, tools) => {
+      const before = JSON.stringify(events);
+      const out = onEvents(events, call, watched(tools));
+      if (JSON.stringify(out ?? events) !== before) count++;
+      return out;
+    };
+  if (onSseText)
+    counted.onSseText = (text, call) => {
+      const out = onSseText(text, call);
+      if (out !== text) count++;
+      return out;
+    };
+  if (onResponse)
+    counted.onResponse = async (call, res, tools) => {
+      const out = await loud("onResponse", () => onResponse(call, res, watched(tools)));
+      if (out !== undefined && !sameAnswer(out, res)) count++;
+      return out;
+    };
+  return { mutation: counted, fired: () => count };
+}
+
 export interface MutationOutcome {
   mutation: Mutation;
+  /** Calls where the mutation's fault applied (0: the run never met it). */
+  fired: number;
   /** Every check that failed (any level). */
   failed: string[];
   /** The declared `breaks` ids among them. */
@@ -55,11 +120,33 @@ export interface MutationOutcome {
   ms: number;
 }
 
+export interface RunOptions {
+  only?: string[];
+  validator?: SpecValidator;
+  /**
+   * The explorer's budget. Unset: none, as the self-test's own runs have it. Scored as `agent-api check` judges
+   * a deployment, a run explores (`--explore N --explore-seed S` of the score scripts), with a seed fixed so a
+   * before/after figure compares the same sequences.
+   */
+  explore?: ExploreOptions;
+}
+
+/** `--explore N` and `--explore-seed S` of the score scripts as explorer options (N 0 or unset: none). */
+export function exploreFromFlags(
+  runs: string | undefined,
+  seed: string | undefined,
+): ExploreOptions | undefined {
+  const n = Number(runs ?? 0);
+  if (!Number.isInteger(n) || n < 0) throw new Error("--explore takes a number of sequences");
+  if (n === 0) return undefined;
+  return { runs: n, seed: Number(seed ?? 29) | 0, timeLimitMs: DEFAULT_EXPLORE_TIME_MS };
+}
+
 /** The suite through a proxy applying `mutation` (null: unbroken), restricted to `only` when given. */
 export async function runThroughProxy(
   demo: DemoServer,
   mutation: string | Mutation | null,
-  options: { only?: string[]; validator?: SpecValidator } = {},
+  options: RunOptions = {},
 ): Promise<RunReport> {
   const proxy = await startFaultProxy({ target: demo.url, mutation });
   try {
@@ -74,6 +161,7 @@ export async function runThroughProxy(
       inputs: resolveInputs({}, env),
       only: options.only,
       validator: options.validator,
+      ...(options.explore && { explore: options.explore }),
     });
   } finally {
     await proxy.close();
@@ -83,16 +171,18 @@ export async function runThroughProxy(
 export async function runMutation(
   demo: DemoServer,
   mutation: Mutation,
-  options: { only?: string[]; validator?: SpecValidator } = {},
+  options: RunOptions = {},
 ): Promise<MutationOutcome> {
   const started = performance.now();
-  const report = await runThroughProxy(demo, mutation, options);
+  const counting = countingFirings(mutation);
+  const report = await runThroughProxy(demo, counting.mutation, options);
   const failed = report.results.filter((r) => r.outcome === "fail").map((r) => r.id);
   const caughtBy = judgedAsDeployment(mutation)
     ? deploymentFailures(mutation, report)
     : failed.filter((id) => mutation.breaks.includes(id));
   return {
     mutation,
+    fired: counting.fired(),
     failed,
     caughtBy,
     caught: caughtBy.length > 0,

@@ -10,9 +10,10 @@
  * - `onSseText(text, call)`: the stream's raw text (framing faults a parser would smooth over);
  * - `onResponse(call, res, tools)`: status, headers, body of any answer; return a replacement.
  */
-import { DEMO_MEMBER_KEY, demoConfigFile } from "../../reference-server/demo/workspace.ts";
+import { DEMO_FLOW_KEY, DEMO_MEMBER_KEY, demoConfigFile } from "../../reference-server/demo/workspace.ts";
 import { outsideMutations } from "./outside-mutations.ts";
 import { outsideMutations4 } from "./outside-mutations-4.ts";
+import { outsideMutations5 } from "./outside-mutations-5.ts";
 import {
   type Area,
   errorResponse,
@@ -49,6 +50,14 @@ export const AREA_CHECKS: Record<Area, string[]> = {
   consistency: ["CONSIST-*", "ROUTED-*"],
   meaning: ["MEANING-*", "GET-TURN-COUNT", "LIST-SHAPE-ORDER"],
 };
+
+/**
+ * The rows `npm test` runs (mutation.test.ts): the hand-written ones, and the sample of the table and outside
+ * rows; `npm run mutation-score:catalogue` runs them all.
+ */
+export function inNpmTest(mutation: Mutation): boolean {
+  return (mutation.table === undefined && mutation.outsideRound === undefined) || mutation.sample === true;
+}
 
 /** The `only` selection for one mutation: its area's checks plus the checks it declares it breaks. */
 export function checksFor(mutation: Mutation): string[] {
@@ -1510,9 +1519,56 @@ export const mutations: Mutation[] = [
       });
     },
   },
+  // ---- values of a turn's stream and of the flow's key (issue 29: each judged by a named check) -------------
+  {
+    name: "turn-cost-in-cents",
+    area: "meaning",
+    description: "total_cost_usd carries the turn's cost in cents, not US dollars",
+    breaks: ["MEANING-USAGE-COUNTS"],
+    onEvents(events) {
+      for (const e of events)
+        if (e.event === "message_delta" && typeof e.data?.usage?.total_cost_usd === "number")
+          e.data.usage.total_cost_usd *= 100;
+      return events;
+    },
+  },
+  {
+    name: "message-id-fixed",
+    area: "meaning",
+    description: "message_start.message.id is one fixed string on every turn",
+    breaks: ["MEANING-MESSAGE-START"],
+    onEvents(events) {
+      for (const e of events) if (e.event === "message_start" && e.data?.message) e.data.message.id = "msg_0";
+      return events;
+    },
+  },
+  {
+    name: "stop-tool-use-with-tool-calls",
+    area: "sse",
+    description: "A turn with stream_tool_calls: true ends with stop_reason tool_use, not end_turn",
+    breaks: ["SSE-STOP-REASON-TOOLS"],
+    onEvents(events, call) {
+      if (call.json()?.metadata?.stream_tool_calls !== true) return undefined;
+      for (const e of events)
+        if (e.event === "message_delta" && e.data?.delta) e.data.delta.stop_reason = "tool_use";
+      return events;
+    },
+  },
+  {
+    name: "flow-unknown-key-accepted",
+    area: "status",
+    description: "The flow endpoint runs the flow for any X-API-Key, an unknown one included",
+    breaks: ["FLOW-NO-KEY"],
+    onRequest(call) {
+      if (call.route.kind === "flow" && call.key !== undefined && call.key !== DEMO_FLOW_KEY)
+        call.key = DEMO_FLOW_KEY;
+      return undefined;
+    },
+  },
   ...tableMutations,
   ...outsideMutations,
   ...outsideMutations4,
+  ...outsideMutations5,
   {
     name: "stream-buffered",
     area: "delivery",

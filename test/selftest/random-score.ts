@@ -16,7 +16,7 @@ import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
 import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
-import { type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
+import { exploreFromFlags, type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
 import { checksFor } from "./mutations.ts";
 import { breakers, conditions, type Draw, drawPairs } from "./random-mutations.ts";
 import { type PairVerdict, scoreTables } from "./random-report.ts";
@@ -28,8 +28,12 @@ const { values } = parseArgs({
     parallel: { type: "string", default: "3" },
     "area-only": { type: "boolean", default: false },
     json: { type: "string" },
+    explore: { type: "string" },
+    "explore-seed": { type: "string" },
   },
 });
+const exploration = exploreFromFlags(values.explore, values["explore-seed"]);
+if (exploration) console.log(`Each run explores ${exploration.runs} sequences, seed ${exploration.seed}`);
 
 const seed = values.seed === undefined ? randomInt(1, 2 ** 31) : Number(values.seed);
 const sample = Number(values.sample);
@@ -49,7 +53,7 @@ const lanes: DemoServer[] = await Promise.all(Array.from({ length: parallel }, (
 let exitCode = 0;
 try {
   const validator = await SpecValidator.load();
-  const baseline = await runThroughProxy(lanes[0], null, { validator });
+  const baseline = await runThroughProxy(lanes[0], null, { validator, explore: exploration });
   const baselineFailures = baseline.results.filter((r) => r.level === "MUST" && r.outcome === "fail");
   if (baselineFailures.length > 0) exitCode = 1;
 
@@ -62,6 +66,7 @@ try {
         const m = draws[i].mutation;
         outcomes[i] = await runMutation(demo, m, {
           validator,
+          explore: exploration,
           only: values["area-only"] ? checksFor(m) : undefined,
         });
       }

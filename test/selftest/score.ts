@@ -3,19 +3,30 @@
  * the fault proxy once unbroken and once per mutation, and prints a markdown table (mutation, area,
  * caught, by which failing checks) with the score.
  *
- *   node test/selftest/score.ts [--parallel 4] [--mutation a,b] [--area-only] [--json out.json]
+ *   node test/selftest/score.ts [--parallel 4] [--mutation a,b] [--area-only] [--skip-npm-test] [--skip-known-gaps]
+ *                               [--json out.json]
+ *                               [--explore <n> --explore-seed <s>]
  *
  * --area-only restricts each run to the mutation's area checks plus its `breaks` (what the self-test
- * does); without it every run is the full suite. Each parallel lane has its own demo server, so runs do
+ * does); without it every run is the full suite. --skip-npm-test (what `.ci/run` gives, after `npm test`)
+ * runs no row `npm test` already proved caught (mutation.test.ts runs it with a subset of the suite's checks,
+ * and a failure of a subset is a failure of the whole): those count as caught, marked so; known gaps, whose
+ * proof is that the WHOLE suite still misses them, run as ever. Each parallel lane has its own demo server, so runs do
  * not see each other's conversations (the list checks) or pushes (the repository checks).
+ * --skip-known-gaps (what `.ci/run` gives too) runs no row marked as a known gap: whatever its run shows, it
+ * cannot change the exit code, so its proof is the measurement by hand (test/selftest/README.md), and CI's
+ * time goes to the rows that can fail it.
+ * --explore runs the explorer beside the checks in every run (n sequences from seed s, the default time bound of
+ * `agent-api check`); without it the explorer is off, as in the kit's other test runs.
+ * A mutation whose fault never fired in its run is listed as not applied (its verdict says nothing).
  * Exit 1 when a mutation that is not a known gap goes uncaught, or the unbroken proxy fails a MUST check.
  */
 import { writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
 import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
-import { type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
-import { checksFor, mutations } from "./mutations.ts";
+import { exploreFromFlags, type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
+import { checksFor, inNpmTest, mutations } from "./mutations.ts";
 
 const { values } = parseArgs({
   options: {
@@ -23,17 +34,32 @@ const { values } = parseArgs({
     mutation: { type: "string" },
     "area-only": { type: "boolean", default: false },
     json: { type: "string" },
+    explore: { type: "string" },
+    "explore-seed": { type: "string" },
+    "skip-npm-test": { type: "boolean", default: false },
+    "skip-known-gaps": { type: "boolean", default: false },
   },
 });
+const exploration = exploreFromFlags(values.explore, values["explore-seed"]);
+if (exploration) console.log(`Each run explores ${exploration.runs} sequences, seed ${exploration.seed}`);
 
 const parallel = Number(values.parallel);
 const wanted = values.mutation?.split(",").map((s) => s.trim());
-const selected = wanted ? mutations.filter((m) => wanted.includes(m.name)) : mutations;
-if (wanted && selected.length !== wanted.length) {
+const chosen = wanted ? mutations.filter((m) => wanted.includes(m.name)) : mutations;
+if (wanted && chosen.length !== wanted.length) {
   const known = new Set(mutations.map((m) => m.name));
   console.error(`unknown mutation(s): ${wanted.filter((w) => !known.has(w)).join(", ")}`);
   process.exit(2);
 }
+/** Rows npm test proved caught, not run again here (--skip-npm-test). */
+const provenByNpmTest = values["skip-npm-test"] ? chosen.filter((m) => inNpmTest(m) && !m.knownGap) : [];
+/** Known gaps, not run here (--skip-known-gaps): none of them can change the exit code. */
+const knownGapsSkipped = values["skip-known-gaps"] ? chosen.filter((m) => m.knownGap) : [];
+const selected = chosen.filter((m) => !provenByNpmTest.includes(m) && !knownGapsSkipped.includes(m));
+if (knownGapsSkipped.length > 0)
+  console.log(
+    `${knownGapsSkipped.length} known gaps not run (--skip-known-gaps); the score below is over the rest`,
+  );
 
 /** "N skipped (ID: reason, ...)": a skip of the unbroken run is a fact the demo did not show, named. */
 function skippedText(results: Array<{ id: string; outcome: string; reason?: string }>): string {
@@ -49,7 +75,7 @@ const lanes: DemoServer[] = await Promise.all(
 let exitCode = 0;
 try {
   const validator = await SpecValidator.load();
-  const baseline = await runThroughProxy(lanes[0], null, { validator });
+  const baseline = await runThroughProxy(lanes[0], null, { validator, explore: exploration });
   const baselineFailures = baseline.results.filter((r) => r.level === "MUST" && r.outcome === "fail");
   if (baselineFailures.length > 0) exitCode = 1;
 
@@ -62,14 +88,16 @@ try {
         const m = selected[i];
         outcomes[i] = await runMutation(demo, m, {
           validator,
+          explore: exploration,
           only: values["area-only"] ? checksFor(m) : undefined,
         });
       }
     }),
   );
-  const caught = outcomes.filter((o) => o.caught).length;
+  const caught = outcomes.filter((o) => o.caught).length + provenByNpmTest.length;
+  const total = outcomes.length + provenByNpmTest.length;
   if (outcomes.some((o) => !o.caught && !o.mutation.knownGap)) exitCode = 1;
-  const pct = outcomes.length === 0 ? 100 : Math.round((caught / outcomes.length) * 1000) / 10;
+  const pct = total === 0 ? 100 : Math.round((caught / total) * 1000) / 10;
 
   const lines: string[] = [];
   lines.push(
@@ -93,33 +121,44 @@ try {
       `| \`${o.mutation.name}\` | ${o.mutation.area} | ${caughtText} | ${o.caughtBy.join(", ") || "—"} | ${others} |`,
     );
   }
-  lines.push("", `Score: ${caught}/${outcomes.length} (${pct}%)`, "");
-  const areas = [...new Set(outcomes.map((o) => o.mutation.area))];
+  for (const m of provenByNpmTest) {
+    lines.push(`| \`${m.name}\` | ${m.area} | yes (npm test, its own checks) | — | — |`);
+  }
+  lines.push("", `Score: ${caught}/${total} (${pct}%)`, "");
+  // Every row, caught or not: a row npm test proved counts as caught.
+  const verdicts = [
+    ...outcomes.map((o) => ({ mutation: o.mutation, caught: o.caught })),
+    ...provenByNpmTest.map((mutation) => ({ mutation, caught: true })),
+  ];
+  const areas = [...new Set(verdicts.map((o) => o.mutation.area))];
   lines.push(
     `By area: ${areas
       .map((a) => {
-        const of = outcomes.filter((o) => o.mutation.area === a);
+        const of = verdicts.filter((o) => o.mutation.area === a);
         return `${a} ${of.filter((o) => o.caught).length}/${of.length}`;
       })
       .join(", ")}`,
     "",
   );
-  const classes = [...new Set(outcomes.map((o) => o.mutation.table ?? "written for a check"))];
+  const classes = [...new Set(verdicts.map((o) => o.mutation.table ?? "written for a check"))];
   lines.push(
     `By class: ${classes
       .map((c) => {
-        const of = outcomes.filter((o) => (o.mutation.table ?? "written for a check") === c);
+        const of = verdicts.filter((o) => (o.mutation.table ?? "written for a check") === c);
         return `${c} ${of.filter((o) => o.caught).length}/${of.length}`;
       })
       .join(", ")}`,
     "",
   );
+  for (const o of outcomes.filter((x) => x.fired === 0)) {
+    lines.push(`- not applied (its fault never fired in the run): \`${o.mutation.name}\``);
+  }
   for (const o of outcomes.filter((x) => !x.caught)) {
     lines.push(`- not caught: \`${o.mutation.name}\` — ${o.mutation.knownGap ?? o.mutation.description}`);
   }
   lines.push(
     "",
-    `(${values["area-only"] ? "area checks + breaks" : "full suite"} per mutation, ${lanes.length} lanes, ${Math.round((performance.now() - started) / 100) / 10} s)`,
+    `(${values["area-only"] ? "area checks + breaks" : "full suite"} per mutation${exploration ? `, explorer ${exploration.runs} sequences from seed ${exploration.seed}` : ""}, ${lanes.length} lanes, ${Math.round((performance.now() - started) / 100) / 10} s${provenByNpmTest.length > 0 ? `; ${provenByNpmTest.length} rows npm test proved caught not run again` : ""})`,
   );
   console.log(lines.join("\n"));
 
@@ -129,12 +168,13 @@ try {
       JSON.stringify(
         {
           baseline: { mustFailures: baselineFailures.map((r) => r.id) },
-          score: { caught, total: outcomes.length },
+          score: { caught, total, provenByNpmTest: provenByNpmTest.map((m) => m.name) },
           mutations: outcomes.map((o) => ({
             name: o.mutation.name,
             area: o.mutation.area,
             caught: o.caught,
             caughtBy: o.caughtBy,
+            fired: o.fired,
             failed: o.failed,
             ms: o.ms,
           })),

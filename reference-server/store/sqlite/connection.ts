@@ -1,7 +1,7 @@
 /** The server's SQLite connection: its file mode, pragmas and schema. */
 import { chmodSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
-import { migrate } from "./sqlite-migrations.ts";
+import { migrate } from "./migrations.ts";
 
 export interface SqliteConnectionOptions {
   /**

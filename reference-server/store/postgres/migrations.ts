@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL schema as an ordered list of migrations, the counterpart of sqlite-migrations.ts: the table
+ * The PostgreSQL schema as an ordered list of migrations, the counterpart of ../sqlite/migrations.ts: the table
  * `agent_api_schema` holds how many have run; a later version appends a migration and never edits an old one.
  * Several instances may start at once against one database: the migrations run under an advisory lock, so
  * one instance migrates and the others find the work done.
@@ -14,7 +14,7 @@
  *   is chr(1) (no member id is a control character) rather than NULL: PostgreSQL walks an index in order past
  *   an equality, but not past `IS NULL`, so the shared arm of a list query would sort every match.
  */
-import type { PoolClient } from "pg";
+import type { Client, PoolClient } from "pg";
 
 /** The list filters that may be absent from a conversation (the SQLite migration 2 explains the indexes). */
 const OPTIONAL_FILTER_COLUMNS = ["channel_id", "notebook_path", "automation"] as const;
@@ -185,6 +185,59 @@ const migrations: ReadonlyArray<string> = [
   CREATE SEQUENCE conversation_generations;
   ALTER TABLE conversations ADD COLUMN generation bigint NOT NULL DEFAULT nextval('conversation_generations');
   `,
+  // 6: blobs de-duplicated only within a workspace (issue 30, "no shared-storage side channel"): every blob,
+  // chunk, set and entry row carries its workspace, and an entry refers to its own workspace's blob, so whether
+  // a save uploads (and how long it takes) never depends on what another workspace holds or held. A set's
+  // workspace comes from its key (an outputs set names it) or from its conversation's row; a working set
+  // whose conversation is gone is what a delete removes, and goes. Each blob an entry refers to is copied, chunks
+  // and all, to every workspace that refers to it; a blob no entry refers to is what the sweep would delete.
+  `
+  ALTER TABLE file_sets ADD COLUMN workspace_id text COLLATE "C";
+  UPDATE file_sets SET workspace_id = CASE
+    WHEN set_key LIKE '["outputs",%' THEN set_key::jsonb ->> 1
+    WHEN set_key LIKE '["work",%' THEN (SELECT c.workspace_id FROM conversations c WHERE c.id = file_sets.set_key::jsonb ->> 1)
+  END;
+  DELETE FROM file_sets WHERE workspace_id IS NULL;
+  ALTER TABLE file_sets ALTER COLUMN workspace_id SET NOT NULL;
+
+  ALTER TABLE file_entries ADD COLUMN workspace_id text COLLATE "C";
+  UPDATE file_entries e SET workspace_id = s.workspace_id FROM file_sets s WHERE s.set_key = e.set_key;
+  ALTER TABLE file_entries ALTER COLUMN workspace_id SET NOT NULL;
+  ALTER TABLE file_entries DROP CONSTRAINT file_entries_sha256_fkey;
+  DROP INDEX file_entries_by_blob;
+
+  ALTER TABLE file_chunks RENAME TO file_chunks_before_6;
+  ALTER INDEX file_chunks_pkey RENAME TO file_chunks_before_6_pkey;
+  ALTER TABLE file_blobs RENAME TO file_blobs_before_6;
+  ALTER INDEX file_blobs_pkey RENAME TO file_blobs_before_6_pkey;
+  CREATE TABLE file_blobs (
+    workspace_id text COLLATE "C" NOT NULL,
+    sha256       bytea NOT NULL,
+    size         bigint NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (workspace_id, sha256)
+  );
+  CREATE TABLE file_chunks (
+    workspace_id text COLLATE "C" NOT NULL,
+    sha256       bytea NOT NULL,
+    seq          integer NOT NULL,
+    bytes        bytea NOT NULL,
+    PRIMARY KEY (workspace_id, sha256, seq),
+    FOREIGN KEY (workspace_id, sha256) REFERENCES file_blobs (workspace_id, sha256) ON DELETE CASCADE
+  );
+  INSERT INTO file_blobs (workspace_id, sha256, size, created_at)
+    SELECT DISTINCT e.workspace_id, b.sha256, b.size, b.created_at
+    FROM file_entries e JOIN file_blobs_before_6 b ON b.sha256 = e.sha256;
+  INSERT INTO file_chunks (workspace_id, sha256, seq, bytes)
+    SELECT b.workspace_id, c.sha256, c.seq, c.bytes
+    FROM file_blobs b JOIN file_chunks_before_6 c ON c.sha256 = b.sha256;
+  DROP TABLE file_chunks_before_6;
+  DROP TABLE file_blobs_before_6;
+
+  ALTER TABLE file_entries ADD FOREIGN KEY (workspace_id, sha256) REFERENCES file_blobs (workspace_id, sha256);
+  -- The sweep asks, for each old blob, whether any entry of its workspace still refers to it.
+  CREATE INDEX file_entries_by_blob ON file_entries (workspace_id, sha256);
+  `,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = migrations.length;
@@ -192,8 +245,14 @@ export const POSTGRES_SCHEMA_VERSION = migrations.length;
 /** Any 64-bit number of our own: the advisory lock the instances migrate under. */
 const MIGRATION_LOCK = 0x4167_4150_4953;
 
-/** Runs the migrations this database has not seen yet, in one transaction under the migration lock. */
-export async function migratePostgres(client: PoolClient): Promise<void> {
+/**
+ * Runs the migrations this database has not seen yet, in one transaction under the migration lock; up to
+ * `target` (a test builds a database as an earlier version left it).
+ */
+export async function migratePostgres(
+  client: PoolClient | Client,
+  target: number = POSTGRES_SCHEMA_VERSION,
+): Promise<void> {
   await client.query("BEGIN");
   try {
     await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
@@ -204,11 +263,10 @@ export async function migratePostgres(client: PoolClient): Promise<void> {
       throw new Error(
         `database was written by a newer version (schema ${current}, this build knows ${POSTGRES_SCHEMA_VERSION})`,
       );
-    for (let version = current; version < POSTGRES_SCHEMA_VERSION; version++)
-      await client.query(migrations[version]);
-    if (rows.length === 0)
-      await client.query("INSERT INTO agent_api_schema (version) VALUES ($1)", [POSTGRES_SCHEMA_VERSION]);
-    else await client.query("UPDATE agent_api_schema SET version = $1", [POSTGRES_SCHEMA_VERSION]);
+    const upTo = Math.max(current, target);
+    for (let version = current; version < upTo; version++) await client.query(migrations[version]);
+    if (rows.length === 0) await client.query("INSERT INTO agent_api_schema (version) VALUES ($1)", [upTo]);
+    else await client.query("UPDATE agent_api_schema SET version = $1", [upTo]);
     await client.query("COMMIT");
   } catch (error) {
     await client.query("ROLLBACK").catch(() => undefined);

@@ -18,7 +18,7 @@ const OPTIONAL_FILTER_COLUMNS = ["channel_id", "notebook_path", "automation"] as
  *
  * - `audience` folds the three visibility rules into one column: the owner while private, NULL once
  *   shared or when a channel owns it. "Visible to the caller" becomes `audience = caller` or
- *   `audience IS NULL`, two equality walks that SQLite merges in order (sqlite.ts), instead of an OR that
+ *   `audience IS NULL`, two equality walks that SQLite merges in order (../list-query.ts), instead of an OR that
  *   no index can serve in activity order. It is a VIRTUAL generated column, so no write path maintains it
  *   and rows of an existing database have it the moment the column is added.
  * - `channel` (never null, four values) leads every index, and a query without a channel filter merges

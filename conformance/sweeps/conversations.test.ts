@@ -1,0 +1,114 @@
+import { describe, expect, it } from "vitest";
+import type { ConversationRead, RunState } from "../context.ts";
+import { judgeConversationsRead } from "./conversations.ts";
+
+// Only what the sweep reads of a run: its keys and who made which conversation.
+const run = {
+  inputs: { key: "owner-key", memberKey: "member-key", viewerKey: "viewer-key" },
+  created: new Map([["c1", { agent: "demo-agent", key: "owner-key" }]]),
+} as unknown as RunState;
+
+const conversation = (fields: Record<string, unknown> = {}) => ({
+  id: "c1",
+  title: "Say hello",
+  is_owner: true,
+  shared: false,
+  parent_conversation_id: null,
+  forked_at_turn_index: null,
+  created_at: "2026-12-02T07:00:00.000Z",
+  updated_at: "2026-12-02T07:00:01.000Z",
+  ...fields,
+});
+
+let seq = 0;
+function read(key: string, fields: Record<string, unknown> = {}, request = "GET /c1"): ConversationRead {
+  seq += 2;
+  return {
+    kind: "read",
+    madeBy: "LIST-SHARED-VISIBLE",
+    request,
+    key,
+    conversation: conversation(fields),
+    started: seq - 1,
+    ended: seq,
+  };
+}
+
+describe("every conversation object the named checks read is judged (Resources/Conversation)", () => {
+  it("passes objects that hold what the API says under each key", () => {
+    const log = [
+      read("owner-key"),
+      read("member-key", { is_owner: false }),
+      read("viewer-key", { is_owner: false }),
+    ];
+    expect(judgeConversationsRead(log, run)).toEqual([]);
+  });
+
+  it("fails is_owner true for a member's read of the owner's conversation, naming the route and key", () => {
+    const [finding] = judgeConversationsRead([read("owner-key"), read("member-key", {}, "GET /list")], run);
+    expect(finding.check).toBe("STATE-CREATED-PRIVATE");
+    expect(finding.message).toMatch(/GET \/list with the member's key/);
+  });
+
+  it("fails a title that changes between reads, or a created_at that moves back", () => {
+    const title = judgeConversationsRead([read("owner-key"), read("owner-key", { title: "Another" })], run);
+    expect(title.map((f) => f.check)).toEqual(["GET-TITLE-STABLE"]);
+    const created = judgeConversationsRead(
+      [read("owner-key"), read("owner-key", { created_at: "2026-12-02T06:59:59.500Z" })],
+      run,
+    );
+    expect(created.map((f) => f.check)).toEqual(["MEANING-TIMESTAMPS-MOVE"]);
+  });
+
+  it("fails updated_at before created_at", () => {
+    const found = judgeConversationsRead(
+      [read("owner-key", { updated_at: "2026-12-02T06:59:59.000Z" })],
+      run,
+    );
+    expect(found.map((f) => f.check)).toEqual(["MEANING-TIMESTAMPS-MOVE"]);
+  });
+
+  it("takes reads after the id's delete began as another conversation's", () => {
+    const before = read("owner-key");
+    seq += 2;
+    const deleted: ConversationRead = { kind: "deleted", id: "c1", started: seq - 1, ended: seq };
+    const after = read("member-key", { title: "A new one", is_owner: true });
+    expect(judgeConversationsRead([before, deleted, after], run)).toEqual([]);
+  });
+
+  it("takes a later creation as another conversation under the id, whose owner is unknown", () => {
+    const earlier = read("owner-key");
+    const remade = read("member-key", {
+      title: "A new one",
+      created_at: "2026-12-02T07:05:00.000Z",
+      updated_at: "2026-12-02T07:05:01.000Z",
+      is_owner: true,
+    });
+    expect(judgeConversationsRead([earlier, remade], run)).toEqual([]);
+  });
+
+  it("fails a conversation of the run read shared although no toggle was sent, and lets a toggled one be", () => {
+    const shared = judgeConversationsRead([read("member-key", { is_owner: false, shared: true })], run);
+    expect(shared.map((f) => f.check)).toEqual(["STATE-SHARE-TRUE"]);
+    seq += 2;
+    const toggle: ConversationRead = { kind: "share-sent", id: "c1", started: seq - 1, ended: seq };
+    expect(
+      judgeConversationsRead([toggle, read("member-key", { is_owner: false, shared: true })], run),
+    ).toEqual([]);
+  });
+
+  it("fails a parent on a conversation a send made, and leaves a fork's child to the fork checks", () => {
+    const parent = { parent_conversation_id: "c0", forked_at_turn_index: 0 };
+    expect(judgeConversationsRead([read("owner-key", parent)], run).map((f) => f.check)).toEqual([
+      "STATE-FORK-CHILD",
+    ]);
+    seq += 2;
+    const child: ConversationRead = { kind: "fork-child", id: "c1", started: seq - 1, ended: seq };
+    expect(judgeConversationsRead([child, read("owner-key", parent)], run)).toEqual([]);
+  });
+
+  it("judges no ownership when two roles were given the same key", () => {
+    const same = { ...run, inputs: { ...run.inputs, memberKey: "owner-key" } } as unknown as RunState;
+    expect(judgeConversationsRead([read("owner-key", { is_owner: true })], same)).toEqual([]);
+  });
+});

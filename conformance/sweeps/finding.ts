@@ -1,0 +1,62 @@
+import type { ConversationRead } from "../context.ts";
+import { Mismatch } from "../model/mismatch.ts";
+
+/** A rule the run's own traffic broke, found after the named checks ran, owned by the check `check`. */
+export interface SweepFinding {
+  check: string;
+  message: string;
+  evidence: string;
+}
+
+/** The first breach of each rule a sweep meets; anything thrown that is no Mismatch is a bug, thrown on. */
+export class Findings {
+  readonly #byRule = new Map<string, SweepFinding>();
+
+  add(error: unknown, where: string, evidence: string): void {
+    if (!(error instanceof Mismatch)) throw error;
+    if (this.#byRule.has(error.rule.id)) return;
+    this.#byRule.set(error.rule.id, {
+      check: error.rule.check,
+      message: `${where}: ${error.rule.text}: expected ${error.expected}, saw ${error.actual}`,
+      evidence,
+    });
+  }
+
+  list(): SweepFinding[] {
+    return [...this.#byRule.values()];
+  }
+}
+
+/** What the run's own calls say of its conversations, read once for every sweep. */
+export interface LogFacts {
+  /** Where each id's first delete began: its reads after that may be of another conversation. */
+  firstDelete: Map<string, number>;
+  /** Ids a share toggle was sent for (by anyone, answered anyhow). */
+  toggled: Set<string>;
+  /** Ids a fork of the run made. */
+  forkChildren: Set<string>;
+  /** The `created_at` each id's first read showed: a read showing another is of a conversation made again. */
+  firstCreatedAt: Map<string, unknown>;
+}
+
+export function logFacts(log: ConversationRead[]): LogFacts {
+  const facts: LogFacts = {
+    firstDelete: new Map(),
+    toggled: new Set(),
+    forkChildren: new Set(),
+    firstCreatedAt: new Map(),
+  };
+  for (const e of [...log].sort((a, b) => a.ended - b.ended)) {
+    if (e.kind === "deleted")
+      facts.firstDelete.set(e.id, Math.min(facts.firstDelete.get(e.id) ?? e.started, e.started));
+    else if (e.kind === "share-sent") facts.toggled.add(e.id);
+    else if (e.kind === "fork-child") facts.forkChildren.add(e.id);
+    else if (
+      e.kind === "read" &&
+      typeof e.conversation.id === "string" &&
+      !facts.firstCreatedAt.has(e.conversation.id)
+    )
+      facts.firstCreatedAt.set(e.conversation.id, e.conversation.created_at);
+  }
+  return facts;
+}

@@ -1,0 +1,45 @@
+/**
+ * Judgments over everything the named checks read, made once they have all run: each check exercises its rule
+ * under one combination (an agent kind, a key, a route, a depth), while the run's traffic as a whole holds most
+ * of them. A field filled wrongly under one combination only then fails the check that owns its rule, with the
+ * request that showed it. The explorer judges its own traffic the same way, against its model.
+ */
+import type { RunState } from "../context.ts";
+import type { CheckResult } from "../types.ts";
+import { judgeConversationsRead } from "./conversations.ts";
+import { logFacts, type SweepFinding } from "./finding.ts";
+import { judgeListsRead } from "./lists.ts";
+import { judgeTranscriptsRead } from "./transcripts.ts";
+import { judgeTurnsRead } from "./turns.ts";
+
+export function sweepFindings(run: RunState): SweepFinding[] {
+  const log = run.conversationsRead;
+  const facts = logFacts(log);
+  return [
+    ...judgeTurnsRead(run.turnsRead),
+    ...judgeConversationsRead(log, run, facts),
+    ...judgeListsRead(log, run, facts),
+    ...judgeTranscriptsRead(log, run, facts),
+  ];
+}
+
+/** Fails the check owning each rule the run's traffic broke, where the run selected that check. */
+export function attributeSweepFindings(run: RunState, results: CheckResult[]): void {
+  for (const finding of sweepFindings(run)) {
+    const result = results.find((r) => r.id === finding.check);
+    if (result) failResult(result, finding.message, finding.evidence);
+  }
+}
+
+/**
+ * A failure found after a check ran (by the explorer, by a sweep of the run's traffic) is that check's: its
+ * result fails, whatever it concluded alone, with the first such finding as its reason and each as a detail.
+ */
+export function failResult(result: CheckResult, message: string, evidence: string): void {
+  if (result.outcome !== "fail") {
+    result.outcome = "fail";
+    result.skipKind = undefined;
+    result.reason = message;
+  }
+  result.details.push({ message, evidence });
+}

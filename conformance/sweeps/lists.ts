@@ -1,0 +1,113 @@
+/**
+ * Every list page the named checks read (Endpoints/List conversations; Limits), under whichever key and
+ * filters it was asked with: at most `limit` conversations (50 without one), newest activity first, only the
+ * asked `channel`, nothing older than `since`; never one of the run's conversations of another agent, never
+ * one made through the API under a `channel_id` or `notebook_path` filter, never another user's private one.
+ */
+import type { ConversationRead, RunState } from "../context.ts";
+import { listRules } from "../model/lists.ts";
+import { expectRule } from "../model/mismatch.ts";
+import { Findings, type LogFacts, logFacts, type SweepFinding } from "./finding.ts";
+import { distinctKeys } from "./keys.ts";
+
+type Page = Extract<ConversationRead, { kind: "list" }>;
+
+const CHANNELS = new Set(["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"]);
+const DEFAULT_LIMIT = 50;
+
+/** The agent a list URL names. */
+function agentOf(url: URL): string {
+  return decodeURIComponent(url.pathname.split("/api/agents/")[1]?.split("/")[0] ?? "");
+}
+
+export function judgeListsRead(
+  log: ConversationRead[],
+  run: RunState,
+  { firstDelete, toggled, firstCreatedAt }: LogFacts = logFacts(log),
+): SweepFinding[] {
+  // Deleted (then anything may follow) or toggled (then who sees it depends on the toggles' order, which
+  // sweeps/conversations.ts follows): the run no longer knows who may list it.
+  const touched = (id: string) => firstDelete.has(id) || toggled.has(id);
+  // The routed send picks its agent by `model`: which agent such a conversation is on, the run records not.
+  const routed = new Set(run.turnsRead.filter((t) => t.routed).map((t) => t.conversationId));
+  const keys = distinctKeys(run);
+  const found = new Findings();
+  for (const page of log.filter((e): e is Page => e.kind === "list")) {
+    const url = new URL(page.url);
+    const q = url.searchParams;
+    const rawLimit = q.get("limit");
+    const limit = rawLimit === null ? DEFAULT_LIMIT : /^\d+$/.test(rawLimit) ? Number(rawLimit) : undefined;
+    const channel = q.get("channel") ?? undefined;
+    const since = q.get("since") === null ? Number.NaN : Date.parse(q.get("since") as string);
+    const sourceFilter = ["channel_id", "notebook_path"].find((f) => q.has(f));
+    const agent = agentOf(url);
+    const listed = page.conversations;
+    try {
+      if (limit !== undefined && limit >= 1 && limit <= 200)
+        expectRule(listRules.limit, listed.length <= limit, `at most ${limit}`, listed.length);
+      const times = listed.map((c) => Date.parse(String(c.updated_at)));
+      for (let i = 1; i < times.length; i++)
+        expectRule(
+          listRules.order,
+          !(times[i] > times[i - 1]),
+          "updated_at never increasing down the list",
+          listed.map((c) => c.updated_at),
+        );
+      for (const c of listed) {
+        if (channel !== undefined && CHANNELS.has(channel))
+          expectRule(
+            listRules.channel,
+            c.channel === channel,
+            channel,
+            `${String(c.id)}: ${String(c.channel)}`,
+          );
+        if (!Number.isNaN(since))
+          expectRule(
+            listRules.since,
+            Date.parse(String(c.updated_at)) >= since,
+            `updated_at at or after since=${q.get("since")}`,
+            `${String(c.id)} with updated_at ${String(c.updated_at)}`,
+          );
+        const id = typeof c.id === "string" ? c.id : undefined;
+        const first = id === undefined ? undefined : firstCreatedAt.get(id);
+        const remade = first !== undefined && first !== c.created_at;
+        const made = id === undefined || touched(id) || remade ? undefined : run.created.get(id);
+        if (made === undefined) continue;
+        if (!routed.has(id))
+          expectRule(
+            listRules.visibleOnly,
+            made.agent === agent,
+            `${id} (of agent ${made.agent}) not in agent ${agent}'s list`,
+            "listed",
+          );
+        if (
+          keys &&
+          page.key !== undefined &&
+          keys.has(page.key) &&
+          keys.has(made.key) &&
+          page.key !== made.key
+        )
+          expectRule(
+            listRules.visibleOnly,
+            false,
+            `${id} (private to the key that made it, never toggled) not in another user's list`,
+            "listed",
+          );
+        if (sourceFilter !== undefined)
+          expectRule(
+            listRules.sourceFilters,
+            false,
+            `${id} left out of the ${sourceFilter} list (it was made through the API, without one)`,
+            "listed",
+          );
+      }
+    } catch (error) {
+      found.add(
+        error,
+        `GET ${url.pathname}${url.search} by ${page.madeBy}`,
+        JSON.stringify(listed.slice(0, 20), null, 2),
+      );
+    }
+  }
+  return found.list();
+}

@@ -1,0 +1,72 @@
+import { describe, expect, it } from "vitest";
+import type { ConversationRead, RunState } from "../context.ts";
+import { judgeTranscriptsRead } from "./transcripts.ts";
+
+// Only what the sweep reads of a run: its keys and who made which conversation.
+const run = {
+  inputs: { key: "owner-key", memberKey: "member-key", viewerKey: "viewer-key" },
+  created: new Map([
+    ["a", { agent: "demo-agent", key: "owner-key" }],
+    ["b", { agent: "demo-agent", key: "owner-key" }],
+    ["m", { agent: "demo-agent", key: "member-key" }],
+  ]),
+} as unknown as RunState;
+
+const user = (author: string | undefined, text = "hi") => ({
+  role: "user",
+  content: [{ type: "text", text }],
+  ...(author !== undefined && { author_user_id: author, author_name: `name of ${author}` }),
+});
+const assistant = { role: "assistant", content: [{ type: "text", text: "hello" }] };
+
+let seq = 0;
+function transcript(id: string, messages: Array<Record<string, unknown>>): ConversationRead {
+  seq += 2;
+  return {
+    kind: "transcript",
+    madeBy: "TRANSCRIPT-SHAPE",
+    request: `GET /${id}/messages`,
+    id,
+    messages,
+    started: seq - 1,
+    ended: seq,
+  };
+}
+
+const checksOf = (log: ConversationRead[]) => judgeTranscriptsRead(log, run).map((f) => f.check);
+
+describe("every transcript the named checks read is judged (Resources/Transcript)", () => {
+  it("passes transcripts whose user messages carry their sender's author id", () => {
+    const log = [
+      transcript("a", [user("u1"), assistant, user("u1"), assistant]),
+      transcript("b", [user("u1"), assistant]),
+      transcript("m", [user("u2"), assistant]),
+      transcript("channel-owned", [user("slack-u9"), assistant]),
+    ];
+    expect(checksOf(log)).toEqual([]);
+  });
+
+  it("fails a user message without an author, at any depth, but not a compaction summary", () => {
+    expect(checksOf([transcript("a", [user("u1"), assistant, user(undefined), assistant])])).toEqual([
+      "MEANING-TRANSCRIPT-AUTHOR",
+    ]);
+    const summary = { ...user(undefined, "summary"), is_compact_summary: true };
+    expect(checksOf([transcript("a", [summary, user("u1"), assistant])])).toEqual([]);
+  });
+
+  it("fails one user's turns under two author ids, or two users under one", () => {
+    expect(
+      checksOf([transcript("a", [user("u1"), assistant]), transcript("b", [user("u3"), assistant])]),
+    ).toEqual(["MEANING-TRANSCRIPT-AUTHOR"]);
+    expect(
+      checksOf([transcript("a", [user("u1"), assistant]), transcript("m", [user("u1"), assistant])]),
+    ).toEqual(["MEANING-TRANSCRIPT-AUTHOR"]);
+  });
+
+  it("judges no sender for a fork's child, whose copied turns may be another user's", () => {
+    const child: ConversationRead = { kind: "fork-child", id: "m", started: 0, ended: 0 };
+    expect(
+      checksOf([child, transcript("a", [user("u1"), assistant]), transcript("m", [user("u1"), assistant])]),
+    ).toEqual([]);
+  });
+});
