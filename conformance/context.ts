@@ -92,8 +92,13 @@ export type ConversationRead =
       started: number;
       ended: number;
     }
-  /** A delete the deployment answered 204 (or 200), a share toggle sent (answered anyhow), a fork's child. */
-  | { kind: "deleted" | "share-sent" | "fork-child"; id: string; started: number; ended: number };
+  /**
+   * A share toggle sent, answered anyhow: the value when its body was exactly {"shared": <boolean>}
+   * (undefined for any other body) and the status it got.
+   */
+  | { kind: "share-sent"; id: string; shared?: boolean; status: number; started: number; ended: number }
+  /** A delete the deployment answered 204 (or 200), a fork's child. */
+  | { kind: "deleted" | "fork-child"; id: string; started: number; ended: number };
 
 /** A stream a named check read, with what is needed to say which turn it was. */
 export interface TurnRead {
@@ -513,7 +518,12 @@ export class CheckContext {
       return;
     }
     if (op === "setConversationSharing") {
-      if (named !== "") log.push({ kind: "share-sent", id: named, started, ended });
+      const json = isRecord(req.json) ? req.json : undefined;
+      const exact =
+        json !== undefined && Object.keys(json).length === 1 && typeof json.shared === "boolean"
+          ? json.shared
+          : undefined;
+      if (named !== "") log.push({ kind: "share-sent", id: named, shared: exact, status, started, ended });
       return;
     }
     if (status !== 200 || !isRecord(body)) return;

@@ -22,6 +22,11 @@ export const fieldRules = defineRules("fields", {
     check: "STATE-SHARE-TRUE",
     text: "`shared` is false at creation and holds the owner's last toggle",
   },
+  channel: {
+    section: CONV,
+    check: "LIST-CHANNEL-OWNED-VISIBLE",
+    text: "`channel` says where the conversation lives: the same on every route and read, and not `INTERACTIVE` for one a caller sees that is neither its own nor shared (only a conversation owned by a chat channel or e-mail is visible so)",
+  },
   parent: {
     section: CONV,
     check: "STATE-FORK-CHILD",

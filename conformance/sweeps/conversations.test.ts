@@ -87,13 +87,53 @@ describe("every conversation object the named checks read is judged (Resources/C
     expect(judgeConversationsRead([earlier, remade], run)).toEqual([]);
   });
 
+  const toggle = (shared: boolean | undefined, status = 200): ConversationRead => {
+    seq += 2;
+    return { kind: "share-sent", id: "c1", shared, status, started: seq - 1, ended: seq };
+  };
+
   it("fails a conversation of the run read shared although no toggle was sent, and lets a toggled one be", () => {
     const shared = judgeConversationsRead([read("member-key", { is_owner: false, shared: true })], run);
     expect(shared.map((f) => f.check)).toEqual(["STATE-SHARE-TRUE"]);
-    seq += 2;
-    const toggle: ConversationRead = { kind: "share-sent", id: "c1", started: seq - 1, ended: seq };
     expect(
-      judgeConversationsRead([toggle, read("member-key", { is_owner: false, shared: true })], run),
+      judgeConversationsRead([toggle(true), read("member-key", { is_owner: false, shared: true })], run),
+    ).toEqual([]);
+  });
+
+  it("holds `shared` to the last toggle accepted: a reshare after an unshare, an unshare no later read shows", () => {
+    const reshared = [toggle(true), toggle(false), toggle(true)];
+    expect(judgeConversationsRead([...reshared, read("owner-key", { shared: false })], run)).toHaveLength(1);
+    expect(judgeConversationsRead([...reshared, read("owner-key", { shared: true })], run)).toEqual([]);
+    const unshared = [toggle(true), read("owner-key", { shared: true }), toggle(false)];
+    expect(
+      judgeConversationsRead([...unshared, read("owner-key", { shared: true })], run).map((f) => f.check),
+    ).toEqual(["STATE-SHARE-TRUE"]);
+  });
+
+  it("takes a refused toggle as changing nothing, and names the owner-only rule when it took", () => {
+    const refused = [toggle(true), toggle(false, 403)];
+    expect(judgeConversationsRead([...refused, read("owner-key", { shared: true })], run)).toEqual([]);
+    expect(
+      judgeConversationsRead([...refused, read("owner-key", { shared: false })], run).map((f) => f.check),
+    ).toEqual(["AUTH-OWNER-ONLY-SHARE"]);
+  });
+
+  it("judges nothing while a toggle is in flight, nor after one whose answer does not say whether it took", () => {
+    seq += 2;
+    const during: ConversationRead = {
+      kind: "share-sent",
+      id: "c1",
+      shared: true,
+      status: 200,
+      started: seq - 1,
+      ended: seq + 3,
+    };
+    expect(judgeConversationsRead([during, read("owner-key", { shared: false })], run)).toEqual([]);
+    expect(judgeConversationsRead([toggle(true, 502), read("owner-key", { shared: false })], run)).toEqual(
+      [],
+    );
+    expect(
+      judgeConversationsRead([toggle(undefined, 200), read("owner-key", { shared: true })], run),
     ).toEqual([]);
   });
 
@@ -110,5 +150,22 @@ describe("every conversation object the named checks read is judged (Resources/C
   it("judges no ownership when two roles were given the same key", () => {
     const same = { ...run, inputs: { ...run.inputs, memberKey: "owner-key" } } as unknown as RunState;
     expect(judgeConversationsRead([read("owner-key", { is_owner: true })], same)).toEqual([]);
+  });
+
+  it("fails a conversation visible although neither the caller's nor shared that says INTERACTIVE, and a channel that moves", () => {
+    const channelOwned = (fields: Record<string, unknown>) => {
+      const r = read("member-key", { id: "slack-1", is_owner: false, shared: false, ...fields });
+      return r;
+    };
+    expect(judgeConversationsRead([channelOwned({ channel: "SLACK" })], run)).toEqual([]);
+    expect(
+      judgeConversationsRead([channelOwned({ channel: "INTERACTIVE" })], run).map((f) => f.check),
+    ).toEqual(["LIST-CHANNEL-OWNED-VISIBLE"]);
+    expect(
+      judgeConversationsRead(
+        [read("owner-key", { channel: "INTERACTIVE" }), read("owner-key", { channel: "NOTEBOOK" })],
+        run,
+      ).map((f) => f.check),
+    ).toEqual(["LIST-CHANNEL-OWNED-VISIBLE"]);
   });
 });

@@ -2,7 +2,9 @@
  * Every conversation object the named checks read (Resources/Conversation), on whichever route returned it
  * (single fetch, list, transcript) and under whichever key: `is_owner` says whether that key's user made it,
  * `title` and `created_at` never change once the conversation exists, `updated_at` is never before
- * `created_at`; one the run made and never toggled is private; one a send made (not a fork) has no parent.
+ * `created_at`; `shared` of one the run made is false until a toggle it accepted, then the last such toggle's
+ * value (a refused toggle changes nothing); one a send made (not a fork) has no parent; `channel` never
+ * changes, and is not `INTERACTIVE` on one visible only because a channel owns it.
  * A conversation's reads count until its first delete began (an id may be used again after);
  * a read showing a later `created_at` is of another conversation under the id (a client of the same workspace
  * deleted the run's and sent to it again), so it starts afresh.
@@ -10,8 +12,9 @@
 import type { ConversationRead, RunState } from "../context.ts";
 import { fieldRules } from "../model/fields.ts";
 import { expectRule } from "../model/mismatch.ts";
+import { sharingRules } from "../model/sharing.ts";
 import { visibilityRules } from "../model/visibility.ts";
-import { Findings, type LogFacts, logFacts, type SweepFinding } from "./finding.ts";
+import { Findings, type LogFacts, logFacts, type SweepFinding, sharedDuring } from "./finding.ts";
 import { distinctKeys } from "./keys.ts";
 
 type Read = Extract<ConversationRead, { kind: "read" }>;
@@ -26,7 +29,7 @@ const who = (read: Read, run: RunState) =>
 export function judgeConversationsRead(
   log: ConversationRead[],
   run: RunState,
-  { firstDelete, toggled, forkChildren }: LogFacts = logFacts(log),
+  { firstDelete, toggles, forkChildren }: LogFacts = logFacts(log),
 ): SweepFinding[] {
   const keys = distinctKeys(run);
   const first = new Map<string, Read>();
@@ -57,13 +60,36 @@ export function judgeConversationsRead(
       continue;
     }
     try {
-      // Made by the run and never toggled by anyone: private, as every conversation is at creation.
-      if (made(id) && !toggled.has(id) && typeof c.shared === "boolean")
+      // Made by the run: private at creation, then whatever the last toggle it accepted set (a refused one
+      // changes nothing), on every route and under every key that reads it.
+      const expected = made(id) ? sharedDuring(toggles.get(id), read.started, read.ended) : undefined;
+      if (expected !== undefined && typeof c.shared === "boolean" && c.shared !== expected.shared) {
+        const refused = toggles
+          .get(id)
+          ?.find(
+            (t) =>
+              t.ended < read.started &&
+              t.status >= 400 &&
+              t.shared === c.shared &&
+              (expected.after === undefined || t.ended > expected.after.ended),
+          );
         expectRule(
-          fieldRules.shared,
-          c.shared === false,
-          "false (no share toggle was sent for it)",
-          c.shared,
+          refused ? sharingRules.ownerOnly : fieldRules.shared,
+          false,
+          expected.after === undefined
+            ? "false (no share toggle it accepted was sent for it)"
+            : `${expected.shared} (the last toggle it accepted set it so)`,
+          refused ? `${c.shared}, as the toggle refused with ${refused.status} asked` : c.shared,
+        );
+      }
+      // Visible, yet neither the caller's nor shared: owned by a chat channel or e-mail (Resources/Conversation,
+      // visibility), so never an interactive one. One the run made is left to the visibility rules.
+      if (!made(id) && c.is_owner === false && c.shared === false)
+        expectRule(
+          fieldRules.channel,
+          c.channel !== "INTERACTIVE",
+          "the channel that owns it (it is neither the caller's nor shared, so a channel owns it)",
+          c.channel,
         );
       // Made by a send of the run, not a fork: no parent.
       if (made(id) && !forkChildren.has(id))
@@ -100,6 +126,13 @@ export function judgeConversationsRead(
           c.title === was.title,
           `${JSON.stringify(was.title)}, as ${before.request} showed it earlier`,
           c.title,
+        );
+      if (typeof was.channel === "string" && typeof c.channel === "string")
+        expectRule(
+          fieldRules.channel,
+          c.channel === was.channel,
+          `${was.channel}, as ${before.request} showed it earlier`,
+          c.channel,
         );
       if (typeof was.created_at === "string" && typeof c.created_at === "string")
         expectRule(

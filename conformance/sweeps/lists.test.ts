@@ -73,9 +73,19 @@ describe("every list page the named checks read is judged (Endpoints/List conver
     expect(checksOf([page("?channel_id=C123", [mine])])).toEqual(["LIST-CHANNEL-ID-FILTER"]);
   });
 
-  it("judges no visibility for a conversation a share toggle was sent for", () => {
+  it("lets a conversation the last accepted toggle shared be in another user's list, not one it unshared", () => {
     const mine = conv("mine", "2026-12-02T07:00:01.000Z");
-    const toggle: ConversationRead = { kind: "share-sent", id: "mine", started: 0, ended: 0 };
-    expect(checksOf([toggle, page("", [mine], "member-key")])).toEqual([]);
+    const toggle = (shared: boolean, at: number): ConversationRead => ({
+      kind: "share-sent",
+      id: "mine",
+      shared,
+      status: 200,
+      started: at - 0.5,
+      ended: at - 0.25,
+    });
+    expect(checksOf([toggle(true, 0), page("", [mine], "member-key")])).toEqual([]);
+    expect(checksOf([toggle(true, 0), toggle(false, 0.5), page("", [mine], "member-key")])).toEqual([
+      "LIST-VISIBILITY",
+    ]);
   });
 });

@@ -7,7 +7,7 @@
 import type { ConversationRead, RunState } from "../context.ts";
 import { listRules } from "../model/lists.ts";
 import { expectRule } from "../model/mismatch.ts";
-import { Findings, type LogFacts, logFacts, type SweepFinding } from "./finding.ts";
+import { Findings, type LogFacts, logFacts, type SweepFinding, sharedDuring } from "./finding.ts";
 import { distinctKeys } from "./keys.ts";
 
 type Page = Extract<ConversationRead, { kind: "list" }>;
@@ -23,11 +23,10 @@ function agentOf(url: URL): string {
 export function judgeListsRead(
   log: ConversationRead[],
   run: RunState,
-  { firstDelete, toggled, firstCreatedAt }: LogFacts = logFacts(log),
+  { firstDelete, toggles, firstCreatedAt }: LogFacts = logFacts(log),
 ): SweepFinding[] {
-  // Deleted (then anything may follow) or toggled (then who sees it depends on the toggles' order, which
-  // sweeps/conversations.ts follows): the run no longer knows who may list it.
-  const touched = (id: string) => firstDelete.has(id) || toggled.has(id);
+  // Deleted: anything may follow under the id, so the run no longer knows who may list it.
+  const touched = (id: string) => firstDelete.has(id);
   // The routed send picks its agent by `model`: which agent such a conversation is on, the run records not.
   const routed = new Set(run.turnsRead.filter((t) => t.routed).map((t) => t.conversationId));
   const keys = distinctKeys(run);
@@ -85,12 +84,13 @@ export function judgeListsRead(
           page.key !== undefined &&
           keys.has(page.key) &&
           keys.has(made.key) &&
-          page.key !== made.key
+          page.key !== made.key &&
+          sharedDuring(toggles.get(id), page.started, page.ended)?.shared === false
         )
           expectRule(
             listRules.visibleOnly,
             false,
-            `${id} (private to the key that made it, never toggled) not in another user's list`,
+            `${id} (private to the key that made it: no toggle it accepted shared it) not in another user's list`,
             "listed",
           );
         if (sourceFilter !== undefined)

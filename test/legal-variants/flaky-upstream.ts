@@ -166,7 +166,7 @@ export function startBusyClient(
   vars: Record<string, string>,
   everyMs: number,
   options: { keep?: boolean } = {},
-): { stop(): Promise<number> } {
+): { made(): number; stop(): Promise<number> } {
   const made: string[] = [];
   let stopped = false;
   const base = vars.AGENT_API_BASE_URL.replace(/\/+$/, "");
@@ -190,6 +190,7 @@ export function startBusyClient(
     }
   })();
   return {
+    made: () => made.length,
     async stop() {
       stopped = true;
       await loop;

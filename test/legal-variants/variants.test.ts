@@ -68,6 +68,12 @@ describe("a correct deployment on a busy workspace", () => {
     const busy = [1, 2, 3].map(() => startBusyClient(vars, 0));
     let made = 0;
     try {
+      // The newest page is full of others' conversations before the run makes its first, so the run's are
+      // pushed out of it from the start however fast the machine lets the clients go (a count taken after a
+      // run of a few seconds depended on the machine's load: 45 on a loaded CI runner).
+      const full = Date.now() + 60_000;
+      while (busy.reduce((n, b) => n + b.made(), 0) <= 60 && Date.now() < full)
+        await new Promise((resolve) => setTimeout(resolve, 50));
       const report = await runSuite({
         checks: catalogue,
         only: ["LIST-*", "CONSIST-SINCE-FORMS", "MEANING-LIST-*", "AUTH-VIEWER-READS", "CONSIST-LIST-*"],
@@ -79,6 +85,6 @@ describe("a correct deployment on a busy workspace", () => {
     } finally {
       for (const b of busy) made += await b.stop();
     }
-    expect(made).toBeGreaterThan(50);
+    expect(made).toBeGreaterThan(60);
   }, 180_000);
 });
