@@ -98,7 +98,21 @@ export type ConversationRead =
    */
   | { kind: "share-sent"; id: string; shared?: boolean; status: number; started: number; ended: number }
   /** A delete the deployment answered 204 (or 200), a fork's child. */
-  | { kind: "deleted" | "fork-child"; id: string; started: number; ended: number };
+  | { kind: "deleted" | "fork-child"; id: string; started: number; ended: number }
+  /** A fork answered 200: what it was asked (`at_turn` when a number) and the fork result's `forked_at_turn`. */
+  | {
+      kind: "fork";
+      madeBy: string;
+      request: string;
+      parent: string;
+      child: string;
+      atTurn?: number;
+      forkedAt: unknown;
+      started: number;
+      ended: number;
+    }
+  /** A turn sent into a conversation and not refused (any answer but a 4xx): its counts may have moved. */
+  | { kind: "turn-sent"; id: string; started: number; ended: number };
 
 /** A stream a named check read, with what is needed to say which turn it was. */
 export interface TurnRead {
@@ -438,6 +452,7 @@ export class CheckContext {
     const url = options.routed
       ? `${this.inputs.baseUrl}/api/agents/v1/messages`
       : `${this.agentUrl(agent)}/v1/messages`;
+    const sent = ++this.run.callSeq;
     const response = await this.call(options.routed ? "sendRoutedMessage" : "sendMessage", {
       method: "POST",
       url,
@@ -446,6 +461,15 @@ export class CheckContext {
       json: body,
     });
     const conversationId = response.headers["x-conversation-id"];
+    const into = conversationId ?? options.conversationId;
+    // Recorded whoever sent it (a fixture, the cleanup): the sweeps take a count as known only between turns.
+    if (into !== undefined && (response.status < 400 || response.status >= 500))
+      this.run.conversationsRead.push({
+        kind: "turn-sent",
+        id: into,
+        started: sent,
+        ended: ++this.run.callSeq,
+      });
     if (response.status === 200 && conversationId && key) this.track(conversationId, key, agent);
     if (response.status === 200 && typeof metadata.conversation_id === "string" && key) {
       this.track(metadata.conversation_id, key, agent);
@@ -533,8 +557,23 @@ export class CheckContext {
         log.push({ kind: "read", madeBy, request, key: req.key, conversation, started, ended });
     };
     if (op === "forkConversation") {
-      if (typeof body.conversation_id === "string")
+      if (typeof body.conversation_id === "string") {
         log.push({ kind: "fork-child", id: body.conversation_id, started, ended });
+        const asked =
+          isRecord(req.json) && typeof req.json.at_turn === "number" ? req.json.at_turn : undefined;
+        if (named !== "")
+          log.push({
+            kind: "fork",
+            madeBy,
+            request,
+            parent: named,
+            child: body.conversation_id,
+            atTurn: asked,
+            forkedAt: body.forked_at_turn,
+            started,
+            ended,
+          });
+      }
     } else if (op === "listConversations") {
       if (!Array.isArray(body.conversations)) return;
       const conversations = body.conversations.filter(isRecord);

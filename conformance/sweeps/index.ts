@@ -8,6 +8,7 @@ import type { RunState } from "../context.ts";
 import type { CheckResult } from "../types.ts";
 import { judgeConversationsRead } from "./conversations.ts";
 import { logFacts, type SweepFinding } from "./finding.ts";
+import { judgeForksRead } from "./forks.ts";
 import { judgeListsRead } from "./lists.ts";
 import { judgeTranscriptsRead } from "./transcripts.ts";
 import { judgeTurnsRead } from "./turns.ts";
@@ -19,6 +20,7 @@ export function sweepFindings(run: RunState): SweepFinding[] {
     ...judgeTurnsRead(run.turnsRead),
     ...judgeConversationsRead(log, run, facts),
     ...judgeListsRead(log, run, facts),
+    ...judgeForksRead(log, facts),
     ...judgeTranscriptsRead(log, run, facts),
   ];
 }

@@ -71,7 +71,7 @@ export function judgeListsRead(
         const first = id === undefined ? undefined : firstCreatedAt.get(id);
         const remade = first !== undefined && first !== c.created_at;
         const made = id === undefined || touched(id) || remade ? undefined : run.created.get(id);
-        if (made === undefined) continue;
+        if (made === undefined || id === undefined) continue;
         if (!routed.has(id))
           expectRule(
             listRules.visibleOnly,
