@@ -111,7 +111,7 @@ export type ConversationRead =
       started: number;
       ended: number;
     }
-  /** A turn sent into a conversation and not refused (any answer but a 4xx): its counts may have moved. */
+  /** A turn sent into a conversation (answered anyhow, or not yet): its counts may have moved meanwhile. */
   | { kind: "turn-sent"; id: string; started: number; ended: number };
 
 /** A stream a named check read, with what is needed to say which turn it was. */
@@ -321,10 +321,40 @@ export class CheckContext {
   async call(op: OperationId, req: HttpRequest): Promise<ApiResponse> {
     const policy = this.run.retry;
     const bodyBytes = requestBodyBytes(req);
-    let res: HttpResponse;
     // The one place a turn is sent: each is counted, and refused once --max-turns is spent.
     const sendsTurn = op === "sendMessage" || op === "sendRoutedMessage";
     const started = ++this.run.callSeq;
+    const turnInto = sendsTurn ? this.#recordTurnSent(req, started) : undefined;
+    try {
+      return await this.#callOnce(op, req, policy, bodyBytes, sendsTurn, started);
+    } finally {
+      if (turnInto) turnInto.ended = ++this.run.callSeq;
+    }
+  }
+
+  /**
+   * A turn into a conversation, recorded by whoever sends it (a check, a fixture, with any answer, or none):
+   * the sweeps take a conversation's counts as known only between its turns. Its end stays unknown (infinite)
+   * until an answer came.
+   */
+  #recordTurnSent(req: HttpRequest, started: number): { ended: number } | undefined {
+    const metadata = isRecord(req.json) && isRecord(req.json.metadata) ? req.json.metadata : undefined;
+    const id = metadata?.conversation_id;
+    if (typeof id !== "string") return undefined;
+    const record = { kind: "turn-sent" as const, id, started, ended: Number.POSITIVE_INFINITY };
+    this.run.conversationsRead.push(record);
+    return record;
+  }
+
+  async #callOnce(
+    op: OperationId,
+    req: HttpRequest,
+    policy: RetryPolicy,
+    bodyBytes: number | undefined,
+    sendsTurn: boolean,
+    started: number,
+  ): Promise<ApiResponse> {
+    let res: HttpResponse;
     for (let attempt = 0; ; attempt++) {
       if (sendsTurn && !this.run.turns.take()) {
         skip(
@@ -452,7 +482,6 @@ export class CheckContext {
     const url = options.routed
       ? `${this.inputs.baseUrl}/api/agents/v1/messages`
       : `${this.agentUrl(agent)}/v1/messages`;
-    const sent = ++this.run.callSeq;
     const response = await this.call(options.routed ? "sendRoutedMessage" : "sendMessage", {
       method: "POST",
       url,
@@ -461,15 +490,6 @@ export class CheckContext {
       json: body,
     });
     const conversationId = response.headers["x-conversation-id"];
-    const into = conversationId ?? options.conversationId;
-    // Recorded whoever sent it (a fixture, the cleanup): the sweeps take a count as known only between turns.
-    if (into !== undefined && (response.status < 400 || response.status >= 500))
-      this.run.conversationsRead.push({
-        kind: "turn-sent",
-        id: into,
-        started: sent,
-        ended: ++this.run.callSeq,
-      });
     if (response.status === 200 && conversationId && key) this.track(conversationId, key, agent);
     if (response.status === 200 && typeof metadata.conversation_id === "string" && key) {
       this.track(metadata.conversation_id, key, agent);
