@@ -111,8 +111,11 @@ export type ConversationRead =
       started: number;
       ended: number;
     }
-  /** A turn sent into a conversation (answered anyhow, or not yet): its counts may have moved meanwhile. */
-  | { kind: "turn-sent"; id: string; started: number; ended: number };
+  /**
+   * A turn sent into a conversation (answered anyhow, or not yet): its counts may have moved meanwhile.
+   * `completed`: a 200 stream that reached message_stop with no error event, a turn the deployment ran.
+   */
+  | { kind: "turn-sent"; id: string; completed?: boolean; started: number; ended: number };
 
 /** A stream a named check read, with what is needed to say which turn it was. */
 export interface TurnRead {
@@ -324,9 +327,16 @@ export class CheckContext {
     // The one place a turn is sent: each is counted, and refused once --max-turns is spent.
     const sendsTurn = op === "sendMessage" || op === "sendRoutedMessage";
     const started = ++this.run.callSeq;
-    const turnInto = sendsTurn ? this.#recordTurnSent(req, started) : undefined;
+    let turnInto = sendsTurn ? this.#recordTurnSent(req, started) : undefined;
     try {
-      return await this.#callOnce(op, req, policy, bodyBytes, sendsTurn, started);
+      const res = await this.#callOnce(op, req, policy, bodyBytes, sendsTurn, started);
+      // A turn that named no conversation made one: its id comes with the answer, and reads of it made
+      // while the turn ran (it exists from the turn's start) fall inside the turn's span.
+      const made = res.headers["x-conversation-id"];
+      if (sendsTurn && turnInto === undefined && made)
+        turnInto = this.#recordTurnSent({ ...req, json: { metadata: { conversation_id: made } } }, started);
+      if (turnInto) turnInto.completed = res.status === 200 && ranToStop(res.text);
+      return res;
     } finally {
       if (turnInto) turnInto.ended = ++this.run.callSeq;
     }
@@ -337,11 +347,16 @@ export class CheckContext {
    * the sweeps take a conversation's counts as known only between its turns. Its end stays unknown (infinite)
    * until an answer came.
    */
-  #recordTurnSent(req: HttpRequest, started: number): { ended: number } | undefined {
+  #recordTurnSent(req: HttpRequest, started: number): { ended: number; completed?: boolean } | undefined {
     const metadata = isRecord(req.json) && isRecord(req.json.metadata) ? req.json.metadata : undefined;
     const id = metadata?.conversation_id;
     if (typeof id !== "string") return undefined;
-    const record = { kind: "turn-sent" as const, id, started, ended: Number.POSITIVE_INFINITY };
+    const record: Extract<ConversationRead, { kind: "turn-sent" }> = {
+      kind: "turn-sent",
+      id,
+      started,
+      ended: Number.POSITIVE_INFINITY,
+    };
     this.run.conversationsRead.push(record);
     return record;
   }
@@ -812,4 +827,12 @@ function pathOf(url: string): string {
   } catch {
     return url;
   }
+}
+
+/** A stream that reached message_stop and carried no error event, in any framing the SSE standard allows. */
+function ranToStop(text: string): boolean {
+  return (
+    /(^|[\r\n])event: ?message_stop ?(\r\n|\r|\n)/.test(text) &&
+    !/(^|[\r\n])event: ?error ?(\r\n|\r|\n)/.test(text)
+  );
 }

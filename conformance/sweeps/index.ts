@@ -6,6 +6,7 @@
  */
 import type { RunState } from "../context.ts";
 import type { CheckResult } from "../types.ts";
+import { judgeActivityRead } from "./activity.ts";
 import { judgeConversationsRead } from "./conversations.ts";
 import { logFacts, type SweepFinding } from "./finding.ts";
 import { judgeForksRead } from "./forks.ts";
@@ -21,6 +22,7 @@ export function sweepFindings(run: RunState): SweepFinding[] {
     ...judgeConversationsRead(log, run, facts),
     ...judgeListsRead(log, run, facts),
     ...judgeForksRead(log, facts),
+    ...judgeActivityRead(log, run, facts),
     ...judgeTranscriptsRead(log, run, facts),
   ];
 }

@@ -1,6 +1,7 @@
 /**
  * `npm run test:explore`: the explorer over many seeds against the correct demo (no departure found), and the
- * planted depth fault (turn_count stops at two) that no named check enumerates, found, shrunk and replayed.
+ * planted depth fault (turn_count stops at two) that no named check enumerates, found, shrunk and replayed;
+ * values wrong under one combination only, and load taken as legal trouble (explorer-faults.test.ts).
  * A few minutes of sequences: out of `npm test`, in `.ci/run` after it.
  */
 import { defineConfig } from "vitest/config";
