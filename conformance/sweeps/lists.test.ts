@@ -88,4 +88,27 @@ describe("every list page the named checks read is judged (Endpoints/List conver
       "LIST-VISIBILITY",
     ]);
   });
+
+  it("fails a page that leaves out the run's conversation newer than its oldest, or any when it has room", () => {
+    const readMine = (updated: string): ConversationRead => ({
+      kind: "read",
+      madeBy: "GET-SHAPE",
+      request: "GET /conversations/mine",
+      key: "owner-key",
+      conversation: conv("mine", updated),
+      started: 0.25,
+      ended: 0.5,
+    });
+    const fresh = readMine("2026-12-02T07:00:07.000Z");
+    expect(checksOf([fresh, page("?limit=2", [newer, older])])).toEqual(["LIST-VISIBILITY"]);
+    expect(checksOf([fresh, page("?limit=3", [newer])])).toEqual(["LIST-VISIBILITY"]);
+    expect(
+      checksOf([fresh, page("?limit=2", [newer, fresh.kind === "read" ? fresh.conversation : {}])]),
+    ).toEqual([]);
+    // Pushed below a full page by others; another key's page; another channel; before since: nothing owed.
+    expect(checksOf([readMine("2026-12-02T07:00:01.000Z"), page("?limit=2", [newer, older])])).toEqual([]);
+    expect(checksOf([fresh, page("?limit=3", [newer], "member-key")])).toEqual([]);
+    expect(checksOf([fresh, page("?limit=3&channel=SLACK", [])])).toEqual([]);
+    expect(checksOf([fresh, page("?limit=3&since=2026-12-02T07:00:08.000Z", [newer])])).toEqual([]);
+  });
 });

@@ -101,6 +101,8 @@ export function judgeListsRead(
             "listed",
           );
       }
+      if (limit !== undefined && limit >= 1 && limit <= 200)
+        judgeComplete(page, { limit, channel, since, agent, routed }, log, run, firstDelete, firstCreatedAt);
     } catch (error) {
       found.add(
         error,
@@ -110,4 +112,61 @@ export function judgeListsRead(
     }
   }
   return found.list();
+}
+
+type Read = Extract<ConversationRead, { kind: "read" }>;
+const JUDGED_PARAMS = new Set(["limit", "channel", "since"]);
+const ZONED_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * The page holds every conversation of the run its key owns on its agent, read before the page began and
+ * matching its filters, that is newer than the oldest the page shows (every one, when the page has room):
+ * others' activity can push a conversation only below the page, never out from above its last entry, and a
+ * conversation's `updated_at` only grows after the read the run took of it. Pages with filters the run
+ * cannot evaluate (`channel_id`, `notebook_path`, `automation`, anything unknown) are not judged.
+ */
+function judgeComplete(
+  page: Page,
+  filters: { limit: number; channel?: string; since: number; agent: string; routed: Set<string | undefined> },
+  log: ConversationRead[],
+  run: RunState,
+  firstDelete: Map<string, number>,
+  firstCreatedAt: Map<string, unknown>,
+): void {
+  const url = new URL(page.url);
+  if ([...url.searchParams.keys()].some((k) => !JUDGED_PARAMS.has(k)) || page.key === undefined) return;
+  if (filters.channel !== undefined && !CHANNELS.has(filters.channel)) return;
+  // Only a since whose instant every reader agrees on (a zone given): how a server reads other forms may differ.
+  const since = url.searchParams.get("since");
+  if (since !== null && !ZONED_INSTANT.test(since)) return;
+  const listed = new Set(page.conversations.map((c) => c.id));
+  const times = page.conversations.map((c) => Date.parse(String(c.updated_at)));
+  if (times.some((t) => Number.isNaN(t))) return;
+  const full = page.conversations.length >= filters.limit;
+  const oldest = times.length === 0 ? Number.NEGATIVE_INFINITY : Math.min(...times);
+  const latest = new Map<string, Read>();
+  for (const e of log) {
+    if (e.kind !== "read" || e.ended >= page.started || typeof e.conversation.id !== "string") continue;
+    const before = latest.get(e.conversation.id);
+    if (before === undefined || e.ended > before.ended) latest.set(e.conversation.id, e);
+  }
+  for (const [id, read] of latest) {
+    const made = run.created.get(id);
+    const c = read.conversation;
+    if (made === undefined || made.key !== page.key || made.agent !== filters.agent) continue;
+    if (filters.routed.has(id) || c.created_at !== firstCreatedAt.get(id)) continue;
+    if ((firstDelete.get(id) ?? Number.POSITIVE_INFINITY) < page.ended) continue;
+    if (filters.channel !== undefined && c.channel !== filters.channel) continue;
+    const updated = Date.parse(String(c.updated_at));
+    if (Number.isNaN(updated) || (!Number.isNaN(filters.since) && !(updated > filters.since))) continue;
+    if (full && !(updated > oldest)) continue;
+    expectRule(
+      listRules.complete,
+      listed.has(id),
+      full
+        ? `${id} listed: its updated_at ${String(c.updated_at)} (${read.request}, read before the list) is newer than the oldest the page shows`
+        : `${id} listed: the page has room (${page.conversations.length} of limit ${filters.limit}) and ${read.request} read it before the list`,
+      "left out",
+    );
+  }
 }
