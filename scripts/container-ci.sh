@@ -89,8 +89,11 @@ if ! docker exec agent-api test -s /data/agent-api.env 2>/dev/null; then
   say "the demo did not write its variables"
   exit 1
 fi
-if ! docker logs agent-api 2>&1 | grep -q '^Tool isolation: bwrap$'; then
-  docker logs agent-api >&2
+# The log is read whole before grep: grep -q stops at its first match, and docker logs then dies of SIGPIPE,
+# which pipefail takes for a failed pipeline (exit 141, the step failed on a server that said the line).
+demo_logs=$(docker logs agent-api 2>&1)
+if ! grep -q '^Tool isolation: bwrap$' <<<"$demo_logs"; then
+  echo "$demo_logs" >&2
   say "the server in the container does not run its tools in bubblewrap"
   exit 1
 fi
@@ -111,7 +114,7 @@ expect_refusal() {
   shift 2
   docker run -d --name "$name" "$@" agent-api serve --host 127.0.0.1 --port 8080 --data /tmp/data >/dev/null
   for _ in $(seq 120); do
-    docker logs "$name" 2>&1 | grep -q '^Tool user: ' && break
+    grep -q '^Tool user: ' <<<"$(docker logs "$name" 2>&1)" && break
     [ "$(docker inspect -f '{{.State.Running}}' "$name")" = true ] || break
     sleep 0.5
   done
