@@ -20,6 +20,11 @@ export const deleteRules = defineRules("deletes", {
     check: "CONSIST-DELETED-EVERYWHERE",
     text: "A deleted conversation is gone from every route (404, never listed)",
   },
+  remadeIsNew: {
+    section: "Endpoints/Send a message",
+    check: "CONSIST-DELETED-EVERYWHERE",
+    text: "A send with a deleted conversation's id creates a new conversation: made after the delete (its `created_at` later than the deleted one's timestamps), counting only its own turns",
+  },
 });
 
 export function predictDelete(

@@ -168,4 +168,34 @@ describe("every conversation object the named checks read is judged (Resources/C
       ).map((f) => f.check),
     ).toEqual(["LIST-CHANNEL-OWNED-VISIBLE"]);
   });
+
+  it("fails two users owning one conversation, and a user owning one another user sees as a channel's", () => {
+    const seeded = (key: string, fields: Record<string, unknown>) =>
+      read(key, { id: "slack-2", channel: "SLACK", shared: false, ...fields });
+    expect(
+      judgeConversationsRead(
+        [seeded("owner-key", { is_owner: false }), seeded("member-key", { is_owner: false })],
+        run,
+      ),
+    ).toEqual([]);
+    expect(
+      judgeConversationsRead(
+        [seeded("member-key", { is_owner: false }), seeded("owner-key", { is_owner: true })],
+        run,
+      ).map((f) => f.check),
+    ).toEqual(["STATE-CREATED-PRIVATE"]);
+    expect(
+      judgeConversationsRead(
+        [seeded("owner-key", { is_owner: true }), seeded("member-key", { is_owner: false })],
+        run,
+      ).map((f) => f.check),
+    ).toEqual(["STATE-CREATED-PRIVATE"]);
+    // A Viewer key may be the owner's own: its is_owner is not judged.
+    expect(
+      judgeConversationsRead(
+        [seeded("viewer-key", { is_owner: true }), seeded("owner-key", { is_owner: true })],
+        run,
+      ),
+    ).toEqual([]);
+  });
 });

@@ -34,6 +34,7 @@ export function judgeConversationsRead(
   const keys = distinctKeys(run);
   const first = new Map<string, Read>();
   const remade = new Set<string>();
+  const ownership = new Map<string, { owners: Set<string>; channelOwnedBy: string | undefined }>();
   const found = new Findings();
   const reads = log.filter((e): e is Read => e.kind === "read").sort((a, b) => a.ended - b.ended);
   const made = (id: string) => !remade.has(id) && run.created.has(id);
@@ -57,6 +58,7 @@ export function judgeConversationsRead(
       // is MEANING-TIMESTAMPS-MOVE's own to find, and the explorer's.)
       first.set(id, read);
       remade.add(id);
+      ownership.delete(id);
       continue;
     }
     try {
@@ -103,9 +105,33 @@ export function judgeConversationsRead(
           }),
         );
       const owner = made(id) ? run.created.get(id)?.key : undefined;
-      if (keys && owner !== undefined && read.key !== undefined && keys.has(read.key)) {
+      // The owner's key and the second member's are two users; a Viewer key may be either's, so its
+      // is_owner says nothing here.
+      const user = read.key !== undefined && read.key !== run.inputs.viewerKey && keys?.has(read.key);
+      if (user && owner !== undefined && owner !== run.inputs.viewerKey) {
         const owns = read.key === owner;
         expectRule(visibilityRules.isOwner, c.is_owner === owns, String(owns), c.is_owner);
+      }
+      // Ownership across users: one user at most owns a conversation, and one that another user sees
+      // neither as its own nor shared is a channel's (the only other way it is visible), so nobody's.
+      if (user && read.key !== undefined && typeof c.is_owner === "boolean") {
+        const seen = ownership.get(id) ?? { owners: new Set<string>(), channelOwnedBy: undefined };
+        if (c.is_owner) seen.owners.add(read.key);
+        else if (c.shared === false && !made(id)) seen.channelOwnedBy ??= read.key;
+        ownership.set(id, seen);
+        const owners = [...seen.owners];
+        const channels = seen.channelOwnedBy !== undefined && owners.some((k) => k !== seen.channelOwnedBy);
+        if (owners.length > 1 || channels) {
+          ownership.set(id, { owners: new Set(), channelOwnedBy: undefined });
+          expectRule(
+            visibilityRules.isOwner,
+            false,
+            "one owner at most, and none for a conversation a channel owns",
+            owners.length > 1
+              ? "is_owner true for two users' keys"
+              : "is_owner true for one user's key, while another user's key read it as neither its own nor shared (a channel's)",
+          );
+        }
       }
       const created = typeof c.created_at === "string" ? Date.parse(c.created_at) : Number.NaN;
       const updated = typeof c.updated_at === "string" ? Date.parse(c.updated_at) : Number.NaN;

@@ -8,6 +8,7 @@ import type { RunState } from "../context.ts";
 import type { CheckResult } from "../types.ts";
 import { judgeActivityRead } from "./activity.ts";
 import { judgeConversationsRead } from "./conversations.ts";
+import { judgeDeletesRead } from "./deletes.ts";
 import { logFacts, type SweepFinding } from "./finding.ts";
 import { judgeForksRead } from "./forks.ts";
 import { judgeListsRead } from "./lists.ts";
@@ -23,6 +24,7 @@ export function sweepFindings(run: RunState): SweepFinding[] {
     ...judgeListsRead(log, run, facts),
     ...judgeForksRead(log, facts),
     ...judgeActivityRead(log, run, facts),
+    ...judgeDeletesRead(log),
     ...judgeTranscriptsRead(log, run, facts),
   ];
 }
