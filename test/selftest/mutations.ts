@@ -14,6 +14,7 @@ import { DEMO_FLOW_KEY, DEMO_MEMBER_KEY, demoConfigFile } from "../../reference-
 import { outsideMutations } from "./outside-mutations.ts";
 import { outsideMutations4 } from "./outside-mutations-4.ts";
 import { outsideMutations5 } from "./outside-mutations-5.ts";
+import { outsideMutations6 } from "./outside-mutations-6.ts";
 import {
   type Area,
   errorResponse,
@@ -1569,6 +1570,7 @@ export const mutations: Mutation[] = [
   ...outsideMutations,
   ...outsideMutations4,
   ...outsideMutations5,
+  ...outsideMutations6,
   {
     name: "stream-buffered",
     area: "delivery",

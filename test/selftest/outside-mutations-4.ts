@@ -14,6 +14,19 @@
  */
 import { everyConversation } from "./conversation-rewrites.ts";
 import {
+  attachmentsOf,
+  callerIsNotOwner,
+  conversationPath,
+  editSend,
+  isSendPost,
+  listQuery,
+  newestUser,
+  promptText,
+  sendAgent,
+  sendBody,
+  setQuery,
+} from "./outside-helpers.ts";
+import {
   errorResponse,
   isEventStream,
   type Json,
@@ -41,67 +54,10 @@ const DEMO = {
  * left say why a row is still not a MUST failure of the named checks).
  */
 
-const isSendPost = (call: ProxyCall) =>
-  (call.route.kind === "send" || call.route.kind === "routed") && call.method === "POST";
-
-/** The agent a send addresses: the path's, or the routed `model` (`<prefix>--<agent>` or a bare name). */
-function sendAgent(call: ProxyCall): string | undefined {
-  if (call.route.kind === "send") return call.route.agent;
-  const model = call.json()?.model;
-  if (typeof model !== "string") return undefined;
-  const cut = model.lastIndexOf("--");
-  return cut < 0 ? model : model.slice(cut + 2);
-}
-
-/** The JSON body of a send, or undefined (not a send, or not an object). */
-function sendBody(call: ProxyCall): Json {
-  if (!isSendPost(call)) return undefined;
-  const body = call.json();
-  return body !== null && typeof body === "object" && !Array.isArray(body) ? body : undefined;
-}
-
-/** Edits a send's body in place when `when` holds for it. */
-function editSend(call: ProxyCall, when: (body: Json) => boolean, edit: (body: Json) => void): undefined {
-  const body = sendBody(call);
-  if (!body || !when(body)) return;
-  edit(body);
-  call.setJson(body);
-}
-
-function newestUser(body: Json): Json {
-  const messages = Array.isArray(body?.messages) ? body.messages : [];
-  for (let i = messages.length - 1; i >= 0; i--) if (messages[i]?.role === "user") return messages[i];
-  return undefined;
-}
-
-function promptText(message: Json): string {
-  const content = message?.content;
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content
-    .filter((b: Json) => b?.type === "text" && typeof b.text === "string")
-    .map((b: Json) => b.text)
-    .join("\n\n");
-}
-
-const attachmentsOf = (body: Json): Json[] | undefined =>
-  Array.isArray(body?.metadata?.attachments) ? body.metadata.attachments : undefined;
-
 /** A send that resumes a conversation this proxy already saw (turn depth 2 or more). */
 function resumesKnown(call: ProxyCall, tools: ProxyTools): boolean {
   const id = sendBody(call)?.metadata?.conversation_id;
   return typeof id === "string" && tools.ledger.conversations.has(id);
-}
-
-/** The caller is a known key other than the conversation's owner (a member, a Viewer). */
-function callerIsNotOwner(call: ProxyCall, tools: ProxyTools, id = call.conversationId): boolean {
-  if (id === undefined || call.key === undefined) return false;
-  const owner = tools.ledger.conversations.get(id)?.owner;
-  return owner !== undefined && owner !== call.key;
-}
-
-function conversationPath(agent: string, id: string): string {
-  return `/api/agents/${encodeURIComponent(agent)}/conversations/${encodeURIComponent(id)}`;
 }
 
 /** `2026-11-28T01:02:03.456Z` shifted to the same instant written with a `+02:00` offset. */
@@ -1107,17 +1063,6 @@ const valueMutations: Mutation[] = [
     },
   },
 ];
-
-/** The list's query, as the deployment reads it. */
-function listQuery(call: ProxyCall): URLSearchParams | undefined {
-  if (call.route.kind !== "list" || call.method !== "GET") return undefined;
-  return call.url.searchParams;
-}
-
-function setQuery(call: ProxyCall, query: URLSearchParams): void {
-  const search = query.toString();
-  call.path = `${call.path.split("?")[0]}${search ? `?${search}` : ""}`;
-}
 
 const listMutations: Mutation[] = [
   {

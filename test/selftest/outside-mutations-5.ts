@@ -24,6 +24,19 @@ import {
 } from "../../reference-server/demo/workspace.ts";
 import { everyConversation } from "./conversation-rewrites.ts";
 import {
+  attachmentsOf,
+  callerIsNotOwner,
+  conversationPath,
+  editSend,
+  isSendPost,
+  newestUser,
+  promptText,
+  sendAgent,
+  sendBody,
+  throughAgent,
+  usageOf,
+} from "./outside-helpers.ts";
+import {
   errorResponse,
   isEventStream,
   type Json,
@@ -32,7 +45,6 @@ import {
   ProxyCall,
   type ProxyResponse,
   type ProxyTools,
-  type SseEvent,
   withJson,
 } from "./proxy-calls.ts";
 
@@ -53,64 +65,6 @@ const DEMO = {
  * for the suite's authors, who clear the marker when a change of theirs catches the row.
  */
 const HELD = "outside round 5, before the suite's change";
-
-const isSendPost = (call: ProxyCall) =>
-  (call.route.kind === "send" || call.route.kind === "routed") && call.method === "POST";
-
-/** The agent a send addresses: the path's, or the routed `model` (`<prefix>--<agent>` or a bare name). */
-function sendAgent(call: ProxyCall): string | undefined {
-  if (call.route.kind === "send") return call.route.agent;
-  const model = call.json()?.model;
-  if (typeof model !== "string") return undefined;
-  const cut = model.lastIndexOf("--");
-  return cut < 0 ? model : model.slice(cut + 2);
-}
-
-/** The JSON body of a send, or undefined (not a send, or not an object). */
-function sendBody(call: ProxyCall): Json {
-  if (!isSendPost(call)) return undefined;
-  const body = call.json();
-  return body !== null && typeof body === "object" && !Array.isArray(body) ? body : undefined;
-}
-
-/** Edits a send's body in place when `when` holds for it. */
-function editSend(call: ProxyCall, when: (body: Json) => boolean, edit: (body: Json) => void): undefined {
-  const body = sendBody(call);
-  if (!body || !when(body)) return;
-  edit(body);
-  call.setJson(body);
-}
-
-function newestUser(body: Json): Json {
-  const messages = Array.isArray(body?.messages) ? body.messages : [];
-  for (let i = messages.length - 1; i >= 0; i--) if (messages[i]?.role === "user") return messages[i];
-  return undefined;
-}
-
-function promptText(message: Json): string {
-  const content = message?.content;
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content
-    .filter((b: Json) => b?.type === "text" && typeof b.text === "string")
-    .map((b: Json) => b.text)
-    .join("\n\n");
-}
-
-const attachmentsOf = (body: Json): Json[] | undefined =>
-  Array.isArray(body?.metadata?.attachments) ? body.metadata.attachments : undefined;
-
-function conversationPath(agent: string, id: string): string {
-  return `/api/agents/${encodeURIComponent(agent)}/conversations/${encodeURIComponent(id)}`;
-}
-
-/** The path of `call` with its agent segment replaced (a conversation route read through another agent). */
-function throughAgent(call: ProxyCall, agent: string): string {
-  const [pathname, query] = call.path.split("?");
-  const parts = pathname.split("/");
-  parts[3] = encodeURIComponent(agent);
-  return `${parts.join("/")}${query ? `?${query}` : ""}`;
-}
 
 /** Rewrites every conversation object of the answers of the routes named (all three when omitted). */
 function conversationsOn(
@@ -169,19 +123,8 @@ function resumesSeen(call: ProxyCall, tools: ProxyTools): Seen | undefined {
   return typeof id === "string" ? seenOf(tools).get(id) : undefined;
 }
 
-/** The caller is a known key other than the conversation's owner (a member, a Viewer). */
-function callerIsNotOwner(call: ProxyCall, tools: ProxyTools, id = call.conversationId): boolean {
-  if (id === undefined || call.key === undefined) return false;
-  const owner = tools.ledger.conversations.get(id)?.owner;
-  return owner !== undefined && owner !== call.key;
-}
-
 /** A title as a deployment derives one from a prompt (the first line, cut). */
 const titleFrom = (prompt: string) => prompt.split("\n")[0].slice(0, 80);
-
-function usageOf(events: SseEvent[]): Json {
-  return events.find((e) => e.event === "message_delta" && e.data?.usage)?.data.usage;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,90 @@
+/**
+ * What the outside rounds' rows (outside-mutations-4.ts, -5.ts, -6.ts) read of a call the same way: which
+ * agent a send addresses, its body, its newest prompt, the paths of a conversation and of another agent's
+ * route, who the caller is. One copy, so a fix to how the proxy's calls are read reaches every round.
+ */
+import type { Json, ProxyCall, ProxyTools, SseEvent } from "./proxy-calls.ts";
+
+export const isSendPost = (call: ProxyCall) =>
+  (call.route.kind === "send" || call.route.kind === "routed") && call.method === "POST";
+
+/** The agent a send addresses: the path's, or the routed `model` (`<prefix>--<agent>` or a bare name). */
+export function sendAgent(call: ProxyCall): string | undefined {
+  if (call.route.kind === "send") return call.route.agent;
+  const model = call.json()?.model;
+  if (typeof model !== "string") return undefined;
+  const cut = model.lastIndexOf("--");
+  return cut < 0 ? model : model.slice(cut + 2);
+}
+
+/** The JSON body of a send, or undefined (not a send, or not an object). */
+export function sendBody(call: ProxyCall): Json {
+  if (!isSendPost(call)) return undefined;
+  const body = call.json();
+  return body !== null && typeof body === "object" && !Array.isArray(body) ? body : undefined;
+}
+
+/** Edits a send's body in place when `when` holds for it. */
+export function editSend(
+  call: ProxyCall,
+  when: (body: Json) => boolean,
+  edit: (body: Json) => void,
+): undefined {
+  const body = sendBody(call);
+  if (!body || !when(body)) return;
+  edit(body);
+  call.setJson(body);
+}
+
+export function newestUser(body: Json): Json {
+  const messages = Array.isArray(body?.messages) ? body.messages : [];
+  for (let i = messages.length - 1; i >= 0; i--) if (messages[i]?.role === "user") return messages[i];
+  return undefined;
+}
+
+export function promptText(message: Json): string {
+  const content = message?.content;
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content
+    .filter((b: Json) => b?.type === "text" && typeof b.text === "string")
+    .map((b: Json) => b.text)
+    .join("\n\n");
+}
+
+export const attachmentsOf = (body: Json): Json[] | undefined =>
+  Array.isArray(body?.metadata?.attachments) ? body.metadata.attachments : undefined;
+
+export function conversationPath(agent: string, id: string): string {
+  return `/api/agents/${encodeURIComponent(agent)}/conversations/${encodeURIComponent(id)}`;
+}
+
+/** The path of `call` with its agent segment replaced (a conversation route read through another agent). */
+export function throughAgent(call: ProxyCall, agent: string): string {
+  const [pathname, query] = call.path.split("?");
+  const parts = pathname.split("/");
+  parts[3] = encodeURIComponent(agent);
+  return `${parts.join("/")}${query ? `?${query}` : ""}`;
+}
+
+/** The caller is a known key other than the conversation's owner (a member, a Viewer). */
+export function callerIsNotOwner(call: ProxyCall, tools: ProxyTools, id = call.conversationId): boolean {
+  if (id === undefined || call.key === undefined) return false;
+  const owner = tools.ledger.conversations.get(id)?.owner;
+  return owner !== undefined && owner !== call.key;
+}
+
+export function usageOf(events: SseEvent[]): Json {
+  return events.find((e) => e.event === "message_delta" && e.data?.usage)?.data.usage;
+}
+
+/** The list's query, as the deployment reads it. */
+export function listQuery(call: ProxyCall): URLSearchParams | undefined {
+  if (call.route.kind !== "list" || call.method !== "GET") return undefined;
+  return call.url.searchParams;
+}
+
+export function setQuery(call: ProxyCall, query: URLSearchParams): void {
+  const search = query.toString();
+  call.path = `${call.path.split("?")[0]}${search ? `?${search}` : ""}`;
+}
