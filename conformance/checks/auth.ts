@@ -144,7 +144,7 @@ export const authChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "A Viewer-role key can read conversations (a shared conversation in its list, the single fetch, the transcript)",
+      "A Viewer-role key can read conversations (a shared conversation in its list, the single fetch, the transcript; a channel's it lists, too)",
     needs: ["viewerKey"],
     async run(ctx) {
       const key = ctx.inputs.viewerKey;
@@ -164,6 +164,27 @@ export const authChecks: CheckDef[] = [
         );
       ensureStatus(await ctx.getConversation(conv.id, { key }), 200, "Viewer reads the shared conversation");
       ensureStatus(await ctx.transcript(conv.id, { key }), 200, "Viewer reads the shared transcript");
+      // The other kind a Viewer sees (Resources/Conversation, visibility): one owned by a channel, listed to it
+      // as neither its own nor shared. It reads those too, on every route.
+      const own = await ctx.listConversations({ limit: "200" }, { key });
+      const channels = (
+        isRecord(own.body) && Array.isArray(own.body.conversations) ? own.body.conversations : []
+      )
+        .filter((c) => isRecord(c) && c.is_owner === false && c.shared === false && typeof c.id === "string")
+        .slice(0, 2);
+      for (const c of channels) {
+        const id = String((c as Record<string, unknown>).id);
+        ensureStatus(
+          await ctx.getConversation(id, { key }),
+          200,
+          `Viewer reads ${id}, a channel's conversation it lists`,
+        );
+        ensureStatus(
+          await ctx.transcript(id, { key }),
+          200,
+          `Viewer reads the transcript of ${id}, a channel's conversation it lists`,
+        );
+      }
     },
   }),
   /** Only the owner toggles sharing, with no admin override (the main key may be an Admin). */

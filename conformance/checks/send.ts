@@ -523,6 +523,12 @@ export const sendChecks: CheckDef[] = [
             attachment("acc-good.txt", "fine"),
             { name: "acc-bad-nodata.txt", mediaType: "text/plain" },
             { name: "acc-bad-number.txt", mediaType: "text/plain", dataBase64: 42 },
+            // Attachment: base64 only, no `data:` prefix (what a browser's FileReader gives).
+            {
+              name: "acc-bad-dataurl.txt",
+              mediaType: "text/plain",
+              dataBase64: "data:text/plain;base64,ZmluZQ==",
+            },
             "acc-bad-string",
             null,
           ],
@@ -530,7 +536,7 @@ export const sendChecks: CheckDef[] = [
       });
       ensureTurnOk(turn);
       ensureIncludes(turn.text, "acc-good.txt", "listing the attachments");
-      for (const bad of ["acc-bad-nodata.txt", "acc-bad-number.txt"]) {
+      for (const bad of ["acc-bad-nodata.txt", "acc-bad-number.txt", "acc-bad-dataurl.txt"]) {
         if (turn.text.includes(bad)) fail(`the malformed entry ${bad} reached the agent`, turn.text);
       }
     },

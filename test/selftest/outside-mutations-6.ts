@@ -505,7 +505,6 @@ const sendMutations: Mutation[] = [
     description:
       "Attachment, `dataBase64`: base64 only, no `data:` prefix; malformed entries are dropped: a deployment that strips a `data:` URL prefix and writes the file",
     breaks: [],
-    knownGap: NOT_MET,
     onRequest: (call) =>
       editSend(
         call,
@@ -1535,7 +1534,6 @@ const listMutations: Mutation[] = [
     description:
       "Conversation visibility / Authentication 3: a Viewer key can read conversations, and conversations owned by a channel are visible: a deployment whose single fetch and transcript answer a Viewer 404 for them",
     breaks: [],
-    knownGap: NOT_MET,
     onResponse: (call, res) => {
       const kind = call.route.kind;
       if ((kind !== "conversation" && kind !== "transcript") || call.method !== "GET") return undefined;
