@@ -13,7 +13,7 @@
 import type { ConversationRead, RunState } from "../context.ts";
 import { fieldRules } from "../model/fields.ts";
 import { expectRule } from "../model/mismatch.ts";
-import { Findings, type LogFacts, logFacts, type SweepFinding } from "./finding.ts";
+import { Findings, type LogFacts, logFacts, type SweepFinding, turnsBetween } from "./finding.ts";
 
 type Read = Extract<ConversationRead, { kind: "read" }>;
 type Span = { started: number; ended: number };
@@ -23,10 +23,7 @@ const MS_SHOWN = /\.\d{2}[1-9]|\.\d[1-9]\d|\.[1-9]\d{2}/;
 /** What happened to `id` between the start of `a` and the end of `b`. */
 function between(log: ConversationRead[], id: string, a: Span, b: Span) {
   const inWindow = (e: Span) => e.ended > a.started && e.started < b.ended;
-  const turns = log.filter(
-    (e): e is Extract<ConversationRead, { kind: "turn-sent" }> =>
-      e.kind === "turn-sent" && e.id === id && inWindow(e),
-  );
+  const turns = turnsBetween(log, id, a, b);
   const other = log.some(
     (e) =>
       inWindow(e) && ((e.kind === "share-sent" && e.id === id) || (e.kind === "fork" && e.parent === id)),

@@ -91,3 +91,18 @@ export function sharedDuring(
   }
   return state;
 }
+
+type TurnSent = Extract<ConversationRead, { kind: "turn-sent" }>;
+
+/** The turns sent into `id` that could have run between the start of `from` and the end of `to`. */
+export function turnsBetween(
+  log: ConversationRead[],
+  id: string,
+  from: { started: number },
+  to: { ended: number },
+): TurnSent[] {
+  return log.filter(
+    (e): e is TurnSent =>
+      e.kind === "turn-sent" && e.id === id && e.ended > from.started && e.started < to.ended,
+  );
+}

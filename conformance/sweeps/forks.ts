@@ -12,18 +12,15 @@
 import type { ConversationRead } from "../context.ts";
 import { forkRules } from "../model/forks.ts";
 import { expectRule } from "../model/mismatch.ts";
-import { Findings, type LogFacts, logFacts, type SweepFinding } from "./finding.ts";
+import { Findings, type LogFacts, logFacts, type SweepFinding, turnsBetween } from "./finding.ts";
 
 type Read = Extract<ConversationRead, { kind: "read" }>;
 type Fork = Extract<ConversationRead, { kind: "fork" }>;
 type Span = { started: number; ended: number };
 
 /** Whether a turn into `id` could have run between the start of `from` and the end of `to`. */
-function turnBetween(log: ConversationRead[], id: string, from: Span, to: Span): boolean {
-  return log.some(
-    (e) => e.kind === "turn-sent" && e.id === id && e.ended > from.started && e.started < to.ended,
-  );
-}
+const turnBetween = (log: ConversationRead[], id: string, from: Span, to: Span) =>
+  turnsBetween(log, id, from, to).length > 0;
 
 const turnCount = (read: Read) =>
   typeof read.conversation.turn_count === "number" ? read.conversation.turn_count : undefined;
