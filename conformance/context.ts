@@ -327,14 +327,13 @@ export class CheckContext {
     // The one place a turn is sent: each is counted, and refused once --max-turns is spent.
     const sendsTurn = op === "sendMessage" || op === "sendRoutedMessage";
     const started = ++this.run.callSeq;
-    let turnInto = sendsTurn ? this.#recordTurnSent(req, started) : undefined;
+    let turnInto = sendsTurn ? this.#recordTurnSent(namedConversation(req), started) : undefined;
     try {
       const res = await this.#callOnce(op, req, policy, bodyBytes, sendsTurn, started);
       // A turn that named no conversation made one: its id comes with the answer, and reads of it made
       // while the turn ran (it exists from the turn's start) fall inside the turn's span.
       const made = res.headers["x-conversation-id"];
-      if (sendsTurn && turnInto === undefined && made)
-        turnInto = this.#recordTurnSent({ ...req, json: { metadata: { conversation_id: made } } }, started);
+      if (sendsTurn && turnInto === undefined && made) turnInto = this.#recordTurnSent(made, started);
       if (turnInto) turnInto.completed = res.status === 200 && ranToStop(res.text);
       return res;
     } finally {
@@ -347,9 +346,7 @@ export class CheckContext {
    * the sweeps take a conversation's counts as known only between its turns. Its end stays unknown (infinite)
    * until an answer came.
    */
-  #recordTurnSent(req: HttpRequest, started: number): { ended: number; completed?: boolean } | undefined {
-    const metadata = isRecord(req.json) && isRecord(req.json.metadata) ? req.json.metadata : undefined;
-    const id = metadata?.conversation_id;
+  #recordTurnSent(id: unknown, started: number): { ended: number; completed?: boolean } | undefined {
     if (typeof id !== "string") return undefined;
     const record: Extract<ConversationRead, { kind: "turn-sent" }> = {
       kind: "turn-sent",
@@ -827,6 +824,11 @@ function pathOf(url: string): string {
   } catch {
     return url;
   }
+}
+
+/** The `metadata.conversation_id` a send names, if any. */
+function namedConversation(req: HttpRequest): unknown {
+  return isRecord(req.json) && isRecord(req.json.metadata) ? req.json.metadata.conversation_id : undefined;
 }
 
 /** A stream that reached message_stop and carried no error event, in any framing the SSE standard allows. */
