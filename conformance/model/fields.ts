@@ -52,11 +52,6 @@ export const fieldRules = defineRules("fields", {
     check: "MEANING-TIMESTAMPS-MOVE",
     text: "A turn is activity: after it, `updated_at` is later than any value read before the turn was sent",
   },
-  activityOnly: {
-    section: CONV,
-    check: "MEANING-TIMESTAMPS-MOVE",
-    text: "A read is no activity: with no turn, share toggle or fork between two reads (and the session pointer unchanged), `updated_at` reads the same",
-  },
   titleFromPrompt: {
     section: CONV,
     check: "GET-TITLE-FROM-PROMPT",

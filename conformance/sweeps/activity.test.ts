@@ -36,13 +36,6 @@ describe("the activity sweep", () => {
     expect(checks([read("01.120", 1), turn(), turn(), read("03.000", 2)])).toEqual(["GET-TURN-COUNT"]);
   });
 
-  it("takes a read as no activity, unless the session pointer moved between them", () => {
-    expect(checks([read("01.120", 1), read("01.120", 1)])).toEqual([]);
-    expect(checks([read("01.120", 1), read("05.500", 1)])).toEqual(["MEANING-TIMESTAMPS-MOVE"]);
-    expect(checks([read("01.120", 1), read("01.120", 3)])).toEqual(["GET-TURN-COUNT"]);
-    expect(checks([read("01.120", 1, { agent_session_id: null }), read("05.500", 1)])).toEqual([]);
-  });
-
   it("fails an updated_at that moves back, and judges no counts across a failed turn", () => {
     expect(checks([read("05.120", 1), read("01.120", 1)])).toEqual(["MEANING-TIMESTAMPS-MOVE"]);
     expect(checks([read("01.120", 1), turn(false), read("01.120", 1)])).toEqual([]);
