@@ -115,7 +115,17 @@ export type ConversationRead =
    * A turn sent into a conversation (answered anyhow, or not yet): its counts may have moved meanwhile.
    * `completed`: a 200 stream that reached message_stop with no error event, a turn the deployment ran.
    */
-  | { kind: "turn-sent"; id: string; completed?: boolean; started: number; ended: number };
+  | {
+      kind: "turn-sent";
+      id: string;
+      completed?: boolean;
+      /** The status it was answered with (unset: no answer yet, or none). */
+      status?: number;
+      /** The text of the newest user element it sent (Send a message: the one read), when it could be read. */
+      prompt?: string;
+      started: number;
+      ended: number;
+    };
 
 /** A stream a named check read, with what is needed to say which turn it was. */
 export interface TurnRead {
@@ -327,14 +337,18 @@ export class CheckContext {
     // The one place a turn is sent: each is counted, and refused once --max-turns is spent.
     const sendsTurn = op === "sendMessage" || op === "sendRoutedMessage";
     const started = ++this.run.callSeq;
-    let turnInto = sendsTurn ? this.#recordTurnSent(namedConversation(req), started) : undefined;
+    const prompt = sendsTurn ? newestPrompt(req) : undefined;
+    let turnInto = sendsTurn ? this.#recordTurnSent(namedConversation(req), started, prompt) : undefined;
     try {
       const res = await this.#callOnce(op, req, policy, bodyBytes, sendsTurn, started);
       // A turn that named no conversation made one: its id comes with the answer, and reads of it made
       // while the turn ran (it exists from the turn's start) fall inside the turn's span.
       const made = res.headers["x-conversation-id"];
-      if (sendsTurn && turnInto === undefined && made) turnInto = this.#recordTurnSent(made, started);
-      if (turnInto) turnInto.completed = res.status === 200 && ranToStop(res.text);
+      if (sendsTurn && turnInto === undefined && made) turnInto = this.#recordTurnSent(made, started, prompt);
+      if (turnInto) {
+        turnInto.status = res.status;
+        turnInto.completed = res.status === 200 && ranToStop(res.text);
+      }
       return res;
     } finally {
       if (turnInto) turnInto.ended = ++this.run.callSeq;
@@ -346,11 +360,16 @@ export class CheckContext {
    * the sweeps take a conversation's counts as known only between its turns. Its end stays unknown (infinite)
    * until an answer came.
    */
-  #recordTurnSent(id: unknown, started: number): { ended: number; completed?: boolean } | undefined {
+  #recordTurnSent(
+    id: unknown,
+    started: number,
+    prompt: string | undefined,
+  ): { ended: number; completed?: boolean; status?: number } | undefined {
     if (typeof id !== "string") return undefined;
     const record: Extract<ConversationRead, { kind: "turn-sent" }> = {
       kind: "turn-sent",
       id,
+      ...(prompt !== undefined && { prompt }),
       started,
       ended: Number.POSITIVE_INFINITY,
     };
@@ -830,6 +849,29 @@ function pathOf(url: string): string {
 function namedConversation(req: HttpRequest): unknown {
   return isRecord(req.json) && isRecord(req.json.metadata) ? req.json.metadata.conversation_id : undefined;
 }
+
+/**
+ * The text of the newest `role: "user"` element a send carries (Endpoints/Send a message: the one read), its
+ * text blocks joined; the first PROMPT_KEPT characters, enough for the sweeps to find a nonce in.
+ */
+function newestPrompt(req: HttpRequest): string | undefined {
+  const messages = isRecord(req.json) && Array.isArray(req.json.messages) ? req.json.messages : [];
+  const newest = messages.findLast((m) => isRecord(m) && m.role === "user");
+  if (!isRecord(newest)) return undefined;
+  const content = newest.content;
+  const text =
+    typeof content === "string"
+      ? content
+      : Array.isArray(content)
+        ? content
+            .filter((b) => isRecord(b) && b.type === "text" && typeof b.text === "string")
+            .map((b) => (b as { text: string }).text)
+            .join("\n\n")
+        : undefined;
+  return text?.slice(0, PROMPT_KEPT);
+}
+
+const PROMPT_KEPT = 4_000;
 
 /** A stream that reached message_stop and carried no error event, in any framing the SSE standard allows. */
 function ranToStop(text: string): boolean {

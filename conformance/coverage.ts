@@ -639,7 +639,7 @@ export const seedRules: SeedRule[] = [
   {
     section: "Endpoints/Get last compaction",
     rule: "Response: `{compacted, summary}`; it tells an empty turn from a compaction step",
-    checks: ["COMPACTION-SHAPE", "COMPACTION-FLAGGED"],
+    checks: ["COMPACTION-SHAPE", "COMPACTION-FLAGGED", "COMPACTION-NOT-EMPTY-TURN"],
   },
   {
     section: "Endpoints/Toggle sharing",

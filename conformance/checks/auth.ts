@@ -112,7 +112,8 @@ export const authChecks: CheckDef[] = [
     id: "AUTH-404-FOREIGN-AGENT",
     level: "MUST",
     section: SECTION,
-    title: "An agent of another workspace gives 404 (models list and send-message)",
+    title:
+      "An agent of another workspace gives 404 (models list, conversation list, send-message, and the model-routed send naming it)",
     needs: ["foreignAgent"],
     async run(ctx) {
       const agent = ctx.inputs.foreignAgent;
@@ -120,6 +121,18 @@ export const authChecks: CheckDef[] = [
       ensureStatus(await ctx.listConversations({}, { agent }), 404, "conversation list of the foreign agent");
       const turn = await ctx.turn({ agent, conversationId: ctx.newConversationId(), prompt: prompts.hello });
       ensureStatus(turn.response, 404, "send-message to the foreign agent");
+      // The routed send has "the same body and behaviour" (Endpoints/Model-routed send): its `model` selects
+      // the agent, in either form, and an agent the key does not reach is the same 404 there.
+      const names = [agent, ...(ctx.inputs.routingPrefix ? [`${ctx.inputs.routingPrefix}--${agent}`] : [])];
+      for (const model of names) {
+        const routed = await ctx.turn({
+          routed: true,
+          model,
+          conversationId: ctx.newConversationId(),
+          prompt: prompts.hello,
+        });
+        ensureStatus(routed.response, 404, `the model-routed send with model ${JSON.stringify(model)}`);
+      }
     },
   }),
   /** Viewers read but do not run turns. */

@@ -461,7 +461,9 @@ export const consistencyChecks: CheckDef[] = [
       "A deleted conversation's id, sent again, creates a new conversation with exactly that id and none of the deleted one's messages",
     needs: [],
     async run(ctx) {
-      const conv = await settledConversation(ctx);
+      // A nonce in each first prompt: the titles sweep (conformance/sweeps/titles.ts) then tells which prompt
+      // the new conversation's title came from.
+      const conv = await settledConversation(ctx, `Say hello ${ctx.nonce()} in one short sentence.`);
       ensureStatus(await ctx.deleteConversation(conv.id), 204, "delete");
       const prompt = `Say hello again ${ctx.nonce()}.`;
       const turn = await ctx.turn({ conversationId: conv.id, prompt });

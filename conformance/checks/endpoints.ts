@@ -21,6 +21,10 @@ import {
   streamedTextBlocks,
   turnRanAs,
 } from "./common.ts";
+import { grammarStreams } from "./events.ts";
+
+/** The `channel` enum (Resources/Conversation; List conversations, `channel`). */
+const CHANNELS = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"] as const;
 
 export const endpointChecks: CheckDef[] = [
   /** {data: [model entries], has_more}; every entry typed "model". */
@@ -118,18 +122,18 @@ export const endpointChecks: CheckDef[] = [
       ensureClientError(await ctx.listConversations({ limit: "201" }), "limit 201");
     },
   }),
-  /** The channel filter returns only that channel. */
+  /** The channel filter returns only that channel, up to `limit` of them. */
   check({
     id: "LIST-CHANNEL-FILTER",
     level: "MUST",
     section: "Endpoints/List conversations",
     title:
-      "The channel filter returns only conversations of that channel, the ones shared with the caller included",
+      "The channel filter returns only conversations of that channel, the ones shared with the caller included, up to limit of them on every channel",
     needs: [],
     async run(ctx) {
       const conv = await sharedConversation(ctx);
       const own = await ctx.conversation(conv.id);
-      const other = ["INTERACTIVE", "NOTEBOOK", "SLACK", "EMAIL"].find((c) => c !== own.channel) ?? "EMAIL";
+      const other = CHANNELS.find((c) => c !== own.channel) ?? "EMAIL";
       for (const channel of [own.channel, other]) {
         const res = await ctx.listConversations({
           channel,
@@ -148,6 +152,25 @@ export const endpointChecks: CheckDef[] = [
         if (channel === own.channel && !listed)
           fail(`channel=${channel} does not list a conversation of that channel`);
         if (channel !== own.channel && listed) fail(`channel=${channel} lists a ${own.channel} conversation`);
+      }
+      // `limit` bounds what the filter keeps (up to `limit` conversations of that channel), on every channel:
+      // a channel the caller has conversations of gives a full page of them at a small limit too.
+      for (const channel of CHANNELS) {
+        const res = await ctx.listConversations({ channel, limit: "200" });
+        ensureStatus(res, 200, `list with channel ${channel}`);
+        const all = isRecord(res.body) && Array.isArray(res.body.conversations) ? res.body.conversations : [];
+        for (const limit of [1, 2].filter((n) => n <= all.length)) {
+          const page = await ctx.listConversations({ channel, limit: String(limit) });
+          ensureStatus(page, 200, `list with channel ${channel} and limit ${limit}`);
+          const got =
+            isRecord(page.body) && Array.isArray(page.body.conversations)
+              ? page.body.conversations.filter(isRecord)
+              : [];
+          if (got.length !== limit || got.some((c) => c.channel !== channel))
+            fail(
+              `channel=${channel}&limit=${limit} lists ${got.length} conversation(s) (channels ${JSON.stringify(got.map((c) => c.channel))}), although channel=${channel} alone lists ${all.length}: the limit is applied before the filter`,
+            );
+        }
       }
       // The filter narrows what the caller may see, not whose it is: a member's list of that channel holds a
       // conversation shared with the workspace.
@@ -314,6 +337,42 @@ export const endpointChecks: CheckDef[] = [
           `the assistant messages do not hold the streamed text block ${JSON.stringify(excerpt(missing, 80))}`,
           assistantText.slice(0, 300),
         );
+      // The same on turns of the other block kinds (Events rule 1): a thinking turn's, a tool turn's transcript
+      // holds its reply as text blocks, and its thinking, a block of its own in the stream, is no reply text.
+      const { streams } = await grammarStreams(ctx);
+      for (const { label, turn } of streams) {
+        if (!turn.conversationId || turn.reading?.end !== "message_stop" || label === "text turn") continue;
+        const other = await ctx.transcript(turn.conversationId);
+        ensureStatus(other, 200, `the transcript of the ${label}`);
+        const held = isRecord(other.body) && Array.isArray(other.body.messages) ? other.body.messages : [];
+        const replies = held.filter((m) => isRecord(m) && m.role === "assistant");
+        const blocks = replies.flatMap((m) => (isRecord(m) && Array.isArray(m.content) ? m.content : []));
+        const bad = blocks.find((b) => !isRecord(b) || b.type !== "text" || typeof b.text !== "string");
+        if (bad !== undefined)
+          fail(`an assistant message of the ${label} holds a block that is not text`, JSON.stringify(bad));
+        const text = blocks.map((b) => String((b as { text: string }).text)).join("\n\n");
+        const streamed = streamedTextBlocks(turn);
+        const lost = firstBlockNotHeld(text, streamed);
+        if (lost !== undefined)
+          fail(
+            `the assistant messages of the ${label} do not hold its streamed text block ${JSON.stringify(excerpt(lost, 80))}`,
+            text.slice(0, 300),
+          );
+        for (const block of turn.reading.blocks.filter((b) => b.type === "thinking")) {
+          const thought = block.deltas
+            .map((d) => (typeof d.thinking === "string" ? d.thinking : ""))
+            .join("");
+          if (
+            thought.trim().length >= 16 &&
+            text.includes(thought.trim()) &&
+            !streamed.some((t) => t.includes(thought.trim()))
+          )
+            fail(
+              `the assistant messages of the ${label} hold its thinking as reply text: thinking is a block of its own, not the reply`,
+              text.slice(0, 300),
+            );
+        }
+      }
     },
   }),
   /** {compacted: boolean, summary: string}. */

@@ -67,6 +67,9 @@ async function ensureIsolatedFromWorkspace(ctx: CheckContext, agent: string): Pr
 }
 const ROUTED = "Endpoints/Model-routed send";
 
+/** Listed models tried per agent by SEND-MODEL-SELECTS beyond its default. */
+const MODELS_PER_AGENT = 3;
+
 export const sendChecks: CheckDef[] = [
   /** The basic contract of the route: 200, an event stream, the conversation id header, no max_tokens needed. */
   check({
@@ -121,8 +124,9 @@ export const sendChecks: CheckDef[] = [
     async run(ctx) {
       const old = ctx.nonce();
       const token = ctx.nonce();
+      const id = ctx.newConversationId();
       const turn = await ctx.turn({
-        conversationId: ctx.newConversationId(),
+        conversationId: id,
         messages: [
           { role: "user", content: prompts.remember(old) },
           { role: "assistant", content: "OK" },
@@ -138,6 +142,19 @@ export const sendChecks: CheckDef[] = [
         fail(
           "the reply lacks the token the newest user element asked for: another element was read",
           turn.text,
+        );
+      // Stored as read (Rule 1: no history is replayed by the caller): the transcript holds this one turn's
+      // user message, not the earlier elements the body carried.
+      const res = await ctx.transcript(id);
+      ensureStatus(res, 200, "the transcript of the conversation");
+      const users = (isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : []).filter(
+        (m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true,
+      );
+      const stored = JSON.stringify(users);
+      if (stored.includes(old) || users.length !== 1)
+        fail(
+          `the transcript of the one-turn conversation holds ${users.length} user message(s)${stored.includes(old) ? ", one of them an earlier messages element" : ""}: only the newest user element is a turn`,
+          stored.slice(0, 400),
         );
     },
   }),
@@ -238,25 +255,43 @@ export const sendChecks: CheckDef[] = [
       if (injected) fail("the agent called a tool defined by the client");
     },
   }),
-  /** The model field selects one of the listed models. */
+  /**
+   * Every model an agent lists is "usable in the `model` field" of that agent (Model entry): the rule names
+   * no agent kind, so each agent the inputs name is asked for each model it lists but its default (which
+   * SEND-MODEL-DEFAULT judges), up to MODELS_PER_AGENT of them so a long list costs a bounded number of turns.
+   */
   check({
     id: "SEND-MODEL-SELECTS",
     level: "MUST",
     section: SECTION,
-    title: "The model field selects the turn's model (one of the models list ids)",
+    title:
+      "The model field selects the turn's model: every id an agent's models list offers runs there, on every agent kind",
     needs: [],
     async run(ctx) {
-      const models = await modelsInfo(ctx);
-      if (!models.otherId)
-        skip("the agent offers a single model, so a selection cannot be told from the default");
-      const turn = await ctx.turn({ prompt: prompts.whichModel, model: models.otherId });
-      ensureTurnOk(turn);
-      if (!turnRanAs(turn, models.otherId)) {
-        fail(
-          `neither message_start.model (${turn.reading.model}) nor the reply names ${models.otherId}`,
-          turn.text,
-        );
+      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
+        (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
+      );
+      let tried = 0;
+      for (const agent of agents) {
+        const listed = await ctx.listModels({ agent });
+        ensureStatus(listed, 200, `models list of ${agent}`);
+        const data = isRecord(listed.body) && Array.isArray(listed.body.data) ? listed.body.data : [];
+        const ids = data
+          .map((m) => (isRecord(m) && typeof m.id === "string" ? m.id : ""))
+          .filter((id, i, all) => id !== "" && all.indexOf(id) === i);
+        for (const model of ids.slice(1, 1 + MODELS_PER_AGENT)) {
+          tried++;
+          const turn = await ctx.turn({ agent, prompt: prompts.whichModel, model });
+          ensureTurnOk(turn, `a turn on ${agent} with model ${model}, which its models list offers`);
+          if (!turnRanAs(turn, model))
+            fail(
+              `on ${agent}, neither message_start.model (${turn.reading.model}) nor the reply names ${model}, which its models list offers`,
+              turn.text,
+            );
+        }
       }
+      if (tried === 0)
+        skip("every agent offers a single model, so a selection cannot be told from the default");
     },
   }),
   /** Without a model (and no automation) the agent's default, listed first, is used. */
@@ -436,24 +471,30 @@ export const sendChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "An attachment is written to .uploads/<name> where the agent can read it, on every agent kind and through the model-routed send; an explicit empty list (the default) runs like none",
+      "An attachment is written to .uploads/<name> where the agent can read it, on every agent kind, through the model-routed send and in an isolated turn; an explicit empty list (the default) runs like none",
     needs: [],
     async run(ctx) {
       // The rule names no agent kind and the routed send has "the same body and behaviour": each agent the
       // inputs name, and the routed send, gets one turn with one file.
-      const targets: Array<{ label: string; agent?: string; routed?: boolean }> = [
+      // An isolated turn's sandbox has no repository and no workspace files, but an attachment is the turn's
+      // own file (Send a message, metadata), so it is written there too.
+      const targets: Array<{ label: string; agent?: string; routed?: boolean; isolated?: boolean }> = [
         { label: "" },
         ...[ctx.inputs.storageAgent, ctx.inputs.repoAgent]
           .filter((a): a is string => typeof a === "string" && a !== ctx.inputs.agent)
           .map((agent) => ({ label: ` on agent ${agent}`, agent })),
         { label: " through the model-routed send", routed: true },
+        { label: " with metadata.isolated true", isolated: true },
       ];
       for (const target of targets) {
         const content = ctx.nonce();
         const turn = await ctx.turn({
           prompt: prompts.readAttachment("acc-note.txt"),
           streamToolCalls: true,
-          metadata: { attachments: [attachment("acc-note.txt", content)] },
+          metadata: {
+            attachments: [attachment("acc-note.txt", content)],
+            ...(target.isolated && { isolated: true }),
+          },
           ...(target.agent && { agent: target.agent }),
           ...(target.routed && { routed: true, model: ctx.inputs.agent }),
         });
@@ -641,13 +682,26 @@ export const sendChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "metadata.automation supplies defaults for the turn; a model in the body wins over the automation's",
+      "metadata.automation supplies defaults for the turn, on the agent's send and the model-routed send alike; a model in the body wins over the automation's",
     needs: ["automation"],
     async run(ctx) {
       const automation = ctx.inputs.automation;
       const plain = await ctx.turn({ prompt: prompts.whichModel, metadata: { automation } });
       ensureTurnOk(plain, "automation turn");
       const automationModel = plain.reading.model;
+      // The routed send reads the same body (Endpoints/Model-routed send): the automation it names supplies the
+      // same default there, so the turn runs on the model the agent's own send ran on.
+      const routed = await ctx.turn({
+        routed: true,
+        model: ctx.inputs.agent,
+        prompt: prompts.whichModel,
+        metadata: { automation },
+      });
+      ensureTurnOk(routed, "automation turn through the model-routed send");
+      if (automationModel !== undefined && routed.reading.model !== automationModel)
+        fail(
+          `with metadata.automation ${JSON.stringify(automation)}, message_start.model is ${JSON.stringify(automationModel)} on the agent's send and ${JSON.stringify(routed.reading.model)} on the model-routed send`,
+        );
       const models = await modelsInfo(ctx);
       const other = models.ids.find((id) => id !== automationModel);
       if (!other) skip("the agent offers no model other than the automation's");

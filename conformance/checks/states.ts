@@ -1,5 +1,5 @@
 /** States and transitions: every move of the API's table, and the silent failure modes around sessions. */
-import { type CheckContext, isRecord, type Turn } from "../context.ts";
+import { type ApiResponse, type CheckContext, isRecord, type Turn } from "../context.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
@@ -16,6 +16,7 @@ import {
   settledConversation,
   sharedConversation,
 } from "./common.ts";
+import { grammarStreams } from "./events.ts";
 import { hasToolBlocks, toolCalls } from "./replies.ts";
 
 const SECTION = "States and transitions";
@@ -26,6 +27,9 @@ interface EmptyTurnRound {
   nonce: string;
   emptyTurn: Turn;
   cleared: boolean;
+  /** Last compaction and the transcript, read right after the empty turn (before the recall). */
+  compaction: ApiResponse;
+  transcript: ApiResponse;
   recall: Turn;
 }
 
@@ -42,9 +46,11 @@ function emptyTurnRound(ctx: CheckContext): Promise<EmptyTurnRound> {
     ensureTurnOk(emptyTurn, "no-output turn", { mayBeSilent: true });
     if (carriesOutput(emptyTurn.reading.blocks)) skip(ANSWERED_SILENCE);
     const cleared = await c.waitForSessionCleared(id);
+    const compaction = await c.lastCompaction(id);
+    const transcript = await c.transcript(id);
     const recall = await c.turn({ conversationId: id, prompt: prompts.recall });
     ensureTurnOk(recall, "recall turn after the empty turn");
-    return { id, nonce, emptyTurn, cleared, recall };
+    return { id, nonce, emptyTurn, cleared, compaction, transcript, recall };
   });
 }
 
@@ -172,12 +178,54 @@ export const stateChecks: CheckDef[] = [
     id: "STATE-EMPTY-TURN-CLEARS",
     level: "MUST",
     section: SECTION,
-    title: "A resumed turn that produced no output clears agent_session_id to null",
+    title:
+      "A turn that produced no output leaves agent_session_id null: a resumed one clears it, a conversation's first one never sets it",
     needs: [],
     async run(ctx) {
       const round = await emptyTurnRound(ctx);
       if (!round.cleared)
         fail(`agent_session_id was not null within ${ctx.inputs.sessionWaitMs} ms after the empty turn`);
+      // A first turn with no output: nothing to record (States and transitions: the pointer becomes non-null
+      // when "a turn produced output"; Client guidance: "a turn with no output legitimately has no session id").
+      const { streams } = await grammarStreams(ctx);
+      const first = streams.find((s) => s.label === "no-output turn")?.turn;
+      if (
+        !first?.reading ||
+        first.response.status !== 200 ||
+        carriesOutput(first.reading.blocks) ||
+        !first.conversationId
+      )
+        return ctx.note("the first turn asked for no output answered: the first-turn case was not judged");
+      const session = await ctx.waitForSession(first.conversationId);
+      if (session !== null)
+        fail(
+          `the conversation whose only turn produced no output has agent_session_id ${JSON.stringify(session)}`,
+        );
+    },
+  }),
+  /** Last compaction tells an empty turn from a compaction step. */
+  check({
+    id: "COMPACTION-NOT-EMPTY-TURN",
+    level: "MUST",
+    section: "Endpoints/Get last compaction",
+    title:
+      "After a turn that produced no output, last compaction tells it from a compaction step: compacted only with a compaction summary in the transcript",
+    needs: [],
+    async run(ctx) {
+      const round = await emptyTurnRound(ctx);
+      ensureStatus(round.compaction, 200, "last compaction right after the empty turn");
+      ensureStatus(round.transcript, 200, "transcript right after the empty turn");
+      const compacted = isRecord(round.compaction.body) ? round.compaction.body.compacted : undefined;
+      const messages =
+        isRecord(round.transcript.body) && Array.isArray(round.transcript.body.messages)
+          ? round.transcript.body.messages
+          : [];
+      const summaries = messages.filter((m) => isRecord(m) && m.is_compact_summary === true).length;
+      if (compacted === true && summaries === 0)
+        fail(
+          "last compaction says compacted true after a turn that was merely empty: the transcript holds no compaction summary",
+          round.compaction.text.slice(0, 300),
+        );
     },
   }),
   /** ...and the next turn starts a clean session. */
@@ -306,21 +354,51 @@ export const stateChecks: CheckDef[] = [
     id: "STATE-SHARED-MEMBER-FORK",
     level: "MUST",
     section: SECTION,
-    title: "A member may fork another member's shared conversation; the child is owned by them and private",
+    title:
+      "A member may fork another member's shared conversation; the child is owned by them and private, their turns there are theirs, and the parent stays the owner's to keep shared or make private",
     needs: ["memberKey"],
     async run(ctx) {
       const conv = await settledConversation(ctx);
       ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle");
       const member = ctx.inputs.memberKey;
       const result = await forkOk(ctx, conv.id, {}, member);
-      const child = await ctx.conversation(result.conversation_id, { key: member });
+      const childId = result.conversation_id;
+      const child = await ctx.conversation(childId, { key: member });
       if (child.is_owner !== true) fail("the child is not owned by the forking member");
       if (child.shared !== false) fail("the child is not private");
+      ensureStatus(await ctx.getConversation(childId), 404, "the parent's owner reading the private child");
+      // The child is the member's conversation (States and transitions: owned by the caller): a turn they send
+      // there is resumed, and its transcript credits it to them (the sweeps judge the author against the
+      // ids each key's user shows elsewhere in the run).
+      const own = await ctx.turn({
+        conversationId: childId,
+        key: member,
+        prompt: `Say hello from the fork ${ctx.nonce()}.`,
+      });
+      ensureTurnOk(own, "the member's turn in the child they forked");
       ensureStatus(
-        await ctx.getConversation(result.conversation_id),
-        404,
-        "the parent's owner reading the private child",
+        await ctx.transcript(childId, { key: member }),
+        200,
+        "the member's transcript of the child",
       );
+      // The parent is unchanged by the fork and still its owner's: the owner's own turn leaves it shared (only
+      // the owner's toggle changes that), and the owner's {"shared": false} makes it private again, for the
+      // member too, whatever they forked from it.
+      const ownerTurn = await ctx.turn({
+        conversationId: conv.id,
+        prompt: `Say hello again ${ctx.nonce()}.`,
+      });
+      ensureTurnOk(ownerTurn, "the owner's turn into their shared conversation");
+      if ((await ctx.conversation(conv.id, { key: member })).shared !== true)
+        fail("after the owner's own turn, the member reads the parent as no longer shared");
+      ensureStatus(await ctx.share(conv.id, { shared: false }), [200, 204], "share off by the owner");
+      ensureStatus(
+        await ctx.getConversation(conv.id, { key: member }),
+        404,
+        "the member's read of the parent made private again after they forked it",
+      );
+      if ((await ctx.conversation(childId, { key: member })).is_owner !== true)
+        fail("the member no longer owns their child once the parent was made private");
     },
   }),
   /** Fork: child created, private, owned by caller; parent unchanged. */

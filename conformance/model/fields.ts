@@ -57,6 +57,11 @@ export const fieldRules = defineRules("fields", {
     check: "GET-TITLE-FROM-PROMPT",
     text: "`title` is derived from the first prompt, a string or text blocks: never empty, never the id, never the `system` or an older element of `messages`",
   },
+  titleFromFirstPrompt: {
+    section: CONV,
+    check: "GET-TITLE-FROM-PROMPT",
+    text: "`title` is derived from the first prompt at creation: it holds nothing first sent in a later turn's prompt, nor in a prompt of a conversation deleted under the same id (a fork's child: nothing sent after the fork)",
+  },
   sessionRecorded: {
     section: "States and transitions",
     check: "STATE-SESSION-RECORDED",

@@ -209,6 +209,10 @@ describe("SSE turn grammar", () => {
         stop,
     ],
     [
+      "SSE-THINKING-SIGNATURE",
+      start + thinkingBlock(0).replace('"signature":"sig"', '"signature":""') + messageDelta + stop,
+    ],
+    [
       "SSE-TOOL-INPUT-JSON",
       start + toolUse(0).replace('{\\"path\\":\\"a.txt\\",', '{\\"path\\":') + messageDelta + stop,
     ],

@@ -440,6 +440,19 @@ function checkBlockDeltas(
     violate("SSE-THINKING-SIGNATURE", `thinking block ${block.index} has no signature_delta`, frame);
     if (types.length === 1 && types[0] === "thinking_delta") return;
   }
+  // What follows a thinking block is its signature (Events rule 1): a signature_delta carrying none signs
+  // nothing, and a client that sends the thinking back has nothing to send with it.
+  const signature = block.deltas.find((d) => d.type === "signature_delta");
+  if (
+    block.type === "thinking" &&
+    signature &&
+    (typeof signature.signature !== "string" || signature.signature === "")
+  )
+    violate(
+      "SSE-THINKING-SIGNATURE",
+      `thinking block ${block.index}'s signature_delta carries signature ${JSON.stringify(signature.signature ?? null)}, not a signature`,
+      frame,
+    );
   if (types.length !== expected.length) {
     violate(
       "SSE-BLOCK-TRIPLE",

@@ -12,6 +12,7 @@ import { judgeDeletesRead } from "./deletes.ts";
 import { logFacts, type SweepFinding } from "./finding.ts";
 import { judgeForksRead } from "./forks.ts";
 import { judgeListsRead } from "./lists.ts";
+import { judgeTitlesRead } from "./titles.ts";
 import { judgeTranscriptsRead } from "./transcripts.ts";
 import { judgeTurnsRead } from "./turns.ts";
 
@@ -25,6 +26,7 @@ export function sweepFindings(run: RunState): SweepFinding[] {
     ...judgeForksRead(log, facts),
     ...judgeActivityRead(log, run, facts),
     ...judgeDeletesRead(log),
+    ...judgeTitlesRead(log),
     ...judgeTranscriptsRead(log, run, facts),
   ];
 }

@@ -69,4 +69,24 @@ describe("every transcript the named checks read is judged (Resources/Transcript
       checksOf([child, transcript("a", [user("u1"), assistant]), transcript("m", [user("u1"), assistant])]),
     ).toEqual([]);
   });
+
+  it("judges a fork child's turns sent since the fork as its owner's", () => {
+    const child: ConversationRead = { kind: "fork-child", id: "m", started: 0, ended: 0 };
+    const own: ConversationRead = {
+      kind: "turn-sent",
+      id: "m",
+      completed: true,
+      status: 200,
+      started: 1,
+      ended: 2,
+    };
+    const owner = transcript("a", [user("u1"), assistant]);
+    const copiedThenOwn = (author: string) =>
+      transcript("m", [user("u1"), assistant, user(author), assistant]);
+    expect(checksOf([child, own, owner, copiedThenOwn("u2")])).toEqual([]);
+    expect(checksOf([child, own, owner, copiedThenOwn("u1")])).toEqual(["MEANING-TRANSCRIPT-AUTHOR"]);
+    // A turn still in flight when the transcript was read: how many are the owner's is not known.
+    const inFlight: ConversationRead = { ...own, ended: Number.POSITIVE_INFINITY };
+    expect(checksOf([child, inFlight, owner, copiedThenOwn("u1")])).toEqual([]);
+  });
 });

@@ -1,8 +1,8 @@
 /**
  * Every transcript the named checks read (Resources/Transcript): each user message that is no compaction
- * summary carries `author_user_id` and `author_name`; and where the run knows who sent every turn (a
- * conversation it made and never forked into, nor saw made again), that is one author id per key's user,
- * another for each other user.
+ * summary carries `author_user_id` and `author_name`; and where the run knows who sent a turn (into a
+ * conversation it made and never saw made again; into a fork's child since the fork, which only its owner may
+ * send into), that is one author id per key's user, another for each other user.
  */
 import type { ConversationRead, RunState } from "../context.ts";
 import { expectRule } from "../model/mismatch.ts";
@@ -17,8 +17,6 @@ export function judgeTranscriptsRead(
   run: RunState,
   { firstDelete, forkChildren }: LogFacts = logFacts(log),
 ): SweepFinding[] {
-  // Deleted (then made again, by anyone) or a fork's child (its copied turns may be another user's).
-  const unknownSenders = (id: string) => firstDelete.has(id) || forkChildren.has(id);
   const keys = distinctKeys(run);
   /** The author id each key's user showed first, and the key whose user showed each id. */
   const idOfKey = new Map<string, string>();
@@ -30,9 +28,13 @@ export function judgeTranscriptsRead(
     try {
       const users = t.messages.filter((m) => m.role === "user" && m.is_compact_summary !== true);
       for (const m of users) judgeAuthorPresent(m);
-      const sender = unknownSenders(t.id) ? undefined : run.created.get(t.id)?.key;
-      if (!keys || sender === undefined || !keys.has(sender)) continue;
-      for (const m of users) {
+      const owner = run.created.get(t.id)?.key;
+      if (!keys || owner === undefined || !keys.has(owner) || firstDelete.has(t.id)) continue;
+      // A fork's copied turns may be another user's, but what was sent into the child since is its owner's
+      // (nobody else may send there): its last messages, one per turn the run saw complete before the read.
+      const judged = forkChildren.has(t.id) ? ownTurnsOfChild(log, t, users) : users;
+      const sender = owner;
+      for (const m of judged) {
         const id = String(m.author_user_id);
         const known = idOfKey.get(sender);
         if (known === undefined) idOfKey.set(sender, id);
@@ -56,4 +58,18 @@ export function judgeTranscriptsRead(
     }
   }
   return found.list();
+}
+
+/**
+ * The user messages of a fork's child sent into it since the fork: as many of its last ones as turns the run
+ * sent into it that completed before the transcript was read; none when one was still in flight then.
+ */
+function ownTurnsOfChild(
+  log: ConversationRead[],
+  t: Transcript,
+  users: Array<Record<string, unknown>>,
+): Array<Record<string, unknown>> {
+  const sent = log.filter((e) => e.kind === "turn-sent" && e.id === t.id && e.started < t.ended);
+  if (sent.some((e) => e.kind === "turn-sent" && (e.ended > t.started || e.completed !== true))) return [];
+  return sent.length === 0 ? [] : users.slice(-sent.length);
 }
