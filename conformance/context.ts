@@ -56,6 +56,8 @@ export interface RunState {
   turnsRead: TurnRead[];
   /** Every conversation object the named checks read, and the deletes they saw succeed: sweeps/conversations.ts. */
   conversationsRead: ConversationRead[];
+  /** The model entries each agent's models list answered (200) with, for the sweeps: agent → entries. */
+  modelsRead: Map<string, Array<Record<string, unknown>>>;
   /** Counts the starts and ends of calls, so the sweeps can tell which call ended before another began. */
   callSeq: number;
 }
@@ -277,6 +279,7 @@ export function createRunState(
     resentInto: new Set(),
     turnsRead: [],
     conversationsRead: [],
+    modelsRead: new Map(),
     callSeq: 0,
   };
 }
@@ -442,6 +445,10 @@ export class CheckContext {
       body = undefined;
     }
     if (this.madeBy !== undefined) this.#recordConversations(op, req, res.status, body, started);
+    if (op === "listModels" && res.status === 200 && isRecord(body) && Array.isArray(body.data)) {
+      const agent = decodeURIComponent(new URL(req.url).pathname.split("/").at(-3) ?? "");
+      this.run.modelsRead.set(agent, body.data.filter(isRecord));
+    }
     return {
       status: res.status,
       headers: res.headers,

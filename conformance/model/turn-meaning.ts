@@ -15,6 +15,11 @@ export const turnMeaningRules = defineRules("turn", {
     check: "MEANING-MESSAGE-START",
     text: "`message_start.message.id` is a non-empty string, a different one for each turn",
   },
+  modelIsId: {
+    section: "Events",
+    check: "MEANING-MESSAGE-START",
+    text: "`message_start.message.model` names the turn's model as the messages API does, by its identifier: a model of the agent's list is named by its `id`, not its `display_name`",
+  },
   inputCounted: {
     section: "Events",
     check: "MEANING-USAGE-COUNTS",
@@ -171,4 +176,20 @@ export function judgeTurnMeaning(
   } else if (usage) judgeCost(usage);
   if (reading.events.some((e) => e.name === "message_start")) judgeMessageId(reading, memory.messageIds);
   judgeStopReason(reading, streamToolCalls, memory.choices);
+}
+
+/**
+ * The model a turn's message_start names, against the agent's models list: where it is the display name of an
+ * entry and the id of none, the stream named the model the way a client cannot send back in `model`.
+ */
+export function judgeModelNamed(model: unknown, entries: Array<Record<string, unknown>> | undefined): void {
+  if (typeof model !== "string" || !entries) return;
+  const ids = new Set(entries.map((e) => e.id));
+  const byDisplay = entries.find((e) => e.display_name === model && e.id !== model);
+  expectRule(
+    turnMeaningRules.modelIsId,
+    ids.has(model) || byDisplay === undefined,
+    byDisplay ? JSON.stringify(byDisplay.id) : "a model id",
+    JSON.stringify(model),
+  );
 }

@@ -20,7 +20,7 @@ export function sweepFindings(run: RunState): SweepFinding[] {
   const log = run.conversationsRead;
   const facts = logFacts(log);
   return [
-    ...judgeTurnsRead(run.turnsRead),
+    ...judgeTurnsRead(run.turnsRead, run.modelsRead),
     ...judgeConversationsRead(log, run, facts),
     ...judgeListsRead(log, run, facts),
     ...judgeForksRead(log, facts),

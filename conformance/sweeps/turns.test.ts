@@ -101,4 +101,19 @@ describe("every turn the named checks read is judged (Events)", () => {
     const turns = [read(stream("msg_1", counted), "c1"), read(broken, "c2")];
     expect(judgeTurnsRead(turns)).toEqual([]);
   });
+
+  it("fails a message_start that names a listed model by its display name, on any agent", () => {
+    const listed = (entries: Array<Record<string, unknown>>) => new Map([["demo-agent", entries]]);
+    const turns = [read(stream("msg_m1", counted), "c9")];
+    expect(
+      judgeTurnsRead(turns, listed([{ type: "model", id: "demo-large", display_name: "Demo Large" }])),
+    ).toEqual([]);
+    // "demo-large" is that entry's display name here, and no entry's id.
+    const byName = listed([{ type: "model", id: "dl-1", display_name: "demo-large" }]);
+    expect(judgeTurnsRead(turns, byName).map((f) => f.check)).toEqual(["MEANING-MESSAGE-START"]);
+    // A model the list does not hold (a resolved, dated id) says nothing.
+    expect(judgeTurnsRead(turns, listed([{ type: "model", id: "other", display_name: "Other" }]))).toEqual(
+      [],
+    );
+  });
 });

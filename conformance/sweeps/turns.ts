@@ -9,7 +9,7 @@ import type { TurnRead } from "../context.ts";
 import { LearnedChoices } from "../model/choices.ts";
 import { expectRule } from "../model/mismatch.ts";
 import { sendRules } from "../model/send-flags.ts";
-import { judgeTurnMeaning } from "../model/turn-meaning.ts";
+import { judgeModelNamed, judgeTurnMeaning } from "../model/turn-meaning.ts";
 import { Findings, type SweepFinding } from "./finding.ts";
 
 /**
@@ -30,7 +30,10 @@ function describe(read: TurnRead, depth: number): string {
  * The first breach of each rule among the turns read to their end (a stream that ended in an error event or
  * broke the grammar is judged by the checks of those rules instead).
  */
-export function judgeTurnsRead(turns: TurnRead[]): SweepFinding[] {
+export function judgeTurnsRead(
+  turns: TurnRead[],
+  models: ReadonlyMap<string, Array<Record<string, unknown>>> = new Map(),
+): SweepFinding[] {
   const memory = { messageIds: new Set<string>(), choices: new LearnedChoices() };
   const depths = new Map<string, number>();
   const found = new Findings();
@@ -52,6 +55,7 @@ export function judgeTurnsRead(turns: TurnRead[]): SweepFinding[] {
         );
       if (reading.end !== "message_stop" || reading.violations.some((v) => v.severity === "error")) continue;
       judgeTurnMeaning(reading, read.streamToolCalls, memory);
+      judgeModelNamed(reading.model, models.get(read.agent));
     } catch (error) {
       // The frames that carry the judged fields.
       const frames = reading.frames.filter((f) => f.event === "message_start" || f.event === "message_delta");

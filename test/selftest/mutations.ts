@@ -15,6 +15,7 @@ import { outsideMutations } from "./outside-mutations.ts";
 import { outsideMutations4 } from "./outside-mutations-4.ts";
 import { outsideMutations5 } from "./outside-mutations-5.ts";
 import { outsideMutations6 } from "./outside-mutations-6.ts";
+import { outsideMutations7 } from "./outside-mutations-7.ts";
 import {
   type Area,
   errorResponse,
@@ -1571,6 +1572,7 @@ export const mutations: Mutation[] = [
   ...outsideMutations4,
   ...outsideMutations5,
   ...outsideMutations6,
+  ...outsideMutations7,
   {
     name: "stream-buffered",
     area: "delivery",

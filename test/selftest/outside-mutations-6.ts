@@ -91,22 +91,6 @@ const CHANNEL_OWNED = ["SLACK", "EMAIL"];
  */
 const HELD = "outside round 6, before and after the suite's change";
 
-/**
- * Rows whose fault never fired in a whole run, explorer off: the named checks send no such traffic (the
- * routed send with an automation or to another workspace's agent, attachments on isolated turns or as data
- * URLs, a share after a member's fork, an owner's turn into a shared conversation, thinking or replayed history
- * in a transcript, a channel filter with a small limit, a Viewer reading a channel's conversation). Their verdict
- * says nothing about the checks; the explorer's sequences reach some of them.
- */
-const NOT_MET = "outside round 6: the named checks' traffic never meets it";
-
-/**
- * Caught in some runs only: whether the suite reads a fork child before its first own turn (and so sees the
- * title change) depends on how the checks' calls interleave, and the fresh-clone CI run (4 lanes) missed it.
- */
-const TIMING =
-  "outside round 6: caught in 2 of 3 whole runs (GET-TITLE-STABLE), missed in CI's; the reads it needs depend on timing";
-
 const is2xx = (res: ProxyResponse) => res.status >= 200 && res.status < 300;
 
 /** The JSON body of a fork request, or undefined. */
@@ -398,7 +382,6 @@ const sendMutations: Mutation[] = [
     description:
       "Model-routed send: same body and behaviour as send-message, whose `metadata.automation` makes the automation's model the turn's default: a deployment whose routed send drops `automation` (the agent's default model runs)",
     breaks: [],
-    knownGap: NOT_MET,
     onRequest: (call) =>
       editSend(
         call,
@@ -496,7 +479,6 @@ const sendMutations: Mutation[] = [
     description:
       "Send a message, `metadata.isolated` (no repo clone, no workspace files) and `metadata.attachments` (per-turn files written to `.uploads/`): a deployment whose isolated sandbox receives no attachments",
     breaks: [],
-    knownGap: NOT_MET,
     onRequest: (call) =>
       editSend(
         call,
@@ -723,7 +705,6 @@ const statusMutations: Mutation[] = [
     description:
       "Model-routed send / Authentication 2: an agent in another workspace gives 404: a deployment whose routed send runs the turn on the key's own workspace's default agent instead",
     breaks: [],
-    knownGap: NOT_MET,
     onResponse: async (call, res, tools) => {
       if (call.route.kind !== "routed" || res.status !== 404 || call.key === undefined) return undefined;
       const body = sendBody(call);
@@ -859,7 +840,6 @@ const stateMutations: Mutation[] = [
     description:
       "Delete a conversation (removed) / Conversation id resolution (an unknown id is created with that id) / `title`: derived from the first prompt at creation: a deployment whose id, sent again after a delete, carries the deleted conversation's title",
     breaks: [],
-    knownGap: HELD,
     ...keepsDeletedField("title"),
   },
   {
@@ -876,7 +856,6 @@ const stateMutations: Mutation[] = [
     description:
       'Toggle sharing / States and transitions: `{"shared": false}` by the owner makes it private again (a fork leaves the parent unchanged): a deployment that keeps a conversation shared once a member has forked it (the share is pinned by the child)',
     breaks: [],
-    knownGap: NOT_MET,
     onResponse: async (call, res, tools) => {
       const route = call.route;
       if (route.kind === "fork" && call.method === "POST" && is2xx(res) && route.id) {
@@ -898,7 +877,6 @@ const stateMutations: Mutation[] = [
     description:
       "States and transitions: a shared conversation stays shared until its owner sets `shared` false: a deployment where the owner's next turn makes it private again",
     breaks: [],
-    knownGap: NOT_MET,
     onResponse: async (call, res, tools) => {
       const route = call.route;
       if (route.kind === "conversation" && call.method === "POST" && is2xx(res) && route.id) {
@@ -944,7 +922,6 @@ const stateMutations: Mutation[] = [
     description:
       "Conversation, `title`: derived at creation and never changed afterwards: a deployment that re-derives a fork child's title from the prompt of the child's first own turn",
     breaks: [],
-    knownGap: TIMING,
     onResponse: (call, res, tools) => {
       const learned = learn(call, res, tools);
       if (learned) {
@@ -1010,7 +987,6 @@ const stateMutations: Mutation[] = [
     description:
       "Conversation, `agent_session_id`: null until the server has recorded it after a turn with output (Client guidance: a turn with no output legitimately has no session id): a deployment that records a session for a conversation whose only turns produced nothing",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res, tools) => {
       if (learn(call, res, tools)) return undefined;
       return rewriteConversations(call, res, tools, undefined, (c) => {
@@ -1029,7 +1005,6 @@ const stateMutations: Mutation[] = [
     description:
       "Get last compaction: `{compacted, summary}` lets a client tell an empty turn from a compaction step: a deployment that reports a compaction when the last turn was merely empty",
     breaks: [],
-    knownGap: NOT_MET,
     onResponse: (call, res, tools) => {
       if (learn(call, res, tools)) return undefined;
       const id = call.route.id;
@@ -1222,7 +1197,6 @@ const valueMutations: Mutation[] = [
     description:
       "Model entry, `id`: a model usable in the `model` field of this agent: a deployment whose storage-backed agent lists every model of the workspace, its own or not",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res) => {
       if (call.route.kind !== "models" || res.status !== 200 || call.route.agent !== DEMO.storageAgent)
         return;
@@ -1242,7 +1216,6 @@ const valueMutations: Mutation[] = [
     description:
       "Transcript, message object: `author_user_id` and `author_name` of a user message say who sent it: a deployment whose member's fork child credits the member's own turns to the parent's owner",
     breaks: [],
-    knownGap: NOT_MET,
     onResponse: (call, res, tools) =>
       editTranscript(call, res, (body) => {
         const id = call.route.id;
@@ -1329,7 +1302,6 @@ const transcriptMutations: Mutation[] = [
     description:
       "Transcript, message object: `content` holds text blocks (the reply); Events: thinking is a block of its own: a deployment that stores a turn's thinking as a text block of the assistant message",
     breaks: [],
-    knownGap: NOT_MET,
     onResponse: (call, res, tools) => {
       if (learn(call, res, tools)) return undefined;
       return editTranscript(call, res, (body) => {
@@ -1360,7 +1332,6 @@ const transcriptMutations: Mutation[] = [
     description:
       "Rule 1 / Send a message: only the newest user element of `messages` is used, no history is replayed: a deployment that stores the earlier elements a caller sent as turns of the transcript",
     breaks: [],
-    knownGap: NOT_MET,
     onResponse: (call, res, tools) => {
       if (learn(call, res, tools)) return undefined;
       return editTranscript(call, res, (body) => {
@@ -1421,7 +1392,6 @@ const listMutations: Mutation[] = [
     description:
       "List conversations: `channel` and `limit` combine (up to `limit` conversations of that channel): a deployment that takes `limit` conversations first and filters them by channel after",
     breaks: [],
-    knownGap: NOT_MET,
     onResponse: async (call, res, tools) => {
       const q = listQuery(call);
       if (!q?.has("channel") || !q.has("limit") || res.status !== 200) return undefined;
@@ -1595,7 +1565,6 @@ const streamMutations: Mutation[] = [
     description:
       "Events rule 1: a `thinking` block is followed by a `signature_delta`: a deployment that sends it with an empty signature",
     breaks: [],
-    knownGap: HELD,
     onEvents: (events) => {
       let changed = false;
       for (const e of events)
