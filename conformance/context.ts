@@ -56,6 +56,8 @@ export interface RunState {
   turnsRead: TurnRead[];
   /** Every conversation object the named checks read, and the deletes they saw succeed: sweeps/conversations.ts. */
   conversationsRead: ConversationRead[];
+  /** Conversations a check sent turns into other than through `call` (an official client): their counts are not the run's to bound. */
+  sentOutside: Set<string>;
   /** The model entries each agent's models list answered (200) with, for the sweeps: agent → entries. */
   modelsRead: Map<string, Array<Record<string, unknown>>>;
   /** Counts the starts and ends of calls, so the sweeps can tell which call ended before another began. */
@@ -98,7 +100,26 @@ export type ConversationRead =
    * A share toggle sent, answered anyhow: the value when its body was exactly {"shared": <boolean>}
    * (undefined for any other body) and the status it got.
    */
-  | { kind: "share-sent"; id: string; shared?: boolean; status: number; started: number; ended: number }
+  | {
+      kind: "share-sent";
+      id: string;
+      shared?: boolean;
+      /** Set false when the body held no boolean `shared` at all (`{}`, `{"shared": "true"}`, not an object). */
+      namesValue?: boolean;
+      status: number;
+      started: number;
+      ended: number;
+    }
+  /** A last compaction answered 200: whether it said `compacted` true. */
+  | {
+      kind: "compaction";
+      madeBy: string;
+      request: string;
+      id: string;
+      compacted: boolean;
+      started: number;
+      ended: number;
+    }
   /** A delete the deployment answered 204 (or 200), a fork's child. */
   | { kind: "deleted" | "fork-child"; id: string; started: number; ended: number }
   /** A fork answered 200: what it was asked (`at_turn` when a number) and the fork result's `forked_at_turn`. */
@@ -280,6 +301,7 @@ export function createRunState(
     turnsRead: [],
     conversationsRead: [],
     modelsRead: new Map(),
+    sentOutside: new Set(),
     callSeq: 0,
   };
 }
@@ -605,7 +627,9 @@ export class CheckContext {
         json !== undefined && Object.keys(json).length === 1 && typeof json.shared === "boolean"
           ? json.shared
           : undefined;
-      if (named !== "") log.push({ kind: "share-sent", id: named, shared: exact, status, started, ended });
+      const namesValue = json !== undefined && typeof json.shared === "boolean";
+      if (named !== "")
+        log.push({ kind: "share-sent", id: named, shared: exact, namesValue, status, started, ended });
       return;
     }
     if (status !== 200 || !isRecord(body)) return;
@@ -614,6 +638,19 @@ export class CheckContext {
       if (isRecord(conversation))
         log.push({ kind: "read", madeBy, request, key: req.key, conversation, started, ended });
     };
+    if (op === "getLastCompaction") {
+      if (named !== "" && typeof body.compacted === "boolean")
+        log.push({
+          kind: "compaction",
+          madeBy,
+          request,
+          id: named,
+          compacted: body.compacted,
+          started,
+          ended,
+        });
+      return;
+    }
     if (op === "forkConversation") {
       if (typeof body.conversation_id === "string") {
         log.push({ kind: "fork-child", id: body.conversation_id, started, ended });
@@ -650,6 +687,12 @@ export class CheckContext {
         });
       read(body.conversation);
     }
+  }
+
+  /** A conversation a check sends turns into through a client of its own: remembered for cleanup, and its turns unrecorded. */
+  trackSentOutside(id: string, key: string, agent = this.inputs.agent): void {
+    this.track(id, key, agent);
+    this.run.sentOutside.add(id);
   }
 
   /** Remembers a conversation for the run's cleanup. */
@@ -837,6 +880,7 @@ function requestBodyBytes(req: HttpRequest): number | undefined {
 const CONVERSATION_OPERATIONS: ReadonlySet<OperationId> = new Set<OperationId>([
   "getConversation",
   "getTranscript",
+  "getLastCompaction",
   "listConversations",
   "setConversationSharing",
   "forkConversation",

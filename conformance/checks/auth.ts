@@ -66,7 +66,8 @@ export const authChecks: CheckDef[] = [
     id: "AUTH-401-UNKNOWN",
     level: "MUST",
     section: SECTION,
-    title: "An unrecognized key gets 401",
+    title:
+      "An unrecognized key gets 401 on every route, whatever agent (another workspace's too) or body the request names",
     needs: [],
     async run(ctx) {
       const key = `acc-unknown-${ctx.nonce()}-${ctx.nonce()}`;
@@ -76,6 +77,32 @@ export const authChecks: CheckDef[] = [
         401,
         "send-message with an unknown key",
       );
+      // Authentication 4 whatever else the request holds: a key that names no workspace is 401 before any
+      // agent is looked up (another workspace's agent) and before the body is judged (delivery "async").
+      if (ctx.inputs.foreignAgent) {
+        const agent = ctx.inputs.foreignAgent;
+        ensureStatus(
+          await ctx.listModels({ key, agent }),
+          401,
+          "the foreign agent's models list with an unknown key",
+        );
+        const turn = await ctx.turn({ key, agent, prompt: prompts.hello });
+        ensureStatus(turn.response, 401, "send-message to the foreign agent with an unknown key");
+      }
+      for (const routed of [false, true]) {
+        const turn = await ctx.turn({
+          key,
+          prompt: prompts.hello,
+          metadata: { delivery: "async" },
+          ...(routed && { routed: true, model: ctx.inputs.agent }),
+        });
+        ensureStatus(
+          turn.response,
+          401,
+          `${routed ? "the model-routed send" : "send-message"} with delivery "async" and an unknown key`,
+        );
+      }
+      await everyRoute(ctx, key, (res, what) => ensureStatus(res, 401, `${what} with an unknown key`));
     },
   }),
   /** Revoked keys say so, in exactly the API's body. */
@@ -121,6 +148,20 @@ export const authChecks: CheckDef[] = [
       ensureStatus(await ctx.listConversations({}, { agent }), 404, "conversation list of the foreign agent");
       const turn = await ctx.turn({ agent, conversationId: ctx.newConversationId(), prompt: prompts.hello });
       ensureStatus(turn.response, 404, "send-message to the foreign agent");
+      // An agent name no workspace has is no agent of the key's workspace either: the same 404, on the models
+      // list that "can be used to check that an agent name and key work together" above all.
+      const unknown = `acc-no-such-agent-${ctx.nonce()}`;
+      ensureStatus(await ctx.listModels({ agent: unknown }), 404, `models list of an agent named ${unknown}`);
+      ensureStatus(
+        await ctx.listConversations({}, { agent: unknown }),
+        404,
+        `conversation list of an agent named ${unknown}`,
+      );
+      // Another workspace's key reaches none of this workspace's agents (Authentication 2), on every route.
+      if (ctx.inputs.foreignKey)
+        await everyRoute(ctx, ctx.inputs.foreignKey, (res, what) =>
+          ensureStatus(res, 404, `${what} with another workspace's key`),
+        );
       // The routed send has "the same body and behaviour" (Endpoints/Model-routed send): its `model` selects
       // the agent, in either form, and an agent the key does not reach is the same 404 there.
       const names = [agent, ...(ctx.inputs.routingPrefix ? [`${ctx.inputs.routingPrefix}--${agent}`] : [])];

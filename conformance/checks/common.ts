@@ -189,6 +189,19 @@ export function secondAgent(ctx: CheckContext): string {
   return other;
 }
 
+/**
+ * Every agent of the workspace the inputs name besides --agent (the storage-backed and the repository-backed
+ * one): a rule about "a different agent" holds for each kind, so a check asks each.
+ */
+export function otherAgents(ctx: CheckContext): string[] {
+  const others = [ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
+    (a, i, all): a is string => typeof a === "string" && a !== ctx.inputs.agent && all.indexOf(a) === i,
+  );
+  if (others.length === 0)
+    skip("needs a second agent of the same workspace (--storage-agent or --repo-agent)", "input");
+  return others;
+}
+
 /** ISO 8601 in UTC with milliseconds: `Z`, or the equivalent `+00:00` (Python's isoformat writes it). */
 export const ISO_MS_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(Z|[+-]00:?00)$/;
 

@@ -7,8 +7,8 @@ import {
   ensureStatus,
   ensureTurnOk,
   memoryRound,
+  otherAgents,
   prompts,
-  secondAgent,
   settledConversation,
 } from "./common.ts";
 
@@ -70,18 +70,30 @@ export const conversationIdChecks: CheckDef[] = [
     id: "CONVID-OTHER-AGENT-404",
     level: "MUST",
     section: SECTION,
-    title: "A conversation_id of a different agent gives 404 with message Conversation not found",
+    title:
+      "A conversation_id of a different agent gives 404 with message Conversation not found, on every other agent of the workspace and through the model-routed send naming it",
     needs: [],
     async run(ctx) {
-      const other = secondAgent(ctx);
       const conv = await settledConversation(ctx);
-      const turn = await ctx.turn({ agent: other, conversationId: conv.id, prompt: prompts.hello });
-      ensureStatus(turn.response, 404, "send-message on another agent with this conversation's id");
-      if (!turn.response.text.includes("Conversation not found")) {
-        fail(
-          "the 404 body does not carry the message Conversation not found",
-          turn.response.text.slice(0, 300),
-        );
+      // Each other agent kind, on its own send and on the routed send selecting it (Endpoints/Model-routed
+      // send: the same behaviour), is a different agent for this conversation.
+      for (const other of otherAgents(ctx)) {
+        const sends = [
+          { label: `send-message on agent ${other}`, turn: { agent: other } },
+          {
+            label: `the model-routed send naming ${other}`,
+            turn: { routed: true, model: other, agent: other },
+          },
+        ];
+        for (const { label, turn: how } of sends) {
+          const turn = await ctx.turn({ ...how, conversationId: conv.id, prompt: prompts.hello });
+          ensureStatus(turn.response, 404, `${label} with this conversation's id`);
+          if (!turn.response.text.includes("Conversation not found"))
+            fail(
+              `${label}: the 404 body does not carry the message Conversation not found`,
+              turn.response.text.slice(0, 300),
+            );
+        }
       }
     },
   }),

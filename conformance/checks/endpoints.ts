@@ -32,19 +32,32 @@ export const endpointChecks: CheckDef[] = [
     id: "MODELS-SHAPE",
     level: "MUST",
     section: "Endpoints/List models",
-    title: 'The models list is {data: [{type: "model", id, display_name}], has_more}',
+    title:
+      'The models list is {data: [{type: "model", id, display_name}], has_more}, each model once, on every agent kind',
     needs: [],
     async run(ctx) {
-      const res = await ctx.listModels();
-      ensureStatus(res, 200, "models list");
-      if (!isRecord(res.body) || !Array.isArray(res.body.data)) fail("no data array", res.text.slice(0, 300));
-      if (typeof res.body.has_more !== "boolean") fail("has_more is not a boolean");
-      if (res.body.data.length === 0) fail("the models list is empty");
-      for (const entry of res.body.data) {
-        if (!isRecord(entry) || entry.type !== "model")
-          fail('an entry is not of type "model"', JSON.stringify(entry));
-        if (typeof entry.id !== "string" || typeof entry.display_name !== "string")
-          fail("an entry lacks id or display_name");
+      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
+        (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
+      );
+      for (const agent of agents) {
+        const of = agent === ctx.inputs.agent ? "" : ` of agent ${agent}`;
+        const res = await ctx.listModels({ agent });
+        ensureStatus(res, 200, `models list${of}`);
+        if (!isRecord(res.body) || !Array.isArray(res.body.data))
+          fail(`no data array${of}`, res.text.slice(0, 300));
+        if (typeof res.body.has_more !== "boolean") fail(`has_more${of} is not a boolean`);
+        if (res.body.data.length === 0) fail(`the models list${of} is empty`);
+        const seen = new Set<unknown>();
+        for (const entry of res.body.data) {
+          if (!isRecord(entry) || entry.type !== "model")
+            fail(`an entry${of} is not of type "model"`, JSON.stringify(entry));
+          if (typeof entry.id !== "string" || typeof entry.display_name !== "string")
+            fail(`an entry${of} lacks id or display_name`);
+          // A list of the agent's models names each once: an id twice is one model listed as two.
+          if (seen.has(entry.id))
+            fail(`the models list${of} holds ${JSON.stringify(entry.id)} twice`, res.text.slice(0, 300));
+          seen.add(entry.id);
+        }
       }
     },
   }),
@@ -470,12 +483,15 @@ export const endpointChecks: CheckDef[] = [
     title: "A share body other than exactly {shared: <boolean>} gets a 4xx and changes nothing",
     needs: [],
     async run(ctx) {
+      // Shared first, then the bodies that are not the toggle: none of them may take it back (one that names
+      // no boolean names no value; the sweeps hold every later read to the owner's last real toggle).
       const conv = await settledConversation(ctx);
-      for (const body of [{ shared: "true" }, { shared: true, extra: 1 }, {}]) {
+      ensureStatus(await ctx.share(conv.id, { shared: true }), [200, 204], "share toggle by the owner");
+      for (const body of [{ shared: "false" }, {}, { shared: false, extra: 1 }]) {
         ensureClientError(await ctx.share(conv.id, body), `share body ${JSON.stringify(body)}`);
+        if ((await ctx.conversation(conv.id)).shared !== true)
+          fail(`the share body ${JSON.stringify(body)} changed the shared conversation`);
       }
-      if ((await ctx.conversation(conv.id)).shared !== false)
-        fail("a refused share body changed the conversation");
     },
   }),
   /** Fork with a taken conversation_id: 409. */
@@ -548,7 +564,8 @@ export const endpointChecks: CheckDef[] = [
     id: "FORK-MODEL-RECORDED",
     level: "MUST",
     section: "Endpoints/Fork a conversation",
-    title: "Fork with model records it as the child's default for its future turns",
+    title:
+      "Fork with model records it as the child's default for its future turns (its first and its second)",
     needs: [],
     async run(ctx) {
       const models = await modelsInfo(ctx);
@@ -558,10 +575,13 @@ export const endpointChecks: CheckDef[] = [
       const res = await ctx.fork(conv.id, { model: models.otherId });
       ensureStatus(res, [200, 201], "fork with model");
       if (!isRecord(res.body) || typeof res.body.conversation_id !== "string") fail("no conversation_id");
-      const turn = await ctx.turn({ conversationId: res.body.conversation_id, prompt: prompts.whichModel });
-      ensureTurnOk(turn, "child's first turn");
-      if (!turnRanAs(turn, models.otherId))
-        fail(`the child's turn did not run on ${models.otherId}`, turn.text);
+      // A default "for its future turns": each of them, the second as much as the first.
+      for (const which of ["first", "second"]) {
+        const turn = await ctx.turn({ conversationId: res.body.conversation_id, prompt: prompts.whichModel });
+        ensureTurnOk(turn, `child's ${which} turn`);
+        if (!turnRanAs(turn, models.otherId))
+          fail(`the child's ${which} turn did not run on ${models.otherId}`, turn.text);
+      }
     },
   }),
   /** Invoking a deployed flow with its key and input variables. */
@@ -590,6 +610,21 @@ export const endpointChecks: CheckDef[] = [
         ensureStatus(res, [200, 201], `flow invocation with the key in a header spelled ${keyHeader}`);
         if (res.body === undefined) fail("the flow answered a body that is not JSON", res.text.slice(0, 300));
       }
+      // `Content-Type: application/json` with its charset parameter is that media type (RFC 8259 names UTF-8
+      // its encoding): a client that writes it is sending what the API asks for.
+      const withCharset = await ctx.call("invokeFlow", {
+        method: "POST",
+        url: `${normalisedUrl(ctx.inputs.flowUrl ?? "")}/apps/${encodeURIComponent(ctx.inputs.flowId ?? "")}`,
+        key: ctx.inputs.flowKey,
+        keyHeader: "X-API-Key",
+        rawBody: JSON.stringify({ input_vars: inputVars }),
+        headers: { "content-type": "application/json; charset=utf-8" },
+      });
+      ensureStatus(
+        withCharset,
+        [200, 201],
+        "flow invocation with Content-Type: application/json; charset=utf-8",
+      );
     },
   }),
   /**

@@ -12,6 +12,7 @@ import {
   ensureStatus,
   ensureTurnOk,
   ISO_MS_UTC,
+  justBefore,
   prompts,
   settledConversation,
   sharedConversation,
@@ -73,6 +74,14 @@ function filterCheck(
         );
       if (ids(list).has(own.id))
         fail(`${param}=${value} lists a conversation started through the API (${own.id}), which has none`);
+      // Filters combine (List conversations: all optional, together): beside `since`, the filter still
+      // leaves out the run's own conversation, active since then.
+      const since = justBefore(String((await ctx.conversation(own.id)).created_at));
+      const both = await listed(ctx, { [param]: value, since, limit: "200" });
+      if (ids(both).has(own.id))
+        fail(
+          `${param}=${value}&since=${since} lists a conversation started through the API (${own.id}): with since beside it, the ${param} filter was dropped`,
+        );
     },
   });
 }

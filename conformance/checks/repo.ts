@@ -83,17 +83,22 @@ interface ReadOnlyRound {
 }
 
 /** One read-only turn (an API key, no read_only) that changes a file, with the remote's refs around it. */
-async function readOnlyRound(c: CheckContext): Promise<ReadOnlyRound> {
+async function readOnlyRound(c: CheckContext, key?: string): Promise<ReadOnlyRound> {
   const agent = c.inputs.repoAgent as string;
   const url = c.inputs.repoUrl as string;
   const before = await remoteRefs(url);
   const id = c.newConversationId();
   ensureTurnOk(
-    await c.turn({ agent, conversationId: id, prompt: prompts.writeFile(`acc-${c.nonce()}.txt`, c.nonce()) }),
-    "read-only turn",
+    await c.turn({
+      agent,
+      key,
+      conversationId: id,
+      prompt: prompts.writeFile(`acc-${c.nonce()}.txt`, c.nonce()),
+    }),
+    key === undefined ? "read-only turn" : "read-only turn with the member key",
   );
   // Whatever a deployment does after a turn happens by the time the session is recorded.
-  await c.waitForSession(id, { agent });
+  await c.waitForSession(id, { agent, key });
   const after = await remoteRefs(url);
   const changes = refChanges(before, after);
   const authors = changes.length > 0 ? await authorsOf(url, changes) : new Map<string, string>();
@@ -173,12 +178,27 @@ export const repoChecks: CheckDef[] = [
     id: "REPO-READ-ONLY-DEFAULT",
     level: "MUST",
     section: SECTION,
-    title: "A turn with an API key and no read_only never commits or pushes (no branch or tag moves)",
+    title:
+      "A turn with an API key and no read_only never commits or pushes (no branch or tag moves), whichever key sends it",
     needs: ["repoAgent", "repoUrl"],
     async run(ctx) {
       const round = await repoRound(ctx);
       const first = round.readOnly;
-      if (first.changes.length === 0) return;
+      if (first.changes.length === 0) {
+        // Rule 3 is about "calls made with an API key", any key that may run a turn: the member's too.
+        const member = ctx.inputs.memberKey;
+        if (!member) return;
+        const theirs = await readOnlyRound(ctx, member);
+        if (theirs.changes.length === 0) return;
+        await sleep(RECHECK_PAUSE_MS);
+        const again = await readOnlyRound(ctx, member);
+        if (again.changes.length > 0)
+          fail(
+            "refs of the repository moved during two read-only turns sent with the member key (none moved for the run's key)",
+            `first:\n${describeChanges(theirs)}\nsecond:\n${describeChanges(again)}`,
+          );
+        return;
+      }
       // The agent's identity is the author of the read_only: false turn's push (unknown when nothing was pushed).
       const identity = round.pushHeadAfter !== round.pushHeadBefore ? round.author : "";
       const authors = [...first.authors.values()];

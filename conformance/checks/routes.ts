@@ -10,8 +10,8 @@ import {
   check,
   ensureStatus,
   ensureTurnOk,
+  otherAgents,
   prompts,
-  secondAgent,
   settledConversation,
   sharedConversation,
 } from "./common.ts";
@@ -72,17 +72,18 @@ export const routeChecks: CheckDef[] = [
       "Every conversation route on a different agent's path gives 404 with message Conversation not found",
     needs: [],
     async run(ctx) {
-      const other = secondAgent(ctx);
       const conv = await settledConversation(ctx);
-      for (const [route, call] of conversationRoutes(ctx, conv.id, undefined, other)) {
-        const res = await call();
-        ensureStatus(res, 404, `${route} on agent ${other}`);
-        if (!res.text.includes("Conversation not found"))
-          fail(
-            `${route} on agent ${other}: the 404 does not say Conversation not found`,
-            res.text.slice(0, 300),
-          );
-      }
+      // On the path of every other agent kind the inputs name: each is "a different agent".
+      for (const other of otherAgents(ctx))
+        for (const [route, call] of conversationRoutes(ctx, conv.id, undefined, other)) {
+          const res = await call();
+          ensureStatus(res, 404, `${route} on agent ${other}`);
+          if (!res.text.includes("Conversation not found"))
+            fail(
+              `${route} on agent ${other}: the 404 does not say Conversation not found`,
+              res.text.slice(0, 300),
+            );
+        }
       await ensureUnchanged(ctx, conv.id);
     },
   }),

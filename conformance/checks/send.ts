@@ -70,6 +70,46 @@ const ROUTED = "Endpoints/Model-routed send";
 /** Listed models tried per agent by SEND-MODEL-SELECTS beyond its default. */
 const MODELS_PER_AGENT = 3;
 
+/** SEND-NEWEST-USER-ONLY on one route: the reply and the transcript read only the newest user element. */
+async function newestUserOnly(ctx: CheckContext, routed: boolean): Promise<void> {
+  const on = routed ? " (model-routed send)" : "";
+  const old = ctx.nonce();
+  const token = ctx.nonce();
+  const id = ctx.newConversationId();
+  const turn = await ctx.turn({
+    conversationId: id,
+    ...(routed && { routed: true, model: ctx.inputs.agent }),
+    messages: [
+      { role: "user", content: prompts.remember(old) },
+      { role: "assistant", content: "OK" },
+      { role: "user", content: `${prompts.recall} ${prompts.token(token)}` },
+      // Not the newest user element, so not read: a server reading the last element misses the token.
+      { role: "assistant", content: "Understood." },
+    ],
+  });
+  ensureTurnOk(turn, `the turn${on}`);
+  if (turn.text.trim() === "") fail(`the turn${on} produced no text`);
+  if (turn.text.includes(old)) fail(`the agent read an earlier messages element${on}`, turn.text);
+  if (!turn.text.includes(token))
+    fail(
+      `the reply${on} lacks the token the newest user element asked for: another element was read`,
+      turn.text,
+    );
+  // Stored as read (Rule 1: no history is replayed by the caller): the transcript holds this one turn's
+  // user message, not the earlier elements the body carried.
+  const res = await ctx.transcript(id);
+  ensureStatus(res, 200, "the transcript of the conversation");
+  const users = (isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : []).filter(
+    (m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true,
+  );
+  const stored = JSON.stringify(users);
+  if (stored.includes(old) || users.length !== 1)
+    fail(
+      `the transcript of the one-turn conversation${on} holds ${users.length} user message(s)${stored.includes(old) ? ", one of them an earlier messages element" : ""}: only the newest user element is a turn`,
+      stored.slice(0, 400),
+    );
+}
+
 export const sendChecks: CheckDef[] = [
   /** The basic contract of the route: 200, an event stream, the conversation id header, no max_tokens needed. */
   check({
@@ -99,18 +139,26 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-STREAM-FALSE",
     level: "MUST",
     section: SECTION,
-    title: "stream: false, or no stream field, still yields an event stream with X-Conversation-Id",
+    title:
+      "stream: false, or no stream field, still yields an event stream with X-Conversation-Id, on send-message and the model-routed send",
     needs: [],
     async run(ctx) {
       // The same response as with stream: true, X-Conversation-Id included, whichever way it is asked for.
-      for (const [stream, label] of [
-        [false, "stream: false"],
-        [undefined, "stream omitted"],
-      ] as const) {
-        const turn = await ctx.turn({ prompt: prompts.hello, extraBody: { stream } });
-        ensureTurnOk(turn, label);
-        if (!turn.conversationId) fail(`${label}: the response carries no X-Conversation-Id`);
-      }
+      // The routed send has "the same body and behaviour" (Endpoints/Model-routed send): both routes.
+      for (const routed of [false, true])
+        for (const [stream, asked] of [
+          [false, "stream: false"],
+          [undefined, "stream omitted"],
+        ] as const) {
+          const label = `${asked}${routed ? " on the model-routed send" : ""}`;
+          const turn = await ctx.turn({
+            prompt: prompts.hello,
+            extraBody: { stream },
+            ...(routed && { routed: true, model: ctx.inputs.agent }),
+          });
+          ensureTurnOk(turn, label);
+          if (!turn.conversationId) fail(`${label}: the response carries no X-Conversation-Id`);
+        }
     },
   }),
   /** Only the newest user message is used: history sent by the caller is not replayed. */
@@ -119,43 +167,11 @@ export const sendChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      'Only the newest element with role "user" is used (earlier elements and a trailing assistant one are not read)',
+      'Only the newest element with role "user" is used (earlier elements and a trailing assistant one are not read, nor stored), on send-message and the model-routed send',
     needs: [],
     async run(ctx) {
-      const old = ctx.nonce();
-      const token = ctx.nonce();
-      const id = ctx.newConversationId();
-      const turn = await ctx.turn({
-        conversationId: id,
-        messages: [
-          { role: "user", content: prompts.remember(old) },
-          { role: "assistant", content: "OK" },
-          { role: "user", content: `${prompts.recall} ${prompts.token(token)}` },
-          // Not the newest user element, so not read: a server reading the last element misses the token.
-          { role: "assistant", content: "Understood." },
-        ],
-      });
-      ensureTurnOk(turn);
-      if (turn.text.trim() === "") fail("the turn produced no text");
-      if (turn.text.includes(old)) fail("the agent read an earlier messages element", turn.text);
-      if (!turn.text.includes(token))
-        fail(
-          "the reply lacks the token the newest user element asked for: another element was read",
-          turn.text,
-        );
-      // Stored as read (Rule 1: no history is replayed by the caller): the transcript holds this one turn's
-      // user message, not the earlier elements the body carried.
-      const res = await ctx.transcript(id);
-      ensureStatus(res, 200, "the transcript of the conversation");
-      const users = (isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : []).filter(
-        (m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true,
-      );
-      const stored = JSON.stringify(users);
-      if (stored.includes(old) || users.length !== 1)
-        fail(
-          `the transcript of the one-turn conversation holds ${users.length} user message(s)${stored.includes(old) ? ", one of them an earlier messages element" : ""}: only the newest user element is a turn`,
-          stored.slice(0, 400),
-        );
+      // The routed send reads "the same body" (Endpoints/Model-routed send): each route gets the same messages.
+      for (const routed of [false, true]) await newestUserOnly(ctx, routed);
     },
   }),
   /** content as text blocks is read; non-text blocks are skipped without error. */
@@ -327,13 +343,33 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-SYSTEM-APPLIED",
     level: "MUST",
     section: SECTION,
-    title: "The system text applies to the turn",
+    title:
+      "The system text applies to the turn, on every agent kind, and is instructions, not a user message of the transcript",
     needs: [],
     async run(ctx) {
-      const token = ctx.nonce();
-      const turn = await ctx.turn({ prompt: prompts.hello, system: prompts.token(token) });
-      ensureTurnOk(turn);
-      ensureIncludes(turn.text, token, "directive given in system");
+      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
+        (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
+      );
+      for (const agent of agents) {
+        const on = agent === ctx.inputs.agent ? "" : ` on agent ${agent}`;
+        const token = ctx.nonce();
+        const system = prompts.token(token);
+        const turn = await ctx.turn({ agent, prompt: prompts.hello, system });
+        ensureTurnOk(turn, `the turn with system${on}`);
+        ensureIncludes(turn.text, token, `directive given in system${on}`);
+        // Appended to the agent's instructions (Send a message, `system`): the caller's turn is its prompt.
+        if (!turn.conversationId) continue;
+        const res = await ctx.transcript(turn.conversationId, { agent });
+        ensureStatus(res, 200, `the transcript of the turn with system${on}`);
+        const users = (
+          isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : []
+        ).filter((m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true);
+        if (users.some((m) => JSON.stringify(m).includes(token)))
+          fail(
+            `the transcript${on} stores the system text as a user message: it is instructions, appended to the agent's own`,
+            JSON.stringify(users).slice(0, 300),
+          );
+      }
     },
   }),
   /**
@@ -389,13 +425,22 @@ export const sendChecks: CheckDef[] = [
     id: "SEND-TOOL-BLOCKS-DEFAULT-OFF",
     level: "MUST",
     section: SECTION,
-    title: "Without stream_tool_calls, or with it false, the stream carries no tool blocks (tools still run)",
+    title:
+      "Without stream_tool_calls, or with it false, the stream carries no tool blocks (tools still run), on every agent kind",
     needs: [],
     async run(ctx) {
-      // Omitted (the default) and sent as false: both mean no tool blocks.
-      for (const streamToolCalls of [undefined, false]) {
-        const label =
-          streamToolCalls === undefined ? "without stream_tool_calls" : "with stream_tool_calls: false";
+      // Omitted (the default) and sent as false: both mean no tool blocks; and the default holds on every agent
+      // kind (Events rule 1 names none).
+      const others = [ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
+        (a, i, all): a is string => typeof a === "string" && a !== ctx.inputs.agent && all.indexOf(a) === i,
+      );
+      const cases: Array<{ streamToolCalls?: boolean; agent?: string }> = [
+        {},
+        { streamToolCalls: false },
+        ...others.flatMap((agent) => [{ agent }, { streamToolCalls: false, agent }]),
+      ];
+      for (const { streamToolCalls, agent } of cases) {
+        const label = `${streamToolCalls === undefined ? "without stream_tool_calls" : "with stream_tool_calls: false"}${agent ? ` on agent ${agent}` : ""}`;
         const id = ctx.newConversationId();
         const name = `acc-${ctx.nonce()}.txt`;
         const content = ctx.nonce();
@@ -403,6 +448,7 @@ export const sendChecks: CheckDef[] = [
           conversationId: id,
           prompt: prompts.writeFile(name, content),
           streamToolCalls,
+          ...(agent && { agent }),
         });
         ensureTurnOk(turn, `turn ${label}`);
         if (turn.reading.blocks.some((b) => b.type === "tool_use" || b.type === "tool_result")) {
@@ -689,6 +735,19 @@ export const sendChecks: CheckDef[] = [
       const plain = await ctx.turn({ prompt: prompts.whichModel, metadata: { automation } });
       ensureTurnOk(plain, "automation turn");
       const automationModel = plain.reading.model;
+      // Every turn that names the automation gets its defaults, a resumed one as much as a conversation's first.
+      if (plain.conversationId) {
+        const resumed = await ctx.turn({
+          conversationId: plain.conversationId,
+          prompt: prompts.whichModel,
+          metadata: { automation },
+        });
+        ensureTurnOk(resumed, "resumed automation turn");
+        if (automationModel !== undefined && resumed.reading.model !== automationModel)
+          fail(
+            `with metadata.automation ${JSON.stringify(automation)}, message_start.model is ${JSON.stringify(automationModel)} on a conversation's first turn and ${JSON.stringify(resumed.reading.model)} on its next`,
+          );
+      }
       // The routed send reads the same body (Endpoints/Model-routed send): the automation it names supplies the
       // same default there, so the turn runs on the model the agent's own send ran on.
       const routed = await ctx.turn({
@@ -725,6 +784,15 @@ export const sendChecks: CheckDef[] = [
       });
       ensureTurnOk(turn);
       ensureIncludes(turn.text, token, "reply of a turn with an unknown automation");
+      // Ignored means no automation at all: the turn runs on the model a turn without one runs on (the model
+      // fallback: the automation's, then the agent's default), not on some other automation's.
+      const models = await modelsInfo(ctx);
+      // Judged where message_start names a listed model by its id, so another listed model is told for sure.
+      const ran = turn.reading.model;
+      if (ran !== undefined && models.ids.includes(ran) && ran !== models.defaultId)
+        fail(
+          `the turn with an unknown automation ran on ${JSON.stringify(turn.reading.model)}, not the agent's default ${models.defaultId}: the name was not ignored`,
+        );
     },
   }),
   /** A storage-backed agent runs turns like any other. */
@@ -767,7 +835,7 @@ export const sendChecks: CheckDef[] = [
       }
       const models = await modelsInfo(ctx);
       const id = ctx.newConversationId();
-      ctx.track(id, ctx.inputs.key);
+      ctx.trackSentOutside(id, ctx.inputs.key);
       // The SDK's own retries (429, 5xx, connection errors) would hide a failure; load refusals skip below.
       const client = new sdk.default({ apiKey: ctx.inputs.key, baseURL: ctx.agentUrl(), maxRetries: 0 });
       const token = ctx.nonce();
@@ -836,8 +904,9 @@ export const sendChecks: CheckDef[] = [
       "POST /api/agents/v1/messages with model = bare agent name runs a turn on that agent, whichever agent of the workspace it names",
     needs: [],
     async run(ctx) {
-      // The default agent alone cannot tell "runs on the named agent" from "runs on the default one".
-      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent ?? ctx.inputs.repoAgent].filter(
+      // The default agent alone cannot tell "runs on the named agent" from "runs on the default one"; each
+      // agent kind has its own naming (Conventions: a repository-backed agent is `<owner>-<repo>`).
+      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
         (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
       );
       for (const agent of agents) {

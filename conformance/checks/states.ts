@@ -407,7 +407,7 @@ export const stateChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "Fork creates a private child owned by the caller, pointing at its parent; the parent is unchanged",
+      "Fork creates a private child owned by the caller, pointing at its parent; the parent is unchanged; a fork of the child points at the child",
     needs: [],
     async run(ctx) {
       const conv = await settledConversation(ctx);
@@ -426,6 +426,23 @@ export const stateChecks: CheckDef[] = [
       for (const field of ["turn_count", "shared", "parent_conversation_id", "title"] as const) {
         if (after[field] !== before[field]) fail(`forking changed the parent's ${field}`);
       }
+      // A child is a conversation like any (States and transitions): forked in turn, its own child points at
+      // it, the conversation forked, not at the root (Fork result, `parent_conversation_id`); the forks sweep
+      // judges `forked_at_turn` against the child's own length.
+      // Its last compaction and transcript are read too: the sweeps hold them to each other on every
+      // conversation, a fork's child as much as one a send made.
+      ensureStatus(await ctx.lastCompaction(result.conversation_id), 200, "the child's last compaction");
+      ensureStatus(await ctx.transcript(result.conversation_id), 200, "the child's transcript");
+      const grandchild = await forkOk(ctx, result.conversation_id, {});
+      if (grandchild.parent_conversation_id !== result.conversation_id)
+        fail(
+          `the fork of the child ${result.conversation_id} answers parent_conversation_id ${JSON.stringify(grandchild.parent_conversation_id)}`,
+        );
+      const read = await ctx.conversation(grandchild.conversation_id);
+      if (read.parent_conversation_id !== result.conversation_id)
+        fail(
+          `the fork of the child ${result.conversation_id} reads parent_conversation_id ${JSON.stringify(read.parent_conversation_id)}`,
+        );
     },
   }),
   /** The child's first turn answers from the parent's context. */
@@ -474,7 +491,7 @@ export const stateChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "Delete by the owner answers 204 No Content and removes the conversation (a second delete finds nothing), and only it: a child forked from it stays",
+      "Delete by the owner answers 204 No Content on every agent kind and removes the conversation (a second delete finds nothing, the list leaves it out), and only it: a child forked from it stays",
     needs: [],
     async run(ctx) {
       const conv = await settledConversation(ctx);
@@ -484,12 +501,35 @@ export const stateChecks: CheckDef[] = [
       ensureStatus(res, 204, "delete");
       if (res.text !== "") fail("204 with a body", res.text.slice(0, 200));
       ensureStatus(await ctx.getConversation(conv.id), 404, "fetch after delete");
+      // Removed from the lists too, while its child lives on (the child is no reason to keep it).
+      const list = await ctx.listConversations({ limit: "200" });
+      ensureStatus(list, 200, "the list after the delete");
+      const listed =
+        isRecord(list.body) && Array.isArray(list.body.conversations) ? list.body.conversations : [];
+      if (listed.some((c) => isRecord(c) && c.id === conv.id))
+        fail(`the list still holds the deleted conversation ${conv.id}, whose fork's child lives on`);
       ensureStatus(await ctx.deleteConversation(conv.id), 404, "a second delete of the removed conversation");
       ensureStatus(
         await ctx.getConversation(child.conversation_id),
         200,
         "the child forked from the deleted conversation, read by its owner",
       );
+      // The rule names no agent kind: a delete on each other agent answers the same 204 with no body.
+      for (const agent of [ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
+        (a, i, all): a is string => typeof a === "string" && a !== ctx.inputs.agent && all.indexOf(a) === i,
+      )) {
+        const turn = await ctx.turn({
+          agent,
+          conversationId: ctx.newConversationId(),
+          prompt: prompts.hello,
+        });
+        ensureTurnOk(turn, `a turn on agent ${agent}`);
+        const id = turn.conversationId;
+        if (!id) continue;
+        const gone = await ctx.deleteConversation(id, { agent });
+        ensureStatus(gone, 204, `delete on agent ${agent}`);
+        if (gone.text !== "") fail(`204 with a body on agent ${agent}`, gone.text.slice(0, 200));
+      }
     },
   }),
 ];

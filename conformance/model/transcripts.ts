@@ -14,6 +14,16 @@ export const transcriptRules = defineRules("transcripts", {
     check: "MEANING-TRANSCRIPT-ORDER",
     text: "The transcript holds each turn's user message, in order, as sent (a fork's copied turns first)",
   },
+  onePerTurn: {
+    section: "Resources/Transcript",
+    check: "MEANING-TRANSCRIPT-ORDER",
+    text: "The transcript holds one user message per turn (Rule 1: one new user message per call): nothing else a send carries (earlier `messages` elements, `system`, attachments) is stored as a user message",
+  },
+  compactionShown: {
+    section: "Endpoints/Get last compaction",
+    check: "COMPACTION-NOT-EMPTY-TURN",
+    text: "Last compaction tells a compaction step from an empty turn: `compacted` true only where the transcript holds the compaction's summary (a user message with `is_compact_summary` true)",
+  },
   newestUserOnly: {
     section: "Endpoints/Send a message",
     check: "SEND-NEWEST-USER-ONLY",

@@ -229,6 +229,7 @@ describe("SSE turn grammar", () => {
     ["SSE-MESSAGE-DELTA", start + messageDelta.replace('"end_turn"', '""') + stop],
     ["SSE-USAGE-FIVE-FIELDS", start + messageDelta.replace(',"total_cost_usd":0.001', "") + stop],
     ["SSE-ERROR-SHAPE", start + frame("error", { error: { message: "boom" } })],
+    ["SSE-ERROR-SHAPE", start + frame("error", { error: { type: "api_error", message: " " } })],
   ];
 
   it.each(broken)("reports %s on a stream breaking that rule", (code, stream, streamToolCalls = true) => {

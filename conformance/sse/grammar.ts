@@ -337,7 +337,12 @@ export function checkTurnStream(bytes: Uint8Array | string, options: TurnGrammar
       }
       case "error": {
         const error = isRecord(json.error) ? json.error : {};
-        if (error.type !== streamErrorType || typeof error.message !== "string") {
+        // The message "tells the failure" (Events, error): an empty one tells nothing.
+        if (
+          error.type !== streamErrorType ||
+          typeof error.message !== "string" ||
+          error.message.trim() === ""
+        ) {
           violate(
             "SSE-ERROR-SHAPE",
             `an error event must carry {error: {type: "${streamErrorType}", message}}`,

@@ -110,6 +110,26 @@ describe("every conversation object the named checks read is judged (Resources/C
     ).toEqual(["STATE-SHARE-TRUE"]);
   });
 
+  it("takes a body naming no boolean as setting nothing, however it was answered", () => {
+    seq += 2;
+    const empty: ConversationRead = {
+      kind: "share-sent",
+      id: "c1",
+      namesValue: false,
+      status: 200,
+      started: seq - 1,
+      ended: seq,
+    };
+    expect(judgeConversationsRead([toggle(true), empty, read("owner-key", { shared: true })], run)).toEqual(
+      [],
+    );
+    expect(
+      judgeConversationsRead([toggle(true), empty, read("owner-key", { shared: false })], run).map(
+        (f) => f.check,
+      ),
+    ).toEqual(["STATE-SHARE-TRUE"]);
+  });
+
   it("takes a refused toggle as changing nothing, and names the owner-only rule when it took", () => {
     const refused = [toggle(true), toggle(false, 403)];
     expect(judgeConversationsRead([...refused, read("owner-key", { shared: true })], run)).toEqual([]);

@@ -71,8 +71,9 @@ export function logFacts(log: ConversationRead[]): LogFacts {
 /**
  * What `shared` must read for a call spanning [started, ended] on a conversation the run made (States and
  * transitions: false at creation, then the owner's last toggle; a refused toggle changes nothing): the value
- * of the last toggle accepted before the call began. Undefined where the run cannot tell: a toggle still in
- * flight during the call, or one answered in a way that does not say whether it took (a 2xx for a body
+ * of the last toggle accepted before the call began. A body holding no boolean `shared` names no value, so it
+ * sets none however it is answered. Undefined where the run cannot tell: a toggle still in flight during the
+ * call, or one answered in a way that does not say whether it took (a 2xx for a body with a boolean `shared`
  * that is not exactly {"shared": <boolean>}, a 5xx, no answer).
  */
 export function sharedDuring(
@@ -82,7 +83,8 @@ export function sharedDuring(
 ): { shared: boolean; after?: ShareSent } | undefined {
   let state: { shared: boolean; after?: ShareSent } = { shared: false };
   for (const t of toggles ?? []) {
-    if (t.started > ended) continue;
+    // A body that holds no boolean `shared` names no value to set: whatever it was answered, it sets none.
+    if (t.started > ended || t.namesValue === false) continue;
     if (t.ended > started) return undefined;
     const accepted = t.status >= 200 && t.status < 300;
     const refused = t.status >= 400 && t.status < 500;

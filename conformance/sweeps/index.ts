@@ -8,12 +8,13 @@ import type { RunState } from "../context.ts";
 import type { CheckResult } from "../types.ts";
 import { judgeActivityRead } from "./activity.ts";
 import { judgeConversationsRead } from "./conversations.ts";
+import { judgeCountsRead } from "./counts.ts";
 import { judgeDeletesRead } from "./deletes.ts";
 import { logFacts, type SweepFinding } from "./finding.ts";
 import { judgeForksRead } from "./forks.ts";
 import { judgeListsRead } from "./lists.ts";
 import { judgeTitlesRead } from "./titles.ts";
-import { judgeTranscriptsRead } from "./transcripts.ts";
+import { judgeCompactionsRead, judgeTranscriptsRead } from "./transcripts.ts";
 import { judgeTurnsRead } from "./turns.ts";
 
 export function sweepFindings(run: RunState): SweepFinding[] {
@@ -27,7 +28,9 @@ export function sweepFindings(run: RunState): SweepFinding[] {
     ...judgeActivityRead(log, run, facts),
     ...judgeDeletesRead(log),
     ...judgeTitlesRead(log),
+    ...judgeCountsRead(log, run, facts),
     ...judgeTranscriptsRead(log, run, facts),
+    ...judgeCompactionsRead(log),
   ];
 }
 

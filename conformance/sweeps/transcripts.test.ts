@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { ConversationRead, RunState } from "../context.ts";
-import { judgeTranscriptsRead } from "./transcripts.ts";
+import { judgeCompactionsRead, judgeTranscriptsRead } from "./transcripts.ts";
 
 // Only what the sweep reads of a run: its keys and who made which conversation.
 const run = {
@@ -88,5 +88,40 @@ describe("every transcript the named checks read is judged (Resources/Transcript
     // A turn still in flight when the transcript was read: how many are the owner's is not known.
     const inFlight: ConversationRead = { ...own, ended: Number.POSITIVE_INFINITY };
     expect(checksOf([child, inFlight, owner, copiedThenOwn("u1")])).toEqual([]);
+  });
+});
+
+describe("every last compaction the run read agrees with the transcript", () => {
+  const compaction = (compacted: boolean): ConversationRead => {
+    seq += 2;
+    return {
+      kind: "compaction",
+      madeBy: "STATE-FORK-CHILD",
+      request: "GET /k/last-compaction",
+      id: "k",
+      compacted,
+      started: seq - 1,
+      ended: seq,
+    };
+  };
+  const summary = { ...user(undefined, "Summary"), is_compact_summary: true };
+  it("fails compacted true where the transcript holds no summary, with no turn between", () => {
+    expect(
+      judgeCompactionsRead([compaction(true), transcript("k", [user("u1"), assistant])]).map((f) => f.check),
+    ).toEqual(["COMPACTION-NOT-EMPTY-TURN"]);
+    expect(
+      judgeCompactionsRead([compaction(true), transcript("k", [summary, user("u1"), assistant])]),
+    ).toEqual([]);
+    expect(judgeCompactionsRead([compaction(false), transcript("k", [user("u1"), assistant])])).toEqual([]);
+    const between: ConversationRead = {
+      kind: "turn-sent",
+      id: "k",
+      completed: true,
+      status: 200,
+      started: 1e6,
+      ended: 1e6 + 1,
+    };
+    const late = { ...transcript("k", [user("u1"), assistant]), started: 1e6 + 2, ended: 1e6 + 3 };
+    expect(judgeCompactionsRead([compaction(true), between, late])).toEqual([]);
   });
 });

@@ -7,7 +7,7 @@
 import type { ConversationRead, RunState } from "../context.ts";
 import { expectRule } from "../model/mismatch.ts";
 import { judgeAuthorPresent, transcriptRules } from "../model/transcripts.ts";
-import { Findings, type LogFacts, logFacts, type SweepFinding } from "./finding.ts";
+import { Findings, type LogFacts, logFacts, type SweepFinding, turnsBetween } from "./finding.ts";
 import { distinctKeys } from "./keys.ts";
 
 type Transcript = Extract<ConversationRead, { kind: "transcript" }>;
@@ -72,4 +72,32 @@ function ownTurnsOfChild(
   const sent = log.filter((e) => e.kind === "turn-sent" && e.id === t.id && e.started < t.ended);
   if (sent.some((e) => e.kind === "turn-sent" && (e.ended > t.started || e.completed !== true))) return [];
   return sent.length === 0 ? [] : users.slice(-sent.length);
+}
+
+type Compaction = Extract<ConversationRead, { kind: "compaction" }>;
+
+/**
+ * Every last compaction that said `compacted` true, against a transcript of the same conversation read with
+ * no turn sent into it in between (on any route, by any key): the transcript shows the compaction's summary.
+ */
+export function judgeCompactionsRead(log: ConversationRead[]): SweepFinding[] {
+  const found = new Findings();
+  const transcripts = log.filter((e): e is Transcript => e.kind === "transcript");
+  for (const c of log.filter((e): e is Compaction => e.kind === "compaction" && e.compacted)) {
+    for (const t of transcripts.filter((x) => x.id === c.id)) {
+      const [first, last] = t.ended < c.started ? [t, c] : [c, t];
+      if (turnsBetween(log, c.id, first, last).length > 0) continue;
+      try {
+        expectRule(
+          transcriptRules.compactionShown,
+          t.messages.some((m) => m.is_compact_summary === true),
+          "a compaction summary in the transcript",
+          `${c.request} says compacted true; ${t.request} holds no message with is_compact_summary true`,
+        );
+      } catch (error) {
+        found.add(error, `${c.request} by ${c.madeBy}`, JSON.stringify(t.messages.slice(0, 8), null, 2));
+      }
+    }
+  }
+  return found.list();
 }
