@@ -65,6 +65,9 @@ export interface RunState {
 }
 
 /** A conversation object a named check read (single fetch, list, transcript), or a delete it saw succeed. */
+/** What `nonce()` makes: each sent once, so where one shows up says where it came from (sweeps/titles.ts). */
+export const NONCE_PATTERN = /\bn-[0-9a-f]{8}\b/g;
+
 export type ConversationRead =
   | {
       kind: "read";
@@ -146,6 +149,8 @@ export type ConversationRead =
       status?: number;
       /** The text of the newest user element it sent (Send a message: the one read), when it could be read. */
       prompt?: string;
+      /** The nonces anywhere in its body (older `messages` elements, `system`, attachment names and data). */
+      bodyNonces?: string[];
       started: number;
       ended: number;
     };
@@ -363,13 +368,19 @@ export class CheckContext {
     const sendsTurn = op === "sendMessage" || op === "sendRoutedMessage";
     const started = ++this.run.callSeq;
     const prompt = sendsTurn ? newestPrompt(req) : undefined;
-    let turnInto = sendsTurn ? this.#recordTurnSent(namedConversation(req), started, prompt) : undefined;
+    const bodyNonces = sendsTurn
+      ? [...new Set(JSON.stringify(req.json ?? null).match(NONCE_PATTERN) ?? [])]
+      : [];
+    let turnInto = sendsTurn
+      ? this.#recordTurnSent(namedConversation(req), started, prompt, bodyNonces)
+      : undefined;
     try {
       const res = await this.#callOnce(op, req, policy, bodyBytes, sendsTurn, started);
       // A turn that named no conversation made one: its id comes with the answer, and reads of it made
       // while the turn ran (it exists from the turn's start) fall inside the turn's span.
       const made = res.headers["x-conversation-id"];
-      if (sendsTurn && turnInto === undefined && made) turnInto = this.#recordTurnSent(made, started, prompt);
+      if (sendsTurn && turnInto === undefined && made)
+        turnInto = this.#recordTurnSent(made, started, prompt, bodyNonces);
       if (turnInto) {
         turnInto.status = res.status;
         turnInto.completed = res.status === 200 && ranToStop(res.text);
@@ -389,12 +400,14 @@ export class CheckContext {
     id: unknown,
     started: number,
     prompt: string | undefined,
+    bodyNonces: string[],
   ): { ended: number; completed?: boolean; status?: number } | undefined {
     if (typeof id !== "string") return undefined;
     const record: Extract<ConversationRead, { kind: "turn-sent" }> = {
       kind: "turn-sent",
       id,
       ...(prompt !== undefined && { prompt }),
+      ...(bodyNonces.length > 0 && { bodyNonces }),
       started,
       ended: Number.POSITIVE_INFINITY,
     };

@@ -112,10 +112,11 @@ export const routeChecks: CheckDef[] = [
     async run(ctx) {
       const first = await sharedConversation(ctx);
       // A turn's attachments are files, not its prompt: the title comes from the prompt all the same.
+      // Its name carries a nonce, so the titles sweep tells a title taken from it (sweeps/titles.ts).
       const turn = await ctx.turn({
         conversationId: ctx.newConversationId(),
         prompt: "Name the three primary colours of paint.",
-        metadata: { attachments: [attachment("acc-colours.txt", ctx.nonce())] },
+        metadata: { attachments: [attachment(`acc-colours-${ctx.nonce()}.txt`, ctx.nonce())] },
       });
       ensureTurnOk(turn);
       // A first prompt sent as text blocks is a prompt too.

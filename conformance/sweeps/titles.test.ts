@@ -7,10 +7,11 @@ const span = () => {
   seq += 2;
   return { started: seq - 1, ended: seq };
 };
-const sent = (id: string, prompt: string, status = 200): ConversationRead => ({
+const sent = (id: string, prompt: string, status = 200, bodyNonces?: string[]): ConversationRead => ({
   kind: "turn-sent",
   id,
   prompt,
+  ...(bodyNonces && { bodyNonces }),
   status,
   completed: status === 200,
   ...span(),
@@ -62,6 +63,12 @@ describe("the titles sweep", () => {
     expect(checks([...before, sent("k", `Child ${B}`), read("k", `Child ${B}`)])).toEqual([
       "GET-TITLE-FROM-PROMPT",
     ]);
+  });
+
+  it("fails a title taken from what the first send carried outside its prompt", () => {
+    const withFile = sent("c5", `Colours ${A}`, 200, [A, B]);
+    expect(checks([withFile, read("c5", `Colours ${A}`)])).toEqual([]);
+    expect(checks([withFile, read("c5", `acc-colours-${B}.txt`)])).toEqual(["GET-TITLE-FROM-PROMPT"]);
   });
 
   it("judges nothing it cannot place: a conversation already there, a nonce no prompt sent", () => {

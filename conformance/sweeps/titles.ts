@@ -2,12 +2,13 @@
  * Where every title the run read came from (Resources/Conversation, `title`: derived from the first prompt at
  * creation; never changed afterwards). The suite's prompts carry nonces (`n-` and eight hex digits), each sent
  * once, so a title that holds one says which prompt it was derived from. A conversation a send created may
- * hold only its first prompt's nonces: not a later turn's, and not those of a conversation deleted under the
- * same id before it. A fork's child exists from the fork on, so its title may hold only nonces sent before
+ * hold only its first prompt's nonces: not a later turn's, not those of a conversation deleted under the same
+ * id before it, and not those its first send carried outside its prompt (an older `messages` element, the
+ * `system` text, an attachment's name). A fork's child exists from the fork on, so its title may hold only nonces sent before
  * the fork answered. A nonce no prompt of the run sent says nothing and is not judged, nor is a conversation
  * whose creation the run did not see.
  */
-import type { ConversationRead } from "../context.ts";
+import { type ConversationRead, NONCE_PATTERN } from "../context.ts";
 import { fieldRules } from "../model/fields.ts";
 import { expectRule } from "../model/mismatch.ts";
 import { Findings, type SweepFinding } from "./finding.ts";
@@ -15,9 +16,7 @@ import { Findings, type SweepFinding } from "./finding.ts";
 type Read = Extract<ConversationRead, { kind: "read" }>;
 type TurnSent = Extract<ConversationRead, { kind: "turn-sent" }>;
 
-const NONCE = /\bn-[0-9a-f]{8}\b/g;
-
-const noncesOf = (text: string | undefined) => new Set(text?.match(NONCE) ?? []);
+const noncesOf = (text: string | undefined) => new Set(text?.match(NONCE_PATTERN) ?? []);
 
 /** One conversation under an id, from what made it to the id's next delete. */
 interface Incarnation {
@@ -34,7 +33,9 @@ interface Incarnation {
 export function judgeTitlesRead(log: ConversationRead[]): SweepFinding[] {
   const found = new Findings();
   const sent = log.filter((e): e is TurnSent => e.kind === "turn-sent");
-  const prompted = new Set(sent.flatMap((e) => [...noncesOf(e.prompt)]));
+  // Every nonce the run sent, in a prompt or anywhere else in a send's body (an older `messages` element,
+  // `system`, an attachment's name): a title holding one that is not its first prompt's came from elsewhere.
+  const prompted = new Set(sent.flatMap((e) => [...noncesOf(e.prompt), ...(e.bodyNonces ?? [])]));
   if (prompted.size === 0) return [];
   for (const life of incarnations(log, sent)) {
     const reads = log.filter(
@@ -50,7 +51,7 @@ export function judgeTitlesRead(log: ConversationRead[]): SweepFinding[] {
           fieldRules.titleFromFirstPrompt,
           foreign.length === 0,
           `a title from ${life.how}`,
-          `${JSON.stringify(title)}, which holds ${foreign.join(", ")}, sent in another prompt`,
+          `${JSON.stringify(title)}, which holds ${foreign.join(", ")}, sent elsewhere than that prompt`,
         );
       } catch (error) {
         found.add(error, `${r.request} by ${r.madeBy}`, JSON.stringify(r.conversation, null, 2));

@@ -287,7 +287,6 @@ const sendMutations: Mutation[] = [
     description:
       "Send a message: text blocks are joined with blank lines and non-text blocks are not read: a deployment that stops reading the content at the first non-text block",
     breaks: [],
-    knownGap: HELD,
     onRequest: (call) =>
       editSend(
         call,
@@ -413,7 +412,6 @@ const statusMutations: Mutation[] = [
     description:
       "Invoke a deployed flow / Authentication 1 and 4: the flow endpoint takes the `X-API-Key` header, a missing key gives 401: a deployment whose flow endpoint is public",
     breaks: [],
-    knownGap: HELD,
     onRequest: async (call, tools) => {
       if (call.route.kind !== "flow" || call.key !== undefined) return;
       const again = call.clone();
@@ -519,7 +517,6 @@ const headerMutations: Mutation[] = [
     description:
       "Conversation id resolution: an unknown id is created with that id verbatim, returned in `X-Conversation-Id`: a deployment that percent-encodes the header's id when it holds characters other than letters, digits, `-` and `_`",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res) => {
       if (!isSendPost(call) || !isEventStream(res)) return undefined;
       const id = res.headers["x-conversation-id"];
@@ -552,7 +549,6 @@ const streamMutations: Mutation[] = [
     description:
       "Events, `message_start.message.model`, and `metadata.automation`: the automation's model is the turn's default: a deployment whose stream names the agent's default model for an automation turn",
     breaks: [],
-    knownGap: HELD,
     onEvents: (events, call) => {
       const body = sendBody(call);
       if (body?.metadata?.automation !== DEMO.automation || body.model !== undefined) return undefined;
@@ -656,7 +652,6 @@ const streamMutations: Mutation[] = [
     description:
       "Events rule 4: `total_cost_usd` is the cost of the turn in US dollars: a deployment on the repository agent that reports it in cents",
     breaks: [],
-    knownGap: HELD,
     onEvents: (events, call) => {
       if (sendAgent(call) !== DEMO.repoAgent) return undefined;
       const usage = usageOf(events);
@@ -683,7 +678,6 @@ const streamMutations: Mutation[] = [
     description:
       "Events: `message_start.message` carries the message's `id`: a deployment that sends it empty on resumed turns",
     breaks: [],
-    knownGap: HELD,
     onEvents: (events, call, tools) => {
       if (!resumesSeen(call, tools)) return undefined;
       for (const e of events) if (e.event === "message_start" && e.data?.message) e.data.message.id = "";
@@ -700,7 +694,6 @@ const streamMutations: Mutation[] = [
     description:
       "Events rule 6: the stop reason seen is `end_turn` (a full agent turn, tools included, has ended): a deployment that says `tool_use` when the turn streamed tool calls",
     breaks: [],
-    knownGap: HELD,
     onEvents: (events) => {
       if (
         !events.some((e) => e.event === "content_block_start" && e.data?.content_block?.type === "tool_use")
@@ -765,7 +758,6 @@ const valueMutations: Mutation[] = [
       "Conversation, `turn_count`: a deployment whose count stops at 2 (the third turn and later are not counted)",
     breaks: [],
     sample: true,
-    knownGap: HELD,
     onResponse: conversationsOn(undefined, (c) => {
       if (typeof c.turn_count === "number" && c.turn_count > 2) c.turn_count = 2;
     }),
@@ -776,7 +768,6 @@ const valueMutations: Mutation[] = [
     description:
       "Conversation, `updated_at`, and List conversations (ordered newest activity first): a deployment that stops moving `updated_at` after a conversation's second turn",
     breaks: [],
-    knownGap: HELD,
     onResponse: conversationsOn(undefined, (c, _call, tools) => {
       if (typeof c.turn_count !== "number" || typeof c.id !== "string") return;
       const key = `at2:${c.id}`;
@@ -790,7 +781,6 @@ const valueMutations: Mutation[] = [
     description:
       "Conversation, `title`: derived from the first prompt and never changed afterwards: a deployment that re-derives it from the prompt of the third turn and later",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res, tools) => {
       if (isSendPost(call)) {
         learnSend(call, res, tools);
@@ -809,7 +799,6 @@ const valueMutations: Mutation[] = [
     description:
       "Conversation, `title`: derived from the first prompt: a deployment that derives it from the first turn's `system` text when one is given",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res, tools) => {
       if (isSendPost(call)) {
         learnSend(call, res, tools);
@@ -827,7 +816,6 @@ const valueMutations: Mutation[] = [
     description:
       "Conversation, `title`: derived from the first prompt, which is the newest `user` element of `messages` (Send a message): a deployment that derives it from the oldest `user` element",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res, tools) => {
       const body = sendBody(call);
       const known: Map<string, string> = tools.state.get("oldest") ?? new Map();
@@ -853,7 +841,6 @@ const valueMutations: Mutation[] = [
     description:
       "States and transitions: a conversation created by send-message is private (`shared` false by default); the model-routed send has the same behaviour: a deployment whose routed send creates it shared",
     breaks: [],
-    knownGap: HELD,
     onResponse: async (call, res, tools) => {
       if (call.route.kind !== "routed" || !isEventStream(res)) return undefined;
       const id = res.headers["x-conversation-id"];
@@ -926,7 +913,6 @@ const valueMutations: Mutation[] = [
     description:
       "Conversation, `channel`: a conversation owned by a notebook, chat channel or e-mail carries its channel: a deployment whose single fetch and transcript report every conversation as `INTERACTIVE`",
     breaks: [],
-    knownGap: HELD,
     onResponse: conversationsOn(["conversation", "transcript"], (c) => {
       if (typeof c.channel === "string" && c.channel !== "INTERACTIVE") c.channel = "INTERACTIVE";
     }),
@@ -937,7 +923,6 @@ const valueMutations: Mutation[] = [
     description:
       "States and transitions, fork: the parent is unchanged: a deployment where a member's fork of a shared conversation makes the parent private",
     breaks: [],
-    knownGap: HELD,
     onResponse: async (call, res, tools) => {
       const route = call.route;
       if (route.kind !== "fork" || res.status < 200 || res.status >= 300 || !route.agent || !route.id) return;
@@ -955,7 +940,6 @@ const valueMutations: Mutation[] = [
     description:
       "Transcript, message object: `author_user_id` and `author_name` are present on user messages: a deployment that writes them on the first user message only",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res) => {
       if (call.route.kind !== "transcript" || res.status !== 200) return undefined;
       const body = jsonOf(res);
@@ -1015,7 +999,6 @@ const valueMutations: Mutation[] = [
     description:
       "States and transitions: a new conversation is private (`shared` false by default): a deployment whose reads say `shared` true for conversations of the repository-backed agent nobody shared",
     breaks: [],
-    knownGap: HELD,
     onRequest: (call, tools) => {
       const route = call.route;
       if (route.kind === "conversation" && call.method === "POST" && route.id)
@@ -1043,7 +1026,6 @@ const valueMutations: Mutation[] = [
     description:
       "Fork a conversation: without `at_turn` all turns are copied, and the result's `forked_at_turn` says where: a deployment that answers 0 there when `at_turn` was omitted",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res) => {
       if (call.route.kind !== "fork" || res.status < 200 || res.status >= 300) return undefined;
       if (call.json()?.at_turn !== undefined) return undefined;
@@ -1084,7 +1066,6 @@ const valueMutations: Mutation[] = [
     description:
       "Fork a conversation: the child's history is the parent's up to `at_turn`: a deployment whose child's transcript leaves the copied turns out (only the child's own turns)",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res) => {
       if (call.route.kind !== "transcript" || res.status !== 200) return undefined;
       const body = jsonOf(res);
@@ -1111,7 +1092,6 @@ const valueMutations: Mutation[] = [
     description:
       "List conversations: `channel_id` filters the list: a deployment that ignores it for a member's key (a non-admin query path)",
     breaks: [],
-    knownGap: HELD,
     onRequest: (call) => {
       if (call.route.kind !== "list" || call.method !== "GET" || call.key !== DEMO_MEMBER_KEY) return;
       const q = call.url.searchParams;
@@ -1127,7 +1107,6 @@ const valueMutations: Mutation[] = [
     description:
       "List conversations: `since` filters the list: a deployment that ignores it for a Viewer's key",
     breaks: [],
-    knownGap: HELD,
     onRequest: (call) => {
       if (call.route.kind !== "list" || call.method !== "GET" || call.key !== DEMO_VIEWER_KEY) return;
       const q = call.url.searchParams;
@@ -1157,7 +1136,6 @@ const valueMutations: Mutation[] = [
     description:
       "Fork a conversation: `at_turn` is clamped to the conversation's length: a deployment whose result is clamped but whose child stores the asked turn as `forked_at_turn_index`",
     breaks: [],
-    knownGap: HELD,
     onResponse: (call, res, tools) => {
       const route = call.route;
       if (route.kind === "fork" && res.status >= 200 && res.status < 300) {

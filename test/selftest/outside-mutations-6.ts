@@ -1616,7 +1616,6 @@ const streamMutations: Mutation[] = [
     description:
       "Events, `message_start.message.model`: the model of the turn, an id of the models list: a deployment whose storage-backed agents put the model's display name there",
     breaks: [],
-    knownGap: HELD,
     onEvents: (events, call) => {
       if (sendAgent(call) !== DEMO.storageAgent) return undefined;
       let changed = false;

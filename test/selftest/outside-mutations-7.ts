@@ -55,6 +55,21 @@ import {
   withJson,
 } from "./proxy-calls.ts";
 
+/**
+ * Rows the whole suite let pass, explorer off, before the suite's changes for round 7 (7791f06: 38 of the 71
+ * caught) and after them (66 caught): left failing for the suite's authors, who clear the marker when a change
+ * of theirs catches the row.
+ */
+const HELD = "outside round 7, before and after the suite's change";
+
+/**
+ * Caught only at SHOULD: the API says the share body "must be exactly one property `shared`" but shows no
+ * answer for another one, so SHARE-BODY-STRICT (SHOULD) asks for a 4xx, and a body that holds a boolean
+ * `shared` beside other properties is not judged as a MUST failure when a deployment applies it.
+ */
+const SHOULD_ONLY =
+  "outside round 7: judged by SHARE-BODY-STRICT, a SHOULD check (the refusal of another body is not shown)";
+
 /** The demo workspace's names, as the simulated deployment knows them. */
 const DEMO = {
   defaultAgent: "demo-agent",
@@ -261,6 +276,7 @@ const sendRows: Mutation[] = [
     description:
       "Send a message, `system`: appended to the agent's own instructions; never replaces them: a deployment whose storage-backed agent with files loses its own instructions when a caller sends `system` (the agent repeats only the caller's text)",
     breaks: [],
+    knownGap: HELD,
     onEvents: (events, call) => {
       const system = sendBody(call)?.system;
       if (sendAgent(call) !== DEMO.storageAgent || typeof system !== "string" || system.trim() === "")
@@ -728,6 +744,7 @@ const statusRows: Mutation[] = [
     description:
       "Toggle sharing: the body must be exactly one property `shared` holding a boolean: a deployment that accepts a body with further properties and applies `shared`",
     breaks: [],
+    knownGap: SHOULD_ONLY,
     onRequest: (call) => {
       if (call.route.kind !== "conversation" || call.method !== "POST") return undefined;
       const body = call.json();
@@ -1086,6 +1103,7 @@ const conversationRows: Mutation[] = [
     description:
       "Conversation, `channel`: a conversation made through the API is `INTERACTIVE` (`NOTEBOOK` is a notebook's): a deployment that reports a conversation created by an `isolated` turn as `NOTEBOOK`",
     breaks: [],
+    knownGap: HELD,
     onRequest: noteFresh,
     onResponse: (call, res, tools) => {
       const isolated = bag<boolean>(tools, "isolated");
@@ -1182,6 +1200,7 @@ const conversationRows: Mutation[] = [
     description:
       "Message object, `author_name`: present on user messages (the author's name, beside `author_user_id`): a deployment that fills an Operator member's messages' `author_name` with the user id",
     breaks: [],
+    knownGap: HELD,
     onResponse: (call, res, tools) => {
       if (call.route.kind !== "transcript") return undefined;
       const id = call.route.id;
@@ -1495,6 +1514,7 @@ const streamRows: Mutation[] = [
     description:
       "Events, rule 4: `message_delta.usage.total_cost_usd` is the cost of the turn in US dollars: a deployment whose storage-backed agent with files reports 0 for turns that used tokens",
     breaks: [],
+    knownGap: HELD,
     onEvents: (events, call) => {
       if (sendAgent(call) !== DEMO.storageAgent) return undefined;
       const usage = usageOf(events);
