@@ -757,7 +757,6 @@ const valueMutations: Mutation[] = [
     description:
       "Conversation, `turn_count`: a deployment whose count stops at 2 (the third turn and later are not counted)",
     breaks: [],
-    sample: true,
     onResponse: conversationsOn(undefined, (c) => {
       if (typeof c.turn_count === "number" && c.turn_count > 2) c.turn_count = 2;
     }),
