@@ -8,6 +8,7 @@ import {
   ensureNotCrowdedOut,
   ensureStatus,
   ensureTurnOk,
+  everyAgent,
   justBefore,
   prompts,
   settledConversation,
@@ -29,10 +30,7 @@ async function everyRoute(
 ): Promise<void> {
   const own = await sharedConversation(ctx);
   const options = { key };
-  const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
-    (a): a is string => typeof a === "string",
-  );
-  for (const agent of new Set(agents)) {
+  for (const agent of everyAgent(ctx)) {
     judge(await ctx.listModels({ key, agent }), `models list of ${agent}`);
     judge(await ctx.listConversations({}, { key, agent }), `conversation list of ${agent}`);
   }

@@ -181,22 +181,27 @@ export function attachment(
   return { name, mediaType, dataBase64: bytes.toString("base64") };
 }
 
-/** The other agent of the same workspace, for cross-agent checks; skips when none was given. */
-export function secondAgent(ctx: CheckContext): string {
-  const other = ctx.inputs.storageAgent ?? ctx.inputs.repoAgent;
-  if (!other || other === ctx.inputs.agent)
-    skip("needs a second agent of the same workspace (--storage-agent or --repo-agent)", "input");
-  return other;
+/**
+ * Every agent the inputs name, --agent first, each once: a rule that names no agent kind holds on each kind,
+ * so a check asks each.
+ */
+export function everyAgent(ctx: CheckContext): string[] {
+  return [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
+    (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
+  );
+}
+
+/** The agents the inputs name besides --agent (the storage-backed and the repository-backed one); maybe none. */
+export function agentsBesides(ctx: CheckContext): string[] {
+  return everyAgent(ctx).filter((a) => a !== ctx.inputs.agent);
 }
 
 /**
- * Every agent of the workspace the inputs name besides --agent (the storage-backed and the repository-backed
- * one): a rule about "a different agent" holds for each kind, so a check asks each.
+ * Every agent of the workspace the inputs name besides --agent: a rule about "a different agent" holds for
+ * each kind, so a check asks each. Skips the check when there is none.
  */
 export function otherAgents(ctx: CheckContext): string[] {
-  const others = [ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
-    (a, i, all): a is string => typeof a === "string" && a !== ctx.inputs.agent && all.indexOf(a) === i,
-  );
+  const others = agentsBesides(ctx);
   if (others.length === 0)
     skip("needs a second agent of the same workspace (--storage-agent or --repo-agent)", "input");
   return others;

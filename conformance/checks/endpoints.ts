@@ -10,6 +10,7 @@ import {
   ensureNotCrowdedOut,
   ensureStatus,
   ensureTurnOk,
+  everyAgent,
   firstBlockNotHeld,
   ISO_MS_UTC,
   justBefore,
@@ -36,9 +37,7 @@ export const endpointChecks: CheckDef[] = [
       'The models list is {data: [{type: "model", id, display_name}], has_more}, each model once, on every agent kind',
     needs: [],
     async run(ctx) {
-      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
-        (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
-      );
+      const agents = everyAgent(ctx);
       for (const agent of agents) {
         const of = agent === ctx.inputs.agent ? "" : ` of agent ${agent}`;
         const res = await ctx.listModels({ agent });

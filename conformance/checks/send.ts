@@ -3,6 +3,7 @@ import { type CheckContext, isRecord, LOAD_REFUSAL_STATUSES } from "../context.t
 import { CheckFailure, fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
+  agentsBesides,
   attachment,
   check,
   comparableText,
@@ -10,6 +11,7 @@ import {
   ensureIncludes,
   ensureStatus,
   ensureTurnOk,
+  everyAgent,
   modelsInfo,
   prompts,
   settledConversation,
@@ -284,9 +286,7 @@ export const sendChecks: CheckDef[] = [
       "The model field selects the turn's model: every id an agent's models list offers runs there, on every agent kind",
     needs: [],
     async run(ctx) {
-      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
-        (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
-      );
+      const agents = everyAgent(ctx);
       let tried = 0;
       for (const agent of agents) {
         const listed = await ctx.listModels({ agent });
@@ -347,9 +347,7 @@ export const sendChecks: CheckDef[] = [
       "The system text applies to the turn, on every agent kind, and is instructions, not a user message of the transcript",
     needs: [],
     async run(ctx) {
-      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
-        (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
-      );
+      const agents = everyAgent(ctx);
       for (const agent of agents) {
         const on = agent === ctx.inputs.agent ? "" : ` on agent ${agent}`;
         const token = ctx.nonce();
@@ -431,9 +429,7 @@ export const sendChecks: CheckDef[] = [
     async run(ctx) {
       // Omitted (the default) and sent as false: both mean no tool blocks; and the default holds on every agent
       // kind (Events rule 1 names none).
-      const others = [ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
-        (a, i, all): a is string => typeof a === "string" && a !== ctx.inputs.agent && all.indexOf(a) === i,
-      );
+      const others = agentsBesides(ctx);
       const cases: Array<{ streamToolCalls?: boolean; agent?: string }> = [
         {},
         { streamToolCalls: false },
@@ -526,9 +522,7 @@ export const sendChecks: CheckDef[] = [
       // own file (Send a message, metadata), so it is written there too.
       const targets: Array<{ label: string; agent?: string; routed?: boolean; isolated?: boolean }> = [
         { label: "" },
-        ...[ctx.inputs.storageAgent, ctx.inputs.repoAgent]
-          .filter((a): a is string => typeof a === "string" && a !== ctx.inputs.agent)
-          .map((agent) => ({ label: ` on agent ${agent}`, agent })),
+        ...agentsBesides(ctx).map((agent) => ({ label: ` on agent ${agent}`, agent })),
         { label: " through the model-routed send", routed: true },
         { label: " with metadata.isolated true", isolated: true },
       ];
@@ -637,10 +631,7 @@ export const sendChecks: CheckDef[] = [
       "isolated: true runs in a throwaway sandbox without the workspace files, on every agent kind (a storage agent's stored files, a repository agent's clone)",
     needs: [],
     async run(ctx) {
-      for (const agent of [ctx.inputs.storageAgent, ctx.inputs.repoAgent]) {
-        if (typeof agent === "string" && agent !== ctx.inputs.agent)
-          await ensureIsolatedFromWorkspace(ctx, agent);
-      }
+      for (const agent of agentsBesides(ctx)) await ensureIsolatedFromWorkspace(ctx, agent);
       const id = ctx.newConversationId();
       const name = `acc-${ctx.nonce()}.txt`;
       const content = ctx.nonce();
@@ -906,9 +897,7 @@ export const sendChecks: CheckDef[] = [
     async run(ctx) {
       // The default agent alone cannot tell "runs on the named agent" from "runs on the default one"; each
       // agent kind has its own naming (Conventions: a repository-backed agent is `<owner>-<repo>`).
-      const agents = [ctx.inputs.agent, ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
-        (a, i, all): a is string => typeof a === "string" && all.indexOf(a) === i,
-      );
+      const agents = everyAgent(ctx);
       for (const agent of agents) {
         const id = ctx.newConversationId();
         const turn = await ctx.turn({

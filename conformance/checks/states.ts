@@ -4,6 +4,7 @@ import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
   ANSWERED_SILENCE,
+  agentsBesides,
   carriesOutput,
   check,
   ensureAnswered,
@@ -515,9 +516,7 @@ export const stateChecks: CheckDef[] = [
         "the child forked from the deleted conversation, read by its owner",
       );
       // The rule names no agent kind: a delete on each other agent answers the same 204 with no body.
-      for (const agent of [ctx.inputs.storageAgent, ctx.inputs.repoAgent].filter(
-        (a, i, all): a is string => typeof a === "string" && a !== ctx.inputs.agent && all.indexOf(a) === i,
-      )) {
+      for (const agent of agentsBesides(ctx)) {
         const turn = await ctx.turn({
           agent,
           conversationId: ctx.newConversationId(),
