@@ -1,9 +1,37 @@
 /**
- * What the outside rounds' rows (outside-mutations-4.ts, -5.ts, -6.ts) read of a call the same way: which
+ * What the outside rounds' rows (outside-mutations-4.ts to -7.ts) read of a call the same way: which
  * agent a send addresses, its body, its newest prompt, the paths of a conversation and of another agent's
  * route, who the caller is. One copy, so a fix to how the proxy's calls are read reaches every round.
  */
-import type { Json, ProxyCall, ProxyTools, SseEvent } from "./proxy-calls.ts";
+import type { Json, ProxyCall, ProxyResponse, ProxyTools, SseEvent } from "./proxy-calls.ts";
+
+/** The demo workspace's names, as the simulated deployment knows them. */
+export const DEMO = {
+  defaultAgent: "demo-agent",
+  storageAgent: "notes-agent",
+  repoAgent: "acme-widgets",
+  foreignAgent: "other-agent",
+  automation: "nightly-summary",
+} as const;
+
+/** The demo workspace's agents (the foreign workspace has only `other-agent`). */
+export const DEMO_AGENTS: readonly string[] = [DEMO.defaultAgent, DEMO.storageAgent, DEMO.repoAgent];
+
+/** The agents' own instructions, as the deployment holds them. */
+export const INSTRUCTIONS: Record<string, string> = {
+  "demo-agent": "You are the demo agent of the reference server.",
+  "notes-agent": "You are the notes agent. Your files hold the team's notes.",
+  "acme-widgets": "You are the agent of the acme/widgets repository.",
+};
+
+export const is2xx = (res: ProxyResponse) => res.status >= 200 && res.status < 300;
+
+/** The JSON body of a fork request, or undefined. */
+export function forkBody(call: ProxyCall): Json {
+  if (call.route.kind !== "fork" || call.method !== "POST") return undefined;
+  const body = call.json();
+  return body !== null && typeof body === "object" && !Array.isArray(body) ? body : undefined;
+}
 
 export const isSendPost = (call: ProxyCall) =>
   (call.route.kind === "send" || call.route.kind === "routed") && call.method === "POST";

@@ -30,7 +30,12 @@ import {
   attachmentsOf,
   callerIsNotOwner,
   conversationPath,
+  DEMO,
+  DEMO_AGENTS,
   editSend,
+  forkBody,
+  INSTRUCTIONS,
+  is2xx,
   isSendPost,
   listQuery,
   newestUser,
@@ -57,27 +62,8 @@ import {
   withJson,
 } from "./proxy-calls.ts";
 
-/** The demo workspace's names, as the simulated deployment knows them. */
-const DEMO = {
-  defaultAgent: "demo-agent",
-  storageAgent: "notes-agent",
-  repoAgent: "acme-widgets",
-  foreignAgent: "other-agent",
-  automation: "nightly-summary",
-} as const;
-
-/** The demo workspace's agents (the foreign workspace has only `other-agent`). */
-const DEMO_AGENTS: readonly string[] = [DEMO.defaultAgent, DEMO.storageAgent, DEMO.repoAgent];
-
 /** The keys of the demo workspace that work (the revoked one answers 401 everywhere). */
 const DEMO_KEYS: readonly string[] = [DEMO_ADMIN_KEY, DEMO_MEMBER_KEY, DEMO_VIEWER_KEY];
-
-/** The agents' own instructions, as the deployment holds them. */
-const INSTRUCTIONS: Record<string, string> = {
-  "demo-agent": "You are the demo agent of the reference server.",
-  "notes-agent": "You are the notes agent. Your files hold the team's notes.",
-  "acme-widgets": "You are the agent of the acme/widgets repository.",
-};
 
 /** The models' display names, as the deployment holds them. */
 const DISPLAY_NAMES: Record<string, string> = { "demo-small": "Demo Small", "demo-large": "Demo Large" };
@@ -90,15 +76,6 @@ const CHANNEL_OWNED = ["SLACK", "EMAIL"];
  * of theirs catches the row.
  */
 const HELD = "outside round 6, before and after the suite's change";
-
-const is2xx = (res: ProxyResponse) => res.status >= 200 && res.status < 300;
-
-/** The JSON body of a fork request, or undefined. */
-function forkBody(call: ProxyCall): Json {
-  if (call.route.kind !== "fork" || call.method !== "POST") return undefined;
-  const body = call.json();
-  return body !== null && typeof body === "object" && !Array.isArray(body) ? body : undefined;
-}
 
 /** The conversation is another user's on the agent of the path (its 404 is "not yours", not "not here"). */
 function othersOnThisAgent(call: ProxyCall, tools: ProxyTools): boolean {

@@ -29,7 +29,12 @@ import { CONVERSATION_CARRIERS } from "./conversation-rewrites.ts";
 import {
   attachmentsOf,
   conversationPath,
+  DEMO,
+  DEMO_AGENTS,
   editSend,
+  forkBody,
+  INSTRUCTIONS,
+  is2xx,
   isSendPost,
   listQuery,
   newestUser,
@@ -70,17 +75,6 @@ const HELD = "outside round 7, before and after the suite's change";
 const SHOULD_ONLY =
   "outside round 7: judged by SHARE-BODY-STRICT, a SHOULD check (the refusal of another body is not shown)";
 
-/** The demo workspace's names, as the simulated deployment knows them. */
-const DEMO = {
-  defaultAgent: "demo-agent",
-  storageAgent: "notes-agent",
-  repoAgent: "acme-widgets",
-  foreignAgent: "other-agent",
-  automation: "nightly-summary",
-} as const;
-
-const DEMO_AGENTS: readonly string[] = [DEMO.defaultAgent, DEMO.storageAgent, DEMO.repoAgent];
-
 /** Every key the deployment recognises (the flow key only on the flow endpoint). */
 const KNOWN_KEYS: readonly string[] = [
   DEMO_ADMIN_KEY,
@@ -90,7 +84,7 @@ const KNOWN_KEYS: readonly string[] = [
   OTHER_ADMIN_KEY,
 ];
 
-/** The agents' default models and instructions, as the deployment holds them. */
+/** The agents' default models, as the deployment holds them (their instructions: outside-helpers.ts). */
 const DEFAULT_MODEL: Record<string, string> = {
   "demo-agent": "demo-large",
   "notes-agent": "demo-small",
@@ -102,16 +96,9 @@ const CONFIGURED_MODELS: Record<string, string[]> = {
   "notes-agent": ["demo-small"],
   "acme-widgets": ["demo-large"],
 };
-const INSTRUCTIONS: Record<string, string> = {
-  "demo-agent": "You are the demo agent of the reference server.",
-  "notes-agent": "You are the notes agent. Your files hold the team's notes.",
-  "acme-widgets": "You are the agent of the acme/widgets repository.",
-};
 
 const MIB = 1024 * 1024;
 const HOUR_MS = 3_600_000;
-
-const is2xx = (res: ProxyResponse) => res.status >= 200 && res.status < 300;
 
 /** An error answer in the deployment's own error body shape. */
 function apiError(status: number, type: string, message: string): ProxyResponse {
@@ -195,13 +182,6 @@ function noteFork(call: ProxyCall, res: ProxyResponse, tools: ProxyTools): Json 
   if (typeof result?.conversation_id !== "string" || call.route.id === undefined) return undefined;
   bag<string>(tools, "parentOf").set(result.conversation_id, call.route.id);
   return result;
-}
-
-/** The JSON body of a fork request, or undefined. */
-function forkBody(call: ProxyCall): Json {
-  if (call.route.kind !== "fork" || call.method !== "POST") return undefined;
-  const body = call.json();
-  return body !== null && typeof body === "object" && !Array.isArray(body) ? body : undefined;
 }
 
 /** A share toggle the deployment accepted: records the value in the conversation's toggle history. */
