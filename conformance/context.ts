@@ -62,12 +62,18 @@ export interface RunState {
   modelsRead: Map<string, Array<Record<string, unknown>>>;
   /** Counts the starts and ends of calls, so the sweeps can tell which call ended before another began. */
   callSeq: number;
+  /**
+   * The longest the deployment was seen taking to record `agent_session_id` after a turn with output (ms from
+   * the wait's start to the first non-null read); undefined until one was seen. waitForNoSession bounds its
+   * wait by it.
+   */
+  sessionRecordedMs?: number;
 }
 
-/** A conversation object a named check read (single fetch, list, transcript), or a delete it saw succeed. */
 /** What `nonce()` makes: each sent once, so where one shows up says where it came from (sweeps/titles.ts). */
 export const NONCE_PATTERN = /\bn-[0-9a-f]{8}\b/g;
 
+/** A conversation object a named check read (single fetch, list, transcript), or a delete it saw succeed. */
 export type ConversationRead =
   | {
       kind: "read";
@@ -275,6 +281,8 @@ export interface Turn {
 export type ConversationRecord = components["schemas"]["Conversation"];
 
 const POLL_INTERVAL_MS = 250;
+/** waitForNoSession's least wait, however fast the deployment records a session. */
+const NO_SESSION_MIN_WAIT_MS = 1_000;
 
 export { isRecord };
 
@@ -809,12 +817,38 @@ export class CheckContext {
    * bounded by --session-wait-ms. Resolves to the session id, or null when the wait expired.
    */
   async waitForSession(id: string, options?: CallOptions): Promise<string | null> {
-    const deadline = Date.now() + this.inputs.sessionWaitMs;
+    const started = Date.now();
+    const deadline = started + this.inputs.sessionWaitMs;
     for (;;) {
       const conversation = await this.conversation(id, options);
       if (conversation.agent_session_id !== null && conversation.agent_session_id !== undefined) {
+        const took = Date.now() - started;
+        this.run.sessionRecordedMs = Math.max(this.run.sessionRecordedMs ?? 0, took);
         return conversation.agent_session_id;
       }
+      if (Date.now() >= deadline) return null;
+      await sleep(POLL_INTERVAL_MS);
+    }
+  }
+
+  /**
+   * For a conversation whose turns produced no output, which must keep `agent_session_id` null: polls for a
+   * pointer the deployment records anyway, and returns it, or null once recording would have shown. The API
+   * says only that the pointer is "recorded a few seconds after the stream closes", so the wait is three times
+   * the longest recording this run saw after a turn with output (at least a second), within --session-wait-ms;
+   * the whole --session-wait-ms before any was seen. Without this bound, confirming an absence cost the full
+   * wait (15 s by default) on every run.
+   */
+  async waitForNoSession(id: string, options?: CallOptions): Promise<string | null> {
+    const seen = this.run.sessionRecordedMs;
+    const wait =
+      seen === undefined
+        ? this.inputs.sessionWaitMs
+        : Math.min(this.inputs.sessionWaitMs, Math.max(NO_SESSION_MIN_WAIT_MS, 3 * seen));
+    const deadline = Date.now() + wait;
+    for (;;) {
+      const session = (await this.conversation(id, options)).agent_session_id;
+      if (session !== null && session !== undefined) return session;
       if (Date.now() >= deadline) return null;
       await sleep(POLL_INTERVAL_MS);
     }

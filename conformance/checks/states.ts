@@ -197,7 +197,7 @@ export const stateChecks: CheckDef[] = [
         !first.conversationId
       )
         return ctx.note("the first turn asked for no output answered: the first-turn case was not judged");
-      const session = await ctx.waitForSession(first.conversationId);
+      const session = await ctx.waitForNoSession(first.conversationId);
       if (session !== null)
         fail(
           `the conversation whose only turn produced no output has agent_session_id ${JSON.stringify(session)}`,

@@ -416,7 +416,6 @@ async function judgeSessionRecorded(r: SequenceRun, conv: ConversationModel, act
   );
 }
 
-/** Whether a stream carries output: any block but text blocks whose deltas are all blank. */
 /**
  * The conversation a turn ran in (or a toggle changed), read back at once by `actor` on its agent's route: no
  * turn spent, and every field the model knows judged under the combination (agent kind, route, depth, input

@@ -118,6 +118,9 @@ function editJson(
   return withJson(res, body);
 }
 
+/** Sends that opened a conversation the proxy had not seen (their first turn). */
+const firstTurns = new WeakSet<ProxyCall>();
+
 /** The same request again with another key (a server that did not check what it should have). */
 async function replayWith(
   call: ProxyCall,
@@ -960,6 +963,34 @@ export const mutations: Mutation[] = [
         if (!c) return;
         if (c.agent_session_id !== null) tools.state.set(`session:${c.id}`, c.agent_session_id);
         else c.agent_session_id = tools.state.get(`session:${c.id}`) ?? null;
+      });
+    },
+  },
+  {
+    name: "empty-first-turn-session-recorded-late",
+    area: "state",
+    description:
+      "A conversation whose only turn produced no output gets an agent_session_id anyway, recorded half a second after its stream closed (as a turn with output's is)",
+    breaks: ["STATE-EMPTY-TURN-CLEARS"],
+    onRequest(call, tools) {
+      const id = call.conversationId;
+      if (call.route.kind === "send" && call.method === "POST" && (!id || !tools.ledger.conversations.has(id)))
+        firstTurns.add(call);
+      return undefined;
+    },
+    onResponse(call, res, tools) {
+      if (firstTurns.has(call) && isEventStream(res)) {
+        const id = res.headers["x-conversation-id"] ?? call.conversationId;
+        const events = parseSse(res.body.toString("utf8"));
+        const blocks = events.some((e) => e.event === "content_block_start");
+        if (id && !blocks) tools.state.set(`late:${id}`, Date.now() + 500);
+        return undefined;
+      }
+      return editJson(call, res, ["conversation"], (body) => {
+        const c = body.conversation;
+        const due = c ? (tools.state.get(`late:${c.id}`) as number | undefined) : undefined;
+        if (c && due !== undefined && Date.now() >= due && c.agent_session_id === null)
+          c.agent_session_id = `sess_${c.id}`;
       });
     },
   },
