@@ -4,7 +4,7 @@
  * caught, by which failing checks) with the score.
  *
  *   node test/selftest/score.ts [--parallel 4] [--mutation a,b] [--area-only] [--skip-npm-test] [--skip-known-gaps]
- *                               [--json out.json]
+ *                               [--json out.json] [--catchers catchers.json] [--write-catchers catchers.json]
  *                               [--explore <n> --explore-seed <s>]
  *
  * --area-only restricts each run to the mutation's area checks plus its `breaks` (what the self-test
@@ -16,12 +16,18 @@
  * --skip-known-gaps (what `.ci/run` gives too) runs no row marked as a known gap: whatever its run shows, it
  * cannot change the exit code, so its proof is the measurement by hand (test/selftest/README.md), and CI's
  * time goes to the rows that can fail it.
+ * --catchers (what `.ci/run` gives too) runs each row first with only the checks that caught it in an earlier
+ * full run (test/selftest/catchers.json, written by --write-catchers) plus its `needs`: a failure of a subset is a
+ * failure of the whole, so a row caught that way is caught. A row they no longer catch (a check renamed, a
+ * catch that came from another check's traffic, a row the suite now misses) runs the whole suite as ever, so the
+ * verdict and the exit code are the whole suite's; only the time differs. --write-catchers records, for every row
+ * a run caught, the (at most two) fastest checks that caught it, merged into the file.
  * --explore runs the explorer beside the checks in every run (n sequences from seed s, the default time bound of
  * `agent-api check`); without it the explorer is off, as in the kit's other test runs.
  * A mutation whose fault never fired in its run is listed as not applied (its verdict says nothing).
  * Exit 1 when a mutation that is not a known gap goes uncaught, or the unbroken proxy fails a MUST check.
  */
-import { writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
 import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
@@ -38,8 +44,28 @@ const { values } = parseArgs({
     "explore-seed": { type: "string" },
     "skip-npm-test": { type: "boolean", default: false },
     "skip-known-gaps": { type: "boolean", default: false },
+    catchers: { type: "string" },
+    "write-catchers": { type: "string" },
   },
 });
+
+/** Row name → the checks that caught it in an earlier full run (--catchers, --write-catchers). */
+type Catchers = Record<string, string[]>;
+async function readCatchers(path: string | undefined): Promise<Catchers> {
+  if (!path) return {};
+  try {
+    return JSON.parse(await readFile(path, "utf8")) as Catchers;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return {};
+    throw error;
+  }
+}
+const recorded = await readCatchers(values.catchers);
+/** At most two of a row's catchers, the fastest in its run: any one failing is the catch. */
+function fastestCatchers(outcome: MutationOutcome): string[] {
+  const ms = new Map(outcome.report.results.map((r) => [r.id, r.ms]));
+  return [...outcome.caughtBy].sort((a, b) => (ms.get(a) ?? 0) - (ms.get(b) ?? 0)).slice(0, 2);
+}
 const exploration = exploreFromFlags(values.explore, values["explore-seed"]);
 if (exploration) console.log(`Each run explores ${exploration.runs} sequences, seed ${exploration.seed}`);
 
@@ -80,12 +106,27 @@ try {
   if (baselineFailures.length > 0) exitCode = 1;
 
   const outcomes: MutationOutcome[] = new Array(selected.length);
+  /** Rows their recorded catchers caught (--catchers): the whole suite was not run for them. */
+  const byRecorded = new Set<string>();
   let next = 0;
   await Promise.all(
     lanes.map(async (demo) => {
       while (next < selected.length) {
         const i = next++;
         const m = selected[i];
+        const catchers = values["area-only"] ? undefined : recorded[m.name];
+        if (catchers && catchers.length > 0) {
+          const quick = await runMutation(demo, m, {
+            validator,
+            explore: exploration,
+            only: [...new Set([...catchers, ...(m.needs ?? [])])],
+          });
+          if (quick.caught) {
+            outcomes[i] = quick;
+            byRecorded.add(m.name);
+            continue;
+          }
+        }
         outcomes[i] = await runMutation(demo, m, {
           validator,
           explore: exploration,
@@ -111,7 +152,9 @@ try {
   for (const o of outcomes) {
     const others = o.failed.length - o.caughtBy.length;
     const caughtText = o.mustCaught
-      ? "yes"
+      ? byRecorded.has(o.mutation.name)
+        ? "yes (its recorded checks)"
+        : "yes"
       : o.caught
         ? "yes (SHOULD only)"
         : o.mutation.knownGap
@@ -158,9 +201,21 @@ try {
   }
   lines.push(
     "",
-    `(${values["area-only"] ? "area checks + breaks" : "full suite"} per mutation${exploration ? `, explorer ${exploration.runs} sequences from seed ${exploration.seed}` : ""}, ${lanes.length} lanes, ${Math.round((performance.now() - started) / 100) / 10} s${provenByNpmTest.length > 0 ? `; ${provenByNpmTest.length} rows npm test proved caught not run again` : ""})`,
+    `(${values["area-only"] ? "area checks + breaks" : "full suite"} per mutation${exploration ? `, explorer ${exploration.runs} sequences from seed ${exploration.seed}` : ""}, ${lanes.length} lanes, ${Math.round((performance.now() - started) / 100) / 10} s${provenByNpmTest.length > 0 ? `; ${provenByNpmTest.length} rows npm test proved caught not run again` : ""}${byRecorded.size > 0 ? `; ${byRecorded.size} rows caught by their recorded checks, the whole suite not run for them` : ""})`,
   );
   console.log(lines.join("\n"));
+
+  if (values["write-catchers"]) {
+    const file = values["write-catchers"];
+    const merged: Catchers = { ...(await readCatchers(file)) };
+    for (const o of outcomes) {
+      if (o.caught && !byRecorded.has(o.mutation.name)) merged[o.mutation.name] = fastestCatchers(o);
+      else if (!o.caught) delete merged[o.mutation.name];
+    }
+    const sorted = Object.fromEntries(Object.entries(merged).sort(([a], [b]) => a.localeCompare(b)));
+    await writeFile(file, `${JSON.stringify(sorted, null, 2)}\n`);
+    console.log(`wrote ${file} (${Object.keys(sorted).length} rows)`);
+  }
 
   if (values.json) {
     await writeFile(
