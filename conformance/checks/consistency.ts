@@ -8,6 +8,7 @@
  * counts what a turn produced) is judged here too, each assuming no more than the API's words imply.
  */
 import { type CallOptions, type CheckContext, isRecord, sleep } from "../context.ts";
+import { messageText, turnMessages } from "../model/transcripts.ts";
 import { costCeiling } from "../model/turn-meaning.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
@@ -164,15 +165,7 @@ function millis(fields: Fields, field: "created_at" | "updated_at"): number {
 
 /** The user message texts of a transcript, each its text blocks joined with blank lines. */
 function userTexts(body: unknown): string[] {
-  const messages = isRecord(body) && Array.isArray(body.messages) ? body.messages : [];
-  return messages
-    .filter((m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true)
-    .map((m) =>
-      (isRecord(m) && Array.isArray(m.content) ? (m.content as unknown[]) : [])
-        .filter((b): b is { text: string } => isRecord(b) && typeof b.text === "string")
-        .map((b) => b.text)
-        .join("\n\n"),
-    );
+  return turnMessages(body).map((m) => messageText(m.content));
 }
 
 export const consistencyChecks: CheckDef[] = [
@@ -301,9 +294,7 @@ export const consistencyChecks: CheckDef[] = [
       const childMessages = await transcriptMessages(ctx, childId);
       // A fork runs no turn: the child counts the turns it copied, or none of its own (which of the two is
       // not shown), never one more.
-      const copied = childMessages.filter(
-        (m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true,
-      ).length;
+      const copied = turnMessages(childMessages).length;
       if (child.turn_count !== copied && child.turn_count !== 0)
         fail(
           `the child holds ${copied} copied turn(s) and has run none, yet its turn_count is ${JSON.stringify(child.turn_count)}`,
@@ -550,10 +541,7 @@ export const consistencyChecks: CheckDef[] = [
       const authorsOf = async (id: string, key?: string) => {
         const res = await ctx.transcript(id, { key });
         ensureStatus(res, 200, "transcript");
-        const messages = isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : [];
-        return messages
-          .filter((m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true)
-          .map((m) => (isRecord(m) ? m.author_user_id : undefined));
+        return turnMessages(res.body).map((m) => m.author_user_id);
       };
       const mine = await settledConversation(ctx);
       const mineAgain = await settledConversation(ctx);

@@ -1,5 +1,6 @@
 /** Send a message: the body rules, the metadata extensions, and the model-routed send. */
 import { type CheckContext, isRecord, LOAD_REFUSAL_STATUSES } from "../context.ts";
+import { messageText, turnMessages } from "../model/transcripts.ts";
 import { CheckFailure, fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
@@ -101,9 +102,7 @@ async function newestUserOnly(ctx: CheckContext, routed: boolean): Promise<void>
   // user message, not the earlier elements the body carried.
   const res = await ctx.transcript(id);
   ensureStatus(res, 200, "the transcript of the conversation");
-  const users = (isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : []).filter(
-    (m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true,
-  );
+  const users = turnMessages(res.body);
   const stored = JSON.stringify(users);
   if (stored.includes(old) || users.length !== 1)
     fail(
@@ -200,15 +199,7 @@ export const sendChecks: CheckDef[] = [
       if (!id) fail("the turn of a new conversation carries no X-Conversation-Id");
       const res = await ctx.transcript(id);
       ensureStatus(res, 200, "the transcript of the turn with a non-text block");
-      const messages = isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : [];
-      const users = messages
-        .filter((m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true)
-        .map((m) =>
-          (isRecord(m) && Array.isArray(m.content) ? (m.content as unknown[]) : [])
-            .filter((b): b is { text: string } => isRecord(b) && typeof b.text === "string")
-            .map((b) => b.text)
-            .join("\n\n"),
-        );
+      const users = turnMessages(res.body).map((m) => messageText(m.content));
       const expected = comparableText(`${prompts.token(token)}\n\n${prompts.hello}`);
       if (!users.some((u) => comparableText(u) === expected))
         fail(
@@ -359,9 +350,7 @@ export const sendChecks: CheckDef[] = [
         if (!turn.conversationId) continue;
         const res = await ctx.transcript(turn.conversationId, { agent });
         ensureStatus(res, 200, `the transcript of the turn with system${on}`);
-        const users = (
-          isRecord(res.body) && Array.isArray(res.body.messages) ? res.body.messages : []
-        ).filter((m) => isRecord(m) && m.role === "user" && m.is_compact_summary !== true);
+        const users = turnMessages(res.body);
         if (users.some((m) => JSON.stringify(m).includes(token)))
           fail(
             `the transcript${on} stores the system text as a user message: it is instructions, appended to the agent's own`,

@@ -22,7 +22,7 @@ import { ASYNC_REFUSAL, sendRules } from "../model/send-flags.ts";
 import { predictShare, type ShareBody, sharingRules } from "../model/sharing.ts";
 import type { Actor, AgentKind, ConversationModel, ModelState } from "../model/state.ts";
 import { ruleOfViolation } from "../model/stream.ts";
-import { judgeTranscript, messageText } from "../model/transcripts.ts";
+import { judgeTranscript, messageText, turnMessages } from "../model/transcripts.ts";
 import { carriesOutput, judgeTurnMeaning } from "../model/turn-meaning.ts";
 import { visibilityRules } from "../model/visibility.ts";
 import { judgeStatus } from "./judge.ts";
@@ -729,9 +729,7 @@ async function runFork(
   );
   const messages =
     isRecord(read.body) && Array.isArray(read.body.messages) ? read.body.messages.filter(isRecord) : [];
-  const users = messages
-    .filter((x) => x.role === "user" && x.is_compact_summary !== true)
-    .map((x) => messageText(x.content));
+  const users = turnMessages(messages).map((x) => messageText(x.content));
   const { expected, rule } = copiedTurns(parent, op.atTurn, users.length, r.shared.choices);
   if (expected !== undefined)
     expectRule(rule, users.length === expected, `${expected} copied turns`, users.length);

@@ -52,6 +52,20 @@ export const transcriptRules = defineRules("transcripts", {
 });
 
 /** The text of a message: its text blocks joined with blank lines. */
+/**
+ * A transcript's turn messages: its user messages but compaction summaries (Endpoints/Get a transcript:
+ * `is_compact_summary`), from a transcript body or its `messages` array; anything else reads as none.
+ */
+export function turnMessages(transcript: unknown): Array<Record<string, unknown>> {
+  const messages = isObject(transcript) && !Array.isArray(transcript) ? transcript.messages : transcript;
+  if (!Array.isArray(messages)) return [];
+  return messages.filter(
+    (m): m is Record<string, unknown> => isObject(m) && m.role === "user" && m.is_compact_summary !== true,
+  );
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null;
+
 export function messageText(content: unknown): string {
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) return "";

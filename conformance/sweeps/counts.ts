@@ -9,7 +9,7 @@
 import type { ConversationRead, RunState } from "../context.ts";
 import { fieldRules } from "../model/fields.ts";
 import { expectRule } from "../model/mismatch.ts";
-import { transcriptRules } from "../model/transcripts.ts";
+import { transcriptRules, turnMessages } from "../model/transcripts.ts";
 import { Findings, type LogFacts, logFacts, type SweepFinding } from "./finding.ts";
 
 type TurnSent = Extract<ConversationRead, { kind: "turn-sent" }>;
@@ -52,7 +52,7 @@ export function judgeCountsRead(
           e.conversation.turn_count,
         );
       if (e.kind === "transcript") {
-        const users = e.messages.filter((m) => m.role === "user" && m.is_compact_summary !== true);
+        const users = turnMessages(e.messages);
         expectRule(
           transcriptRules.onePerTurn,
           users.length <= most,

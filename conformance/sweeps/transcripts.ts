@@ -6,7 +6,7 @@
  */
 import type { ConversationRead, RunState } from "../context.ts";
 import { expectRule } from "../model/mismatch.ts";
-import { judgeAuthorPresent, transcriptRules } from "../model/transcripts.ts";
+import { judgeAuthorPresent, transcriptRules, turnMessages } from "../model/transcripts.ts";
 import { Findings, type LogFacts, logFacts, type SweepFinding, turnsBetween } from "./finding.ts";
 import { distinctKeys } from "./keys.ts";
 
@@ -26,7 +26,7 @@ export function judgeTranscriptsRead(
     .filter((e): e is Transcript => e.kind === "transcript")
     .sort((a, b) => a.ended - b.ended)) {
     try {
-      const users = t.messages.filter((m) => m.role === "user" && m.is_compact_summary !== true);
+      const users = turnMessages(t.messages);
       for (const m of users) judgeAuthorPresent(m);
       const owner = run.created.get(t.id)?.key;
       if (!keys || owner === undefined || !keys.has(owner) || firstDelete.has(t.id)) continue;
