@@ -16,6 +16,7 @@ import { outsideMutations4 } from "./outside-mutations-4.ts";
 import { outsideMutations5 } from "./outside-mutations-5.ts";
 import { outsideMutations6 } from "./outside-mutations-6.ts";
 import { outsideMutations7 } from "./outside-mutations-7.ts";
+import { outsideMutations8 } from "./outside-mutations-8.ts";
 import {
   type Area,
   errorResponse,
@@ -1604,6 +1605,7 @@ export const mutations: Mutation[] = [
   ...outsideMutations5,
   ...outsideMutations6,
   ...outsideMutations7,
+  ...outsideMutations8,
   {
     name: "stream-buffered",
     area: "delivery",
