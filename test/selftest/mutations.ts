@@ -975,7 +975,11 @@ export const mutations: Mutation[] = [
     breaks: ["STATE-EMPTY-TURN-CLEARS"],
     onRequest(call, tools) {
       const id = call.conversationId;
-      if (call.route.kind === "send" && call.method === "POST" && (!id || !tools.ledger.conversations.has(id)))
+      if (
+        call.route.kind === "send" &&
+        call.method === "POST" &&
+        (!id || !tools.ledger.conversations.has(id))
+      )
         firstTurns.add(call);
       return undefined;
     },
