@@ -12,7 +12,6 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 // also names `.default` (the name its types give it), so `.default` is right at run time and for tsc.
 import ajvFormats from "ajv-formats";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DemoServer } from "../../reference-server/demo/index.ts";
 import { catalogue } from "../../conformance/catalogue.ts";
 import { reachability } from "../../conformance/http.ts";
 import { resolveInputs } from "../../conformance/inputs.ts";
@@ -20,8 +19,14 @@ import { summarize } from "../../conformance/reports/console.ts";
 import { jsonReport } from "../../conformance/reports/json.ts";
 import { runSuite } from "../../conformance/runner.ts";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
-import { type FrontServer, makeTestCa, startFront, type TestCa } from "../../conformance/testing/front-server.ts";
+import {
+  type FrontServer,
+  makeTestCa,
+  startFront,
+  type TestCa,
+} from "../../conformance/testing/front-server.ts";
 import type { CheckResult, RunReport } from "../../conformance/types.ts";
+import type { DemoServer } from "../../reference-server/demo/index.ts";
 
 let demo: DemoServer;
 let validator: SpecValidator;
@@ -115,7 +120,9 @@ describe("behind a proxy that serves the API under /agentapi, forwards only /api
   });
 
   it("writes a JSON report that validates against the published schema", async () => {
-    const schema = JSON.parse(await readFile(new URL("../../conformance/report.schema.json", import.meta.url), "utf8"));
+    const schema = JSON.parse(
+      await readFile(new URL("../../conformance/report.schema.json", import.meta.url), "utf8"),
+    );
     const ajv = new Ajv2020({ allErrors: true });
     ajvFormats.default(ajv);
     const validate = ajv.compile(schema);
