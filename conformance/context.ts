@@ -17,6 +17,7 @@ import {
   REQUEST_TIMEOUT_MS,
 } from "./http.ts";
 import { isRecord } from "./json.ts";
+import { carriesOutput } from "./model/turn-meaning.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented, excerpt, skip } from "./outcomes.ts";
 import type { Exchange, FailureDetail, SuiteInputs } from "./records.ts";
 import { TurnMeter } from "./run-cost.ts";
@@ -119,6 +120,11 @@ export type ConversationRead =
       started: number;
       ended: number;
     }
+  /**
+   * A wait for `agent_session_id` (waitForSession) that ended: `found` false when the bounded wait expired with
+   * it still null (sweeps/sessions.ts judges that against the turn before it).
+   */
+  | { kind: "session-wait"; id: string; found: boolean; started: number; ended: number }
   /** A last compaction answered 200: whether it said `compacted` true. */
   | {
       kind: "compaction";
@@ -151,6 +157,10 @@ export type ConversationRead =
       kind: "turn-sent";
       id: string;
       completed?: boolean;
+      /** A completed turn whose stream carried output (a block that is not blank text): its session is recorded. */
+      output?: boolean;
+      /** Sent with `metadata.isolated` true (a throwaway sandbox: whether it records a session is not shown). */
+      isolated?: boolean;
       /** The status it was answered with (unset: no answer yet, or none). */
       status?: number;
       /** The text of the newest user element it sent (Send a message: the one read), when it could be read. */
@@ -382,16 +392,24 @@ export class CheckContext {
     let turnInto = sendsTurn
       ? this.#recordTurnSent(namedConversation(req), started, prompt, bodyNonces)
       : undefined;
+    const isolated = sendsTurn && sentFlag(req, "isolated");
+    if (turnInto && isolated) turnInto.isolated = true;
     try {
       const res = await this.#callOnce(op, req, policy, bodyBytes, sendsTurn, started);
       // A turn that named no conversation made one: its id comes with the answer, and reads of it made
       // while the turn ran (it exists from the turn's start) fall inside the turn's span.
       const made = res.headers["x-conversation-id"];
-      if (sendsTurn && turnInto === undefined && made)
+      if (sendsTurn && turnInto === undefined && made) {
         turnInto = this.#recordTurnSent(made, started, prompt, bodyNonces);
+        if (turnInto && isolated) turnInto.isolated = true;
+      }
       if (turnInto) {
         turnInto.status = res.status;
         turnInto.completed = res.status === 200 && ranToStop(res.text);
+        if (turnInto.completed)
+          turnInto.output = carriesOutput(
+            checkTurnStream(res.text, { streamToolCalls: sentFlag(req, "stream_tool_calls") }).blocks,
+          );
       }
       return res;
     } finally {
@@ -409,7 +427,9 @@ export class CheckContext {
     started: number,
     prompt: string | undefined,
     bodyNonces: string[],
-  ): { ended: number; completed?: boolean; status?: number } | undefined {
+  ):
+    | { ended: number; completed?: boolean; output?: boolean; isolated?: boolean; status?: number }
+    | undefined {
     if (typeof id !== "string") return undefined;
     const record: Extract<ConversationRead, { kind: "turn-sent" }> = {
       kind: "turn-sent",
@@ -819,6 +839,13 @@ export class CheckContext {
   async waitForSession(id: string, options?: CallOptions): Promise<string | null> {
     const started = Date.now();
     const deadline = started + this.inputs.sessionWaitMs;
+    const record: Extract<ConversationRead, { kind: "session-wait" }> = {
+      kind: "session-wait",
+      id,
+      found: false,
+      started: ++this.run.callSeq,
+      ended: Number.POSITIVE_INFINITY,
+    };
     for (;;) {
       const conversation = await this.conversation(id, options);
       if (conversation.agent_session_id !== null && conversation.agent_session_id !== undefined) {
@@ -826,7 +853,11 @@ export class CheckContext {
         this.run.sessionRecordedMs = Math.max(this.run.sessionRecordedMs ?? 0, took);
         return conversation.agent_session_id;
       }
-      if (Date.now() >= deadline) return null;
+      if (Date.now() >= deadline) {
+        record.ended = ++this.run.callSeq;
+        this.run.conversationsRead.push(record);
+        return null;
+      }
       await sleep(POLL_INTERVAL_MS);
     }
   }
@@ -970,6 +1001,12 @@ function newestPrompt(req: HttpRequest): string | undefined {
 }
 
 const PROMPT_KEPT = 4_000;
+
+/** Whether a send's body sets a `metadata` flag to true (`isolated`, `stream_tool_calls`). */
+function sentFlag(req: HttpRequest, flag: string): boolean {
+  const body = req.json;
+  return isRecord(body) && isRecord(body.metadata) && body.metadata[flag] === true;
+}
 
 /** A stream that reached message_stop and carried no error event, in any framing the SSE standard allows. */
 function ranToStop(text: string): boolean {

@@ -13,6 +13,7 @@ import { judgeDeletesRead } from "./deletes.ts";
 import { logFacts, type SweepFinding } from "./finding.ts";
 import { judgeForksRead } from "./forks.ts";
 import { judgeListsRead } from "./lists.ts";
+import { judgeSessionsRead } from "./sessions.ts";
 import { judgeTitlesRead } from "./titles.ts";
 import { judgeCompactionsRead, judgeTranscriptsRead } from "./transcripts.ts";
 import { judgeTurnsRead } from "./turns.ts";
@@ -31,6 +32,7 @@ export function sweepFindings(run: RunState): SweepFinding[] {
     ...judgeCountsRead(log, run, facts),
     ...judgeTranscriptsRead(log, run, facts),
     ...judgeCompactionsRead(log),
+    ...judgeSessionsRead(log, run, facts),
   ];
 }
 
