@@ -808,13 +808,18 @@ export class CheckContext {
     });
   }
 
-  async fork(id: string, body: Record<string, unknown>, options?: CallOptions): Promise<ApiResponse> {
+  /** A fork; `body` undefined sends none at all (the request body is optional, spec/paths/conversation-fork.yaml). */
+  async fork(
+    id: string,
+    body: Record<string, unknown> | undefined,
+    options?: CallOptions,
+  ): Promise<ApiResponse> {
     const res = await this.call("forkConversation", {
       method: "POST",
       url: `${this.conversationUrl(id, options?.agent)}/fork`,
       key: this.#key(options),
       keyHeader: options?.keyHeader,
-      json: body,
+      ...(body !== undefined && { json: body }),
     });
     const key = this.#key(options);
     if (res.status === 200 && isRecord(res.body) && typeof res.body.conversation_id === "string" && key) {

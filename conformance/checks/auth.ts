@@ -108,7 +108,8 @@ export const authChecks: CheckDef[] = [
     id: "AUTH-401-REVOKED",
     level: "MUST",
     section: SECTION,
-    title: 'A revoked key gets 401 with body {"message": "API key has been revoked"}, on every route',
+    title:
+      'A revoked key gets 401 with body {"message": "API key has been revoked"}, on every route, whatever agent (another workspace\'s, an unknown one) it names',
     needs: ["revokedKey"],
     async run(ctx) {
       const judge = (res: ApiResponse, what: string) => {
@@ -117,8 +118,20 @@ export const authChecks: CheckDef[] = [
           fail(`${what}: the body's message is not "API key has been revoked"`, res.text.slice(0, 300));
         }
       };
-      judge((await ctx.turn({ key: ctx.inputs.revokedKey, prompt: prompts.hello })).response, "send-message");
-      await everyRoute(ctx, ctx.inputs.revokedKey ?? null, judge);
+      const key = ctx.inputs.revokedKey;
+      judge((await ctx.turn({ key, prompt: prompts.hello })).response, "send-message");
+      await everyRoute(ctx, key ?? null, judge);
+      // Authentication 4 before any agent is looked up, as for an unknown key: another workspace's agent and an
+      // agent no workspace has answer the revoked key 401 too, never the 404 a valid key would get there.
+      const elsewhere = [
+        ...(ctx.inputs.foreignAgent ? [ctx.inputs.foreignAgent] : []),
+        `acc-no-agent-${ctx.nonce()}`,
+      ];
+      for (const agent of elsewhere) {
+        judge(await ctx.listModels({ key, agent }), `models list of ${agent}`);
+        judge(await ctx.listConversations({}, { key, agent }), `conversation list of ${agent}`);
+        judge((await ctx.turn({ key, agent, prompt: prompts.hello })).response, `send-message to ${agent}`);
+      }
     },
   }),
   /** The models list doubles as the "do this agent and key work together" probe. */
@@ -196,7 +209,7 @@ export const authChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "A Viewer-role key can read conversations (a shared conversation in its list, the single fetch, the transcript; a channel's it lists, too)",
+      "A Viewer-role key can read conversations (a shared conversation in its list, the single fetch, the transcript, the last compaction; a channel's it lists, too)",
     needs: ["viewerKey"],
     async run(ctx) {
       const key = ctx.inputs.viewerKey;
@@ -216,6 +229,12 @@ export const authChecks: CheckDef[] = [
         );
       ensureStatus(await ctx.getConversation(conv.id, { key }), 200, "Viewer reads the shared conversation");
       ensureStatus(await ctx.transcript(conv.id, { key }), 200, "Viewer reads the shared transcript");
+      // Last compaction is a read of the conversation too (Endpoints: it changes nothing).
+      ensureStatus(
+        await ctx.lastCompaction(conv.id, { key }),
+        200,
+        "Viewer reads the shared last compaction",
+      );
       // The other kind a Viewer sees (Resources/Conversation, visibility): one owned by a channel, listed to it
       // as neither its own nor shared. It reads those too, on every route.
       const own = await ctx.listConversations({ limit: "200" }, { key });
@@ -235,6 +254,11 @@ export const authChecks: CheckDef[] = [
           await ctx.transcript(id, { key }),
           200,
           `Viewer reads the transcript of ${id}, a channel's conversation it lists`,
+        );
+        ensureStatus(
+          await ctx.lastCompaction(id, { key }),
+          200,
+          `Viewer reads the last compaction of ${id}, a channel's conversation it lists`,
         );
       }
     },

@@ -96,12 +96,13 @@ export async function settledConversation(
   ctx: CheckContext,
   prompt = prompts.hello,
   key?: string,
+  agent?: string,
 ): Promise<SettledConversation> {
   const id = ctx.newConversationId();
-  const turn = await ctx.turn({ conversationId: id, prompt, key });
+  const turn = await ctx.turn({ conversationId: id, prompt, key, agent });
   ensureTurnOk(turn, "set-up turn");
   ensureAnswered(turn, "the set-up turn");
-  const sessionId = await ctx.waitForSession(id, { key });
+  const sessionId = await ctx.waitForSession(id, { key, agent });
   return { id, firstPrompt: prompt, turn, sessionId };
 }
 
@@ -128,6 +129,32 @@ export function memoryRound(ctx: CheckContext): Promise<MemoryRound> {
     ensureTurnOk(recall, "recall turn");
     return { id, nonce, sessionId, recall };
   });
+}
+
+/**
+ * A memory round under one combination: a turn that asks to remember a nonce (on `agent`, or through the
+ * model-routed send), the session waited for as the guidance says, `between` done to the conversation (a share
+ * toggle, say), then a turn asking for it back the same way. Returns the nonce and the recall turn.
+ */
+export async function rememberThenRecall(
+  ctx: CheckContext,
+  how: { agent?: string; routed?: boolean; between?: (id: string) => Promise<void> },
+): Promise<{ id: string; nonce: string; recall: Turn }> {
+  const id = ctx.newConversationId();
+  const nonce = ctx.nonce();
+  const route = {
+    ...(how.agent && { agent: how.agent }),
+    ...(how.routed && { routed: true, model: how.agent ?? ctx.inputs.agent }),
+  };
+  ensureTurnOk(
+    await ctx.turn({ conversationId: id, prompt: prompts.remember(nonce), ...route }),
+    "remember turn",
+  );
+  await ctx.waitForSession(id, { agent: how.agent });
+  await how.between?.(id);
+  const recall = await ctx.turn({ conversationId: id, prompt: prompts.recall, ...route });
+  ensureTurnOk(recall, "recall turn");
+  return { id, nonce, recall };
 }
 
 /** The models list: the default model first, and another model if the agent offers one. */

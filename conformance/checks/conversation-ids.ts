@@ -2,6 +2,7 @@
 import { fail } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
+  agentsBesides,
   check,
   ensureIncludes,
   ensureStatus,
@@ -9,6 +10,7 @@ import {
   memoryRound,
   otherAgents,
   prompts,
+  rememberThenRecall,
   settledConversation,
 } from "./common.ts";
 
@@ -57,12 +59,33 @@ export const conversationIdChecks: CheckDef[] = [
     id: "CONVID-OWN-RESUMES",
     level: "MUST",
     section: SECTION,
-    title: "The caller's own conversation_id resumes with the prior context (memory of an earlier turn)",
+    title:
+      "The caller's own conversation_id resumes with the prior context (memory of an earlier turn), on every agent kind, through the model-routed send and after a share toggle",
     needs: [],
     async run(ctx) {
       const round = await memoryRound(ctx);
       if (round.sessionId === null) fail("agent_session_id was never recorded within --session-wait-ms");
       ensureIncludes(round.recall.text, round.nonce, "recall after resuming");
+      // Rule 1 names no agent kind or route, and a share toggle changes `shared` only (States and transitions).
+      const variants: Array<{
+        label: string;
+        agent?: string;
+        routed?: boolean;
+        between?: (id: string) => Promise<void>;
+      }> = [
+        ...agentsBesides(ctx).map((agent) => ({ label: `on agent ${agent}`, agent })),
+        { label: "through the model-routed send", routed: true },
+        {
+          label: "after the owner toggled sharing on",
+          between: async (id: string) => {
+            ensureStatus(await ctx.share(id, { shared: true }), [200, 204], "share toggle between the turns");
+          },
+        },
+      ];
+      for (const variant of variants) {
+        const again = await rememberThenRecall(ctx, variant);
+        ensureIncludes(again.recall.text, again.nonce, `recall after resuming ${variant.label}`);
+      }
     },
   }),
   /** A conversation of another agent of the same workspace: 404 "Conversation not found". */

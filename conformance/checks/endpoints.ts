@@ -4,6 +4,7 @@ import { normalisedUrl } from "../inputs.ts";
 import { excerpt, fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
+  agentsBesides,
   check,
   ensureClientError,
   ensureHistoryKnown,
@@ -498,7 +499,8 @@ export const endpointChecks: CheckDef[] = [
     id: "ERR-409-FORK-TAKEN",
     level: "MUST",
     section: "Errors",
-    title: "Fork with a conversation_id that is already taken gives 409",
+    title:
+      "Fork with a conversation_id that is already taken gives 409, also by a conversation of another agent; a deleted conversation's id is free again",
     needs: [],
     async run(ctx) {
       const conv = await sharedConversation(ctx);
@@ -507,6 +509,22 @@ export const endpointChecks: CheckDef[] = [
         409,
         "fork onto the parent's own id",
       );
+      // An id belongs to one agent (Conversation id resolution: on another agent's path it is "a different
+      // agent's"), so one in use on any other agent is taken too.
+      for (const agent of agentsBesides(ctx)) {
+        const other = await settledConversation(ctx, prompts.hello, undefined, agent);
+        ensureStatus(
+          await ctx.fork(conv.id, { conversation_id: other.id }),
+          409,
+          `fork onto the id of a conversation of agent ${agent}`,
+        );
+      }
+      // Deleted, the conversation is removed (States and transitions): its id is no longer taken.
+      const gone = await settledConversation(ctx);
+      ensureStatus(await ctx.deleteConversation(gone.id), [200, 204], "delete");
+      const res = await ctx.fork(conv.id, { conversation_id: gone.id });
+      ensureStatus(res, [200, 201], "fork onto the id of a conversation deleted before");
+      ctx.track(gone.id, ctx.inputs.key);
     },
   }),
   /** Fork with a chosen child id. */

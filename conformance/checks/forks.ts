@@ -25,10 +25,14 @@ const RECALL_ALL = `${prompts.recall} If there were several, list them all.`;
 async function forkChild(
   ctx: CheckContext,
   parentId: string,
-  body: Record<string, unknown>,
+  body: Record<string, unknown> | undefined,
 ): Promise<string> {
   const res = await ctx.fork(parentId, body);
-  ensureStatus(res, [200, 201], `fork with ${JSON.stringify(body)}`);
+  ensureStatus(
+    res,
+    [200, 201],
+    body === undefined ? "fork with no body" : `fork with ${JSON.stringify(body)}`,
+  );
   if (!isRecord(res.body) || typeof res.body.conversation_id !== "string")
     fail("the fork result has no conversation_id", res.text.slice(0, 300));
   return res.body.conversation_id;
@@ -94,15 +98,25 @@ export const forkChecks: CheckDef[] = [
     id: "FORK-DEFAULT-ALL-TURNS",
     level: "MUST",
     section: SECTION,
-    title: "A fork without at_turn carries all turns (the child knows the last turn)",
+    title:
+      "A fork without at_turn carries all turns (the child knows the last turn), with an empty body or none at all",
     needs: [],
     async run(ctx) {
       const parent = await threeTurns(ctx);
-      const child = await forkChild(ctx, parent.id, {});
-      const turn = await ctx.turn({ conversationId: child, prompt: RECALL_ALL });
-      ensureTurnOk(turn, "the child's first turn");
-      if (!turn.text.includes(parent.words[2]))
-        fail("the child of a fork without at_turn does not remember the parent's last turn", turn.text);
+      // Every field of the body is optional, and so is the body itself: both ask for the defaults.
+      for (const [body, how] of [
+        [{}, "an empty body"],
+        [undefined, "no body"],
+      ] as const) {
+        const child = await forkChild(ctx, parent.id, body);
+        const turn = await ctx.turn({ conversationId: child, prompt: RECALL_ALL });
+        ensureTurnOk(turn, `the first turn of the child forked with ${how}`);
+        if (!turn.text.includes(parent.words[2]))
+          fail(
+            `the child of a fork with ${how} (no at_turn) does not remember the parent's last turn`,
+            turn.text,
+          );
+      }
     },
   }),
   /** A child forked without model inherits the default its parent recorded (here from its own fork). */

@@ -72,7 +72,8 @@ export const limitChecks: CheckDef[] = [
     id: "LIMIT-ATTACHMENT-SIZE",
     level: "MUST",
     section: SECTION,
-    title: "Attachments past 10 MiB decoded in total are dropped silently (no error); within it, all arrive",
+    title:
+      "Attachments past 10 MiB decoded in total are dropped silently (no error); within it, exactly 10 MiB (10 × 1024 × 1024 bytes) included, all arrive",
     needs: [],
     async run(ctx) {
       const big = (name: string, bytes: number) =>
@@ -95,18 +96,18 @@ export const limitChecks: CheckDef[] = [
           "acc-big-2.bin arrived too: 10.5 MiB decoded in total, past the 10 MiB cap",
           turn.text.slice(0, 1500),
         );
-      // Just under the cap, everything arrives: 6 + 3.5 MiB decoded is 9.5 MiB (the cap counts decoded bytes,
-      // though the base64 the body carries is 12.7 MiB).
+      // At the cap, everything arrives: 6 + 4 MiB decoded is exactly 10 MiB, "at most" the cap (which counts
+      // decoded bytes in MiB, 10 × 1024 × 1024, though the base64 the body carries is 13.3 MiB).
       const under = await ctx.turn({
         prompt: prompts.listAttachments,
-        metadata: { attachments: [big("acc-fit-1.bin", 6 * MIB), big("acc-fit-2.bin", 3.5 * MIB)] },
+        metadata: { attachments: [big("acc-fit-1.bin", 6 * MIB), big("acc-fit-2.bin", 4 * MIB)] },
       });
-      ensureTurnOk(under, "the turn with 9.5 MiB of attachments");
+      ensureTurnOk(under, "the turn with exactly 10 MiB of attachments");
       const arrived = distinctMentions(under.text, /acc-fit-\d/);
       for (const name of ["acc-fit-1", "acc-fit-2"])
         if (!arrived.has(name))
           fail(
-            `${name}.bin did not arrive although the two attachments are 9.5 MiB decoded, within the 10 MiB cap`,
+            `${name}.bin did not arrive although the two attachments are exactly 10 MiB decoded, at most the 10 MiB cap`,
             under.text.slice(0, 1500),
           );
     },

@@ -75,6 +75,8 @@ async function authorsOf(url: string, changes: RefChange[]): Promise<Map<string,
 
 /** What a read-only turn did to the remote's refs. */
 interface ReadOnlyRound {
+  /** The conversation its turn ran in. */
+  id: string;
   before: Map<string, string>;
   after: Map<string, string>;
   changes: RefChange[];
@@ -83,7 +85,7 @@ interface ReadOnlyRound {
 }
 
 /** One read-only turn (an API key, no read_only) that changes a file, with the remote's refs around it. */
-async function readOnlyRound(c: CheckContext, key?: string): Promise<ReadOnlyRound> {
+async function readOnlyRound(c: CheckContext, key?: string, routed = false): Promise<ReadOnlyRound> {
   const agent = c.inputs.repoAgent as string;
   const url = c.inputs.repoUrl as string;
   const before = await remoteRefs(url);
@@ -94,15 +96,16 @@ async function readOnlyRound(c: CheckContext, key?: string): Promise<ReadOnlyRou
       key,
       conversationId: id,
       prompt: prompts.writeFile(`acc-${c.nonce()}.txt`, c.nonce()),
+      ...(routed && { routed: true, model: agent }),
     }),
-    key === undefined ? "read-only turn" : "read-only turn with the member key",
+    `read-only turn${key === undefined ? "" : " with the member key"}${routed ? " on the model-routed send" : ""}`,
   );
   // Whatever a deployment does after a turn happens by the time the session is recorded.
   await c.waitForSession(id, { agent, key });
   const after = await remoteRefs(url);
   const changes = refChanges(before, after);
   const authors = changes.length > 0 ? await authorsOf(url, changes) : new Map<string, string>();
-  return { before, after, changes, authors };
+  return { id, before, after, changes, authors };
 }
 
 function describeChanges(round: ReadOnlyRound): string {
@@ -185,18 +188,25 @@ export const repoChecks: CheckDef[] = [
       const round = await repoRound(ctx);
       const first = round.readOnly;
       if (first.changes.length === 0) {
-        // Rule 3 is about "calls made with an API key", any key that may run a turn: the member's too.
-        const member = ctx.inputs.memberKey;
-        if (!member) return;
-        const theirs = await readOnlyRound(ctx, member);
-        if (theirs.changes.length === 0) return;
-        await sleep(RECHECK_PAUSE_MS);
-        const again = await readOnlyRound(ctx, member);
-        if (again.changes.length > 0)
-          fail(
-            "refs of the repository moved during two read-only turns sent with the member key (none moved for the run's key)",
-            `first:\n${describeChanges(theirs)}\nsecond:\n${describeChanges(again)}`,
-          );
+        // Rule 3 is about "calls made with an API key", any key that may run a turn: the member's too; and the
+        // model-routed send has "the same body and behaviour", its default included.
+        const others: Array<{ key?: string; routed: boolean; label: string }> = [
+          ...(ctx.inputs.memberKey
+            ? [{ key: ctx.inputs.memberKey, routed: false, label: "sent with the member key" }]
+            : []),
+          { routed: true, label: "on the model-routed send" },
+        ];
+        for (const other of others) {
+          const theirs = await readOnlyRound(ctx, other.key, other.routed);
+          if (theirs.changes.length === 0) continue;
+          await sleep(RECHECK_PAUSE_MS);
+          const again = await readOnlyRound(ctx, other.key, other.routed);
+          if (again.changes.length > 0)
+            fail(
+              `refs of the repository moved during two read-only turns ${other.label} (none moved for the run's key on send-message)`,
+              `first:\n${describeChanges(theirs)}\nsecond:\n${describeChanges(again)}`,
+            );
+        }
         return;
       }
       // The agent's identity is the author of the read_only: false turn's push (unknown when nothing was pushed).
@@ -228,7 +238,8 @@ export const repoChecks: CheckDef[] = [
     id: "REPO-READ-ONLY-FALSE-PUSHES",
     level: "MUST",
     section: SECTION,
-    title: "read_only: false pushes the turn's changes to the default branch under a fixed agent identity",
+    title:
+      "read_only: false pushes the turn's changes to the default branch under a fixed agent identity, on a conversation's first turn and on a resumed one",
     needs: ["repoAgent", "repoUrl"],
     async run(ctx) {
       const round = await repoRound(ctx);
@@ -238,6 +249,27 @@ export const repoChecks: CheckDef[] = [
         fail(`the pushed ${round.file} does not hold the written content`);
       if (round.author === "") fail("the pushed commit has no author");
       ctx.note(`commit author: ${round.author}`);
+      // The flag is the turn's, whatever turn of the conversation it is: a resumed turn pushes too.
+      const agent = ctx.inputs.repoAgent as string;
+      const url = ctx.inputs.repoUrl as string;
+      const before = await remoteHead(url);
+      const resumed = await ctx.turn({
+        agent,
+        conversationId: round.readOnly.id,
+        prompt: prompts.writeFile(`acc-${ctx.nonce()}.txt`, ctx.nonce()),
+        metadata: { read_only: false },
+      });
+      ensureTurnOk(resumed, "read_only: false turn into a resumed conversation");
+      let after = await remoteHead(url);
+      const deadline = Date.now() + ctx.inputs.sessionWaitMs;
+      while (after === before && Date.now() < deadline) {
+        await sleep(250);
+        after = await remoteHead(url);
+      }
+      if (after === before)
+        fail(
+          "the default branch did not move after a writing turn with read_only: false into a resumed conversation",
+        );
     },
   }),
   /** Attachments are never committed. */

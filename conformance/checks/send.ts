@@ -16,6 +16,7 @@ import {
   modelsInfo,
   prompts,
   settledConversation,
+  sharedConversation,
   turnRanAs,
 } from "./common.ts";
 import { grammarStreams } from "./events.ts";
@@ -141,20 +142,25 @@ export const sendChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "stream: false, or no stream field, still yields an event stream with X-Conversation-Id, on send-message and the model-routed send",
+      "stream: false, or no stream field, still yields an event stream with X-Conversation-Id, on send-message and the model-routed send, for a new conversation and a resumed one",
     needs: [],
     async run(ctx) {
       // The same response as with stream: true, X-Conversation-Id included, whichever way it is asked for.
-      // The routed send has "the same body and behaviour" (Endpoints/Model-routed send): both routes.
+      // The routed send has "the same body and behaviour" (Endpoints/Model-routed send): both routes. A
+      // resumed turn is a turn like the first.
+      const resumed = await settledConversation(ctx);
       for (const routed of [false, true])
-        for (const [stream, asked] of [
-          [false, "stream: false"],
-          [undefined, "stream omitted"],
+        for (const [stream, asked, into] of [
+          [false, "stream: false", undefined],
+          [undefined, "stream omitted", undefined],
+          [false, "stream: false into a resumed conversation", resumed.id],
+          [undefined, "stream omitted into a resumed conversation", resumed.id],
         ] as const) {
           const label = `${asked}${routed ? " on the model-routed send" : ""}`;
           const turn = await ctx.turn({
             prompt: prompts.hello,
             extraBody: { stream },
+            ...(into && { conversationId: into }),
             ...(routed && { routed: true, model: ctx.inputs.agent }),
           });
           ensureTurnOk(turn, label);
@@ -233,6 +239,11 @@ export const sendChecks: CheckDef[] = [
       ensureTurnOk(turn);
       // stop_sequences would cut the reply before the token, max_tokens: 1 would cut it to one token.
       ensureIncludes(turn.text, token, "a reply unaffected by max_tokens and stop_sequences");
+      // Ignored means no effect anywhere: a whole reply that says it stopped for max_tokens applied the field.
+      if (turn.reading?.stopReason === "max_tokens")
+        fail(
+          "the turn sent with max_tokens ends with stop_reason max_tokens although its reply is whole: max_tokens was not ignored",
+        );
     },
   }),
   /** Client-side tool definitions cannot be injected. */
@@ -502,23 +513,44 @@ export const sendChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "An attachment is written to .uploads/<name> where the agent can read it, on every agent kind, through the model-routed send and in an isolated turn; an explicit empty list (the default) runs like none",
+      "An attachment is written to .uploads/<name> where the agent can read it, on every agent kind, through the model-routed send, in an isolated turn, beside text-block content and in a fork's child; an explicit empty list (the default) runs like none",
     needs: [],
     async run(ctx) {
       // The rule names no agent kind and the routed send has "the same body and behaviour": each agent the
       // inputs name, and the routed send, gets one turn with one file.
       // An isolated turn's sandbox has no repository and no workspace files, but an attachment is the turn's
       // own file (Send a message, metadata), so it is written there too.
-      const targets: Array<{ label: string; agent?: string; routed?: boolean; isolated?: boolean }> = [
+      // Attachments are the turn's files whatever shape its content has (a string or text blocks) and whatever
+      // conversation it runs in, a fork's child too (its turns are turns like any other).
+      const targets: Array<{
+        label: string;
+        agent?: string;
+        routed?: boolean;
+        isolated?: boolean;
+        blocks?: boolean;
+        forkChild?: boolean;
+      }> = [
         { label: "" },
         ...agentsBesides(ctx).map((agent) => ({ label: ` on agent ${agent}`, agent })),
         { label: " through the model-routed send", routed: true },
         { label: " with metadata.isolated true", isolated: true },
+        { label: " beside text-block content", blocks: true },
+        { label: " in a fork's child", forkChild: true },
       ];
       for (const target of targets) {
         const content = ctx.nonce();
+        let conversationId: string | undefined;
+        if (target.forkChild) {
+          const fork = await ctx.fork((await sharedConversation(ctx)).id, {});
+          ensureStatus(fork, [200, 201], "fork of the conversation whose child gets the attachment");
+          if (!isRecord(fork.body) || typeof fork.body.conversation_id !== "string")
+            fail("the fork result has no conversation_id", fork.text.slice(0, 300));
+          conversationId = fork.body.conversation_id;
+        }
+        const ask = prompts.readAttachment("acc-note.txt");
         const turn = await ctx.turn({
-          prompt: prompts.readAttachment("acc-note.txt"),
+          prompt: target.blocks ? [{ type: "text", text: ask }] : ask,
+          ...(conversationId && { conversationId }),
           streamToolCalls: true,
           metadata: {
             attachments: [attachment("acc-note.txt", content)],
@@ -682,9 +714,26 @@ export const sendChecks: CheckDef[] = [
     id: "ERR-501-ASYNC",
     level: "MUST",
     section: "Errors",
-    title: 'metadata.delivery "async" gives 501, on send-message and on the model-routed send',
+    title:
+      'metadata.delivery "async" gives 501, on send-message and on the model-routed send, for a new conversation and a resumed one',
     needs: [],
     async run(ctx) {
+      // Only "sync" is supported, whatever conversation the turn is for: a resumed one too.
+      const resumed = await settledConversation(ctx);
+      for (const routed of [false, true]) {
+        const turn = await ctx.turn({
+          conversationId: resumed.id,
+          prompt: prompts.hello,
+          metadata: { delivery: "async" },
+          routed,
+          model: routed ? ctx.inputs.agent : undefined,
+        });
+        ensureStatus(
+          turn.response,
+          501,
+          `delivery async into a resumed conversation on ${routed ? "the model-routed send" : "send-message"}`,
+        );
+      }
       // The routed send has "the same body and behaviour": the refusal holds on both routes.
       for (const routed of [false, true]) {
         const turn = await ctx.turn({

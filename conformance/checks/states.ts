@@ -73,8 +73,14 @@ function raceRound(ctx: CheckContext): Promise<{ nonce: string; followUp: Turn }
 }
 
 /** Forks `parentId` and returns the fork result body; fails unless 200 with a child id. */
-async function forkOk(ctx: CheckContext, parentId: string, body: Record<string, unknown>, key?: string) {
-  const res = await ctx.fork(parentId, body, { key });
+async function forkOk(
+  ctx: CheckContext,
+  parentId: string,
+  body: Record<string, unknown>,
+  key?: string,
+  agent?: string,
+) {
+  const res = await ctx.fork(parentId, body, { key, agent });
   ensureStatus(res, [200, 201], "fork");
   if (!isRecord(res.body) || typeof res.body.conversation_id !== "string")
     fail("the fork result has no conversation_id");
@@ -451,7 +457,7 @@ export const stateChecks: CheckDef[] = [
     id: "STATE-FORK-CONTEXT",
     level: "MUST",
     section: SECTION,
-    title: "A fork's first turn answers from the parent's context",
+    title: "A fork's first turn answers from the parent's context, on every agent kind",
     needs: [],
     async run(ctx) {
       const round = await memoryRound(ctx);
@@ -463,6 +469,24 @@ export const stateChecks: CheckDef[] = [
       const turn = await ctx.turn({ conversationId: result.conversation_id, prompt: prompts.recall });
       ensureTurnOk(turn, "child's first turn");
       ensureIncludes(turn.text, round.nonce, "recall in the fork");
+      // The rule names no agent kind: each other agent's fork answers from its parent too.
+      for (const agent of agentsBesides(ctx)) {
+        const id = ctx.newConversationId();
+        const nonce = ctx.nonce();
+        ensureTurnOk(
+          await ctx.turn({ agent, conversationId: id, prompt: prompts.remember(nonce) }),
+          `remember turn on agent ${agent}`,
+        );
+        await ctx.waitForSession(id, { agent });
+        const child = await forkOk(ctx, id, {}, undefined, agent);
+        const recall = await ctx.turn({
+          agent,
+          conversationId: child.conversation_id,
+          prompt: prompts.recall,
+        });
+        ensureTurnOk(recall, `child's first turn on agent ${agent}`);
+        ensureIncludes(recall.text, nonce, `recall in the fork on agent ${agent}`);
+      }
     },
   }),
   /** at_turn cuts the copied history (whether turns count from 0 or 1 is not shown, so INFO). */

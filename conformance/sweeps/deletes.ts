@@ -42,7 +42,11 @@ export function judgeDeletesRead(log: ConversationRead[]): SweepFinding[] {
         const sent = log.filter(
           (e) => e.kind === "turn-sent" && e.id === d.id && e.started > d.ended && e.started < r.ended,
         ).length;
-        if (typeof c.turn_count === "number")
+        // A fork that took the freed id made a child holding the turns it copied: its count is not bounded here.
+        const forkedOnto = log.some(
+          (e) => e.kind === "fork-child" && e.id === d.id && e.started > d.ended && e.started < r.ended,
+        );
+        if (typeof c.turn_count === "number" && !forkedOnto)
           expectRule(
             deleteRules.remadeIsNew,
             c.turn_count <= sent,
