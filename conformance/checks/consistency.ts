@@ -13,6 +13,7 @@ import { costCeiling } from "../model/turn-meaning.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
+  agentsBesides,
   carriesOutput,
   check,
   ensureNotCrowdedOut,
@@ -362,6 +363,34 @@ export const consistencyChecks: CheckDef[] = [
       if (!id) fail("the model-routed send of a new conversation carries no X-Conversation-Id");
       const conversation = await sameOnEveryRoute(ctx, id);
       if (conversation.is_owner !== true) fail("the routed conversation is not owned by the caller");
+      // `model` selects the agent: a routed conversation of another agent is that agent's, in its list and
+      // not in --agent's.
+      for (const agent of agentsBesides(ctx)) {
+        const routed = await ctx.turn({ routed: true, model: agent, prompt: prompts.hello });
+        ensureTurnOk(routed, `routed turn to agent ${agent}`);
+        const made = routed.conversationId;
+        if (!made) fail(`the model-routed send to agent ${agent} carries no X-Conversation-Id`);
+        const read = await ctx.conversation(made, { agent });
+        const since = justBefore(String(read.created_at));
+        for (const [on, expected] of [
+          [agent, true],
+          [ctx.inputs.agent, false],
+        ] as const) {
+          const res = await ctx.listConversations({ limit: "200", since }, { agent: on });
+          ensureStatus(res, 200, `conversation list of agent ${on}`);
+          const entries =
+            isRecord(res.body) && Array.isArray(res.body.conversations)
+              ? res.body.conversations.filter(isRecord)
+              : [];
+          if (expected) ensureNotCrowdedOut(entries, [made], `the list of agent ${on}`);
+          if (entries.some((c) => c.id === made) !== expected)
+            fail(
+              expected
+                ? `the conversation the routed send made on agent ${agent} is not in that agent's list`
+                : `the conversation the routed send made on agent ${agent} is listed on agent ${on}`,
+            );
+        }
+      }
     },
   }),
   check({

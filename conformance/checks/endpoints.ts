@@ -67,7 +67,7 @@ export const endpointChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/List conversations",
     title:
-      "The conversation list is {conversations: [...]}, holds the caller's conversation, newest activity first",
+      "The conversation list is {conversations: [...]}, holds the caller's conversation, newest activity first, on every agent kind",
     needs: [],
     async run(ctx) {
       const conv = await sharedConversation(ctx);
@@ -89,6 +89,34 @@ export const endpointChecks: CheckDef[] = [
       if (older === -1) fail("the caller's conversation is not listed");
       if (newest === -1) fail("the newest conversation is not listed");
       if (newest > older) fail("an older conversation is listed before a newer one");
+      // The order is the list's on every agent: two conversations one after the other on each other agent.
+      for (const agent of agentsBesides(ctx)) {
+        const made: string[] = [];
+        for (const label of ["older", "newer"]) {
+          const turn = await ctx.turn({
+            agent,
+            conversationId: ctx.newConversationId(),
+            prompt: prompts.hello,
+          });
+          ensureTurnOk(turn, `the ${label} conversation's turn on agent ${agent}`);
+          if (turn.conversationId) made.push(turn.conversationId);
+        }
+        const first = await ctx.conversation(made[0], { agent });
+        const theirs = await ctx.listConversations(
+          { limit: "200", since: justBefore(String(first.created_at)) },
+          { agent },
+        );
+        ensureStatus(theirs, 200, `conversation list of agent ${agent}`);
+        const entries =
+          isRecord(theirs.body) && Array.isArray(theirs.body.conversations)
+            ? theirs.body.conversations.filter(isRecord)
+            : [];
+        ensureNotCrowdedOut(entries, made, `the list of agent ${agent} since its conversations began`);
+        const at = made.map((id) => entries.findIndex((c) => c.id === id));
+        if (at.some((i) => i === -1))
+          fail(`the list of agent ${agent} leaves out a conversation just made on it`);
+        if (at[1] > at[0]) fail(`on agent ${agent}, an older conversation is listed before a newer one`);
+      }
       // "Newest activity" need not be updated_at (a share toggle may bump it without being activity).
       for (let i = 1; i < list.length; i++) {
         if (String(list[i - 1].updated_at) < String(list[i].updated_at)) {

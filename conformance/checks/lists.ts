@@ -82,6 +82,16 @@ function filterCheck(
         fail(
           `${param}=${value}&since=${since} lists a conversation started through the API (${own.id}): with since beside it, the ${param} filter was dropped`,
         );
+      // A filter on the value, not on what starts with it: the value cut short by one character names no
+      // conversation listed for the whole value.
+      if (value.length > 1) {
+        const cut = value.slice(0, -1);
+        const wrong = (await listed(ctx, { [param]: cut, limit: "200" })).filter((c) => ids(list).has(c.id));
+        if (wrong.length > 0)
+          fail(
+            `${param}=${cut} lists ${String(wrong[0].id)}, a conversation of ${param} ${value}: the filter matched a prefix, not the value`,
+          );
+      }
     },
   });
 }
@@ -129,6 +139,12 @@ export const listChecks: CheckDef[] = [
             `since=${since}&channel=${channel} lists a conversation whose last activity was before since (since alone leaves it out)`,
           );
       }
+      // A since later than any activity lists none of it (two days ahead: past any clock skew of the kind a
+      // deployment may have).
+      const future = new Date(Date.now() + 2 * 24 * 3_600_000).toISOString();
+      const none = ids(await listed(ctx, { since: future, limit: "200" }));
+      if (none.has(newerId) || none.has(older.id))
+        fail(`since=${future}, two days ahead, lists a conversation of this run: since was not applied`);
       if (list.has(older.id)) {
         const now = Date.parse(String((await ctx.conversation(older.id)).updated_at));
         if (now >= Date.parse(since))
@@ -162,8 +178,26 @@ export const listChecks: CheckDef[] = [
         fail(`automation=${automation} lists a conversation that never ran with an automation`);
       // The API does not say that a turn sent with metadata.automation makes the conversation the
       // automation's (its own runs surely are), so its absence is only noted.
-      if (!list.has(withIt.conversationId))
+      if (!list.has(withIt.conversationId)) {
         ctx.note(`automation=${automation} does not list a conversation started with metadata.automation`);
+        return;
+      }
+      // The deployment's choice, learned: a turn sent with the automation makes the conversation its. Then the
+      // same holds for another member's turn, in their own filtered list.
+      const member = ctx.inputs.memberKey;
+      if (!member) return;
+      const theirs = await ctx.turn({
+        key: member,
+        conversationId: ctx.newConversationId(),
+        prompt: prompts.hello,
+        metadata: { automation },
+      });
+      ensureTurnOk(theirs, "the member's turn with the automation");
+      const listedToThem = ids(await listed(ctx, { automation, limit: "200" }, { key: member }));
+      if (!listedToThem.has(theirs.conversationId))
+        fail(
+          `automation=${automation} lists the run key's conversation started with metadata.automation, but not the member's own, in the member's list`,
+        );
     },
   }),
   /**

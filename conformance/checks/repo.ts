@@ -10,7 +10,7 @@ import { promisify } from "node:util";
 import { type CheckContext, sleep } from "../context.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
-import { attachment, check, ensureTurnOk, prompts } from "./common.ts";
+import { attachment, check, ensureStatus, ensureTurnOk, prompts } from "./common.ts";
 
 const run = promisify(execFile);
 const SECTION = "Endpoints/Send a message: repository-backed agents";
@@ -270,6 +270,13 @@ export const repoChecks: CheckDef[] = [
         fail(
           "the default branch did not move after a writing turn with read_only: false into a resumed conversation",
         );
+      // Read back, as a client would, after turns that ran tools: the transcript's shape is judged by the
+      // transcripts sweep (sweeps/transcripts.ts) on this agent kind too.
+      ensureStatus(
+        await ctx.transcript(round.readOnly.id, { agent }),
+        200,
+        "the transcript of the resumed conversation",
+      );
     },
   }),
   /** Attachments are never committed. */

@@ -6,6 +6,7 @@ import type { ApiResponse, CheckContext } from "../context.ts";
 import { fail } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
+  agentsBesides,
   attachment,
   check,
   ensureStatus,
@@ -107,7 +108,7 @@ export const routeChecks: CheckDef[] = [
     level: "MUST",
     section: "Resources/Conversation",
     title:
-      "title is derived from the first prompt, a string or text blocks (different first prompts give different, non-empty titles)",
+      "title is derived from the first prompt, a string or text blocks, on every agent kind (different first prompts give different, non-empty titles)",
     needs: [],
     async run(ctx) {
       const first = await sharedConversation(ctx);
@@ -130,11 +131,25 @@ export const routeChecks: CheckDef[] = [
       const a = await ctx.conversation(first.id);
       const b = await ctx.conversation(String(turn.conversationId));
       const c3 = await ctx.conversation(String(blocks.conversationId));
-      for (const c of [a, b, c3]) {
+      // The rule names no agent kind: each other agent's conversation gets a title of its own prompt too.
+      const elsewhere: Array<Record<string, unknown>> = [];
+      // Two each, so a title every conversation of an agent gets alike shows.
+      for (const agent of agentsBesides(ctx))
+        for (const prompt of [
+          `Describe how a rainbow forms (${agent}).`,
+          `Explain why the sea is salty (${agent}).`,
+        ]) {
+          const made = await ctx.turn({ agent, prompt });
+          ensureTurnOk(made, `first turn on agent ${agent}`);
+          if (!made.conversationId)
+            fail(`a new conversation's turn on agent ${agent} carries no X-Conversation-Id`);
+          elsewhere.push(await ctx.conversation(made.conversationId, { agent }));
+        }
+      const all = [a, b, c3, ...elsewhere];
+      for (const c of all) {
         if (typeof c.title !== "string" || c.title.trim() === "") fail(`${c.id} has an empty title`);
         if (c.title === c.id) fail(`the title of ${c.id} is its id, not derived from its prompt`);
       }
-      const all = [a, b, c3];
       for (const [i, x] of all.entries())
         for (const y of all.slice(i + 1))
           if (x.title === y.title)

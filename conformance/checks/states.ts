@@ -301,7 +301,8 @@ export const stateChecks: CheckDef[] = [
     id: "STATE-SHARE-TRUE",
     level: "MUST",
     section: SECTION,
-    title: 'Toggling {"shared": true} as owner makes the conversation shared (members may read it)',
+    title:
+      'Toggling {"shared": true} as owner makes the conversation shared (members may read it), and only it (a shared child\'s parent stays private)',
     needs: [],
     async run(ctx) {
       const conv = await settledConversation(ctx);
@@ -314,6 +315,22 @@ export const stateChecks: CheckDef[] = [
       } else {
         ctx.note("the member read was not tried (no --member-key)");
       }
+      // The toggle changes the conversation toggled: sharing a fork's child leaves its parent private.
+      const parent = await settledConversation(ctx);
+      const child = await forkOk(ctx, parent.id, {});
+      ensureStatus(
+        await ctx.share(child.conversation_id, { shared: true }),
+        [200, 204],
+        "share toggle of a child",
+      );
+      if ((await ctx.conversation(parent.id)).shared !== false)
+        fail("sharing a fork's child made its parent shared too");
+      if (member)
+        ensureStatus(
+          await ctx.getConversation(parent.id, { key: member }),
+          404,
+          "another member reads the private parent of a shared child",
+        );
     },
   }),
   /** Share off: private again. */
@@ -516,7 +533,7 @@ export const stateChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "Delete by the owner answers 204 No Content on every agent kind and removes the conversation (a second delete finds nothing, the list leaves it out), and only it: a child forked from it stays",
+      "Delete by the owner answers 204 No Content on every agent kind and removes the conversation (a second delete finds nothing, the list leaves it out), and only it: a child forked from it stays, naming it as its parent; a deleted child's parent stays",
     needs: [],
     async run(ctx) {
       const conv = await settledConversation(ctx);
@@ -534,11 +551,27 @@ export const stateChecks: CheckDef[] = [
       if (listed.some((c) => isRecord(c) && c.id === conv.id))
         fail(`the list still holds the deleted conversation ${conv.id}, whose fork's child lives on`);
       ensureStatus(await ctx.deleteConversation(conv.id), 404, "a second delete of the removed conversation");
-      ensureStatus(
-        await ctx.getConversation(child.conversation_id),
-        200,
-        "the child forked from the deleted conversation, read by its owner",
-      );
+      const kept = await ctx.getConversation(child.conversation_id);
+      ensureStatus(kept, 200, "the child forked from the deleted conversation, read by its owner");
+      // Only the conversation deleted changes: the child still says which conversation it was forked from.
+      const kid =
+        isRecord(kept.body) && isRecord(kept.body.conversation) ? kept.body.conversation : undefined;
+      if (kid && kid.parent_conversation_id !== conv.id)
+        fail(
+          `after its parent was deleted, the child reads parent_conversation_id ${JSON.stringify(kid.parent_conversation_id)}, not ${conv.id}`,
+        );
+      // The other way round: deleting a child removes the child only, its parent stays as it was.
+      const parent = await settledConversation(ctx);
+      const before = await ctx.conversation(parent.id);
+      const young = await forkOk(ctx, parent.id, {});
+      ensureStatus(await ctx.deleteConversation(young.conversation_id), 204, "delete of a fork's child");
+      const after = await ctx.getConversation(parent.id);
+      ensureStatus(after, 200, "the parent of the deleted child, read by its owner");
+      const still = isRecord(after.body) && isRecord(after.body.conversation) ? after.body.conversation : {};
+      if (still.turn_count !== before.turn_count)
+        fail(
+          `deleting a fork's child changed its parent's turn_count from ${JSON.stringify(before.turn_count)} to ${JSON.stringify(still.turn_count)}`,
+        );
       // The rule names no agent kind: a delete on each other agent answers the same 204 with no body.
       for (const agent of agentsBesides(ctx)) {
         const turn = await ctx.turn({

@@ -127,6 +127,19 @@ function judgeAuthor(id: string, sender: Actor, index: number, choices: LearnedC
 }
 
 /** A user message that is no compaction summary carries a non-empty `author_user_id` and `author_name`. */
+/** A message of a transcript: role `user` or `assistant`, content an array of `{type: "text", text}` blocks. */
+export function judgeMessageShape(m: Record<string, unknown>): void {
+  expectRule(transcriptRules.roles, m.role === "user" || m.role === "assistant", "user or assistant", m.role);
+  const blocks = Array.isArray(m.content) ? m.content : undefined;
+  const bad = blocks?.find((b) => !isObject(b) || b.type !== "text" || typeof b.text !== "string");
+  expectRule(
+    transcriptRules.roles,
+    blocks !== undefined && bad === undefined,
+    `${m.role} content as an array of {type: "text", text} blocks`,
+    JSON.stringify(bad ?? m.content).slice(0, 200),
+  );
+}
+
 export function judgeAuthorPresent(m: Record<string, unknown>): void {
   expectRule(
     transcriptRules.author,

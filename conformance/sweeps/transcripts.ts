@@ -1,12 +1,18 @@
 /**
- * Every transcript the named checks read (Resources/Transcript): each user message that is no compaction
+ * Every transcript the named checks read (Resources/Transcript): each message's role is user or assistant and its
+ * content an array of `{type: "text", text}` blocks; each user message that is no compaction
  * summary carries `author_user_id` and `author_name`; and where the run knows who sent a turn (into a
  * conversation it made and never saw made again; into a fork's child since the fork, which only its owner may
  * send into), that is one author id per key's user, another for each other user.
  */
 import type { ConversationRead, RunState } from "../context.ts";
 import { expectRule } from "../model/mismatch.ts";
-import { judgeAuthorPresent, transcriptRules, turnMessages } from "../model/transcripts.ts";
+import {
+  judgeAuthorPresent,
+  judgeMessageShape,
+  transcriptRules,
+  turnMessages,
+} from "../model/transcripts.ts";
 import { Findings, type LogFacts, logFacts, type SweepFinding, turnsBetween } from "./finding.ts";
 import { distinctKeys } from "./keys.ts";
 
@@ -26,6 +32,9 @@ export function judgeTranscriptsRead(
     .filter((e): e is Transcript => e.kind === "transcript")
     .sort((a, b) => a.ended - b.ended)) {
     try {
+      // Whatever agent, route or turn made it: roles user or assistant, content text blocks (tool calls are in
+      // the raw `events`, Resources/Transcript).
+      for (const m of t.messages) judgeMessageShape(m);
       const users = turnMessages(t.messages);
       for (const m of users) judgeAuthorPresent(m);
       const owner = run.created.get(t.id)?.key;
