@@ -1,4 +1,5 @@
 /** Send a message: every row of the conversation id resolution table. */
+import { isRecord } from "../context.ts";
 import { fail } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
@@ -125,16 +126,46 @@ export const conversationIdChecks: CheckDef[] = [
     id: "CONVID-OTHER-WORKSPACE-404",
     level: "MUST",
     section: SECTION,
-    title: "A conversation_id used on an agent of another workspace gives 404",
+    title:
+      "A conversation_id used on an agent of another workspace gives 404, also with that workspace's own key (message Conversation not found), for a channel's conversation too",
     needs: ["foreignAgent"],
     async run(ctx) {
       const conv = await settledConversation(ctx);
-      const turn = await ctx.turn({
-        agent: ctx.inputs.foreignAgent,
-        conversationId: conv.id,
-        prompt: prompts.hello,
-      });
+      const agent = ctx.inputs.foreignAgent;
+      const turn = await ctx.turn({ agent, conversationId: conv.id, prompt: prompts.hello });
       ensureStatus(turn.response, 404, "send-message on the foreign agent");
+      // The other workspace's own caller, on its own agent: this workspace's conversations, the channel-owned
+      // ones every caller of this workspace sees included, are "of a different workspace" to it.
+      const key = ctx.inputs.foreignKey;
+      if (!key) return ctx.note("the other workspace's own key was not tried (no --foreign-key)");
+      const listed = await ctx.listConversations({ limit: "200" });
+      const channel = (
+        isRecord(listed.body) && Array.isArray(listed.body.conversations) ? listed.body.conversations : []
+      ).find((c) => isRecord(c) && c.is_owner === false && c.shared === false && typeof c.id === "string");
+      const ids = [
+        { id: conv.id, what: "this workspace's conversation" },
+        ...(isRecord(channel)
+          ? [{ id: String(channel.id), what: "this workspace's channel conversation" }]
+          : []),
+      ];
+      for (const { id, what } of ids) {
+        const theirs = await ctx.turn({ agent, key, conversationId: id, prompt: prompts.hello });
+        ensureStatus(
+          theirs.response,
+          404,
+          `send-message by the other workspace's key on its agent, naming ${what}`,
+        );
+        if (!theirs.response.text.includes("Conversation not found"))
+          fail(
+            `the other workspace's key naming ${what}: the 404 does not say Conversation not found`,
+            theirs.response.text.slice(0, 300),
+          );
+        ensureStatus(
+          await ctx.getConversation(id, { agent, key }),
+          404,
+          `fetch by the other workspace's key on its agent of ${what}`,
+        );
+      }
     },
   }),
   /** Someone else's private conversation: 404, indistinguishable from a missing one. */
@@ -178,6 +209,21 @@ export const conversationIdChecks: CheckDef[] = [
         prompt: prompts.hello,
       });
       ensureStatus(turn.response, 403, "send-message into another member's shared conversation");
+      // Shared on its own agent, the conversation is still "a different agent's" on every other: 404 there,
+      // whoever asks (Conversation id resolution), never the 403 that would say it exists.
+      for (const other of agentsBesides(ctx)) {
+        const elsewhere = await ctx.turn({
+          key: ctx.inputs.memberKey,
+          agent: other,
+          conversationId: conv.id,
+          prompt: prompts.hello,
+        });
+        ensureStatus(
+          elsewhere.response,
+          404,
+          `the member's send on agent ${other} naming another member's shared conversation of --agent`,
+        );
+      }
     },
   }),
 ];

@@ -610,7 +610,7 @@ export const endpointChecks: CheckDef[] = [
     level: "MUST",
     section: "Endpoints/Fork a conversation",
     title:
-      "Fork with model records it as the child's default for its future turns (its first and its second)",
+      "Fork with model records it as the child's default for its future turns (its first and its second), which a turn's own model overrides",
     needs: [],
     async run(ctx) {
       const models = await modelsInfo(ctx);
@@ -627,6 +627,18 @@ export const endpointChecks: CheckDef[] = [
         if (!turnRanAs(turn, models.otherId))
           fail(`the child's ${which} turn did not run on ${models.otherId}`, turn.text);
       }
+      // A default, not a pin: a turn whose body names a model runs on that one (Send a message, `model`).
+      const named = await ctx.turn({
+        conversationId: res.body.conversation_id,
+        prompt: prompts.whichModel,
+        model: models.defaultId,
+      });
+      ensureTurnOk(named, "the child's turn naming a model in its body");
+      if (!turnRanAs(named, models.defaultId))
+        fail(
+          `the child's turn whose body names ${models.defaultId} ran on the fork's recorded ${models.otherId}: the body's model comes first`,
+          named.text,
+        );
     },
   }),
   /** Invoking a deployed flow with its key and input variables. */

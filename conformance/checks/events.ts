@@ -26,16 +26,20 @@ interface GrammarStreams {
 export function grammarStreams(ctx: CheckContext): Promise<GrammarStreams> {
   return ctx.fixture("grammar-streams", async (c) => {
     const toolFile = `acc-${c.nonce()}.txt`;
-    const [text, thinking, tools, empty] = await Promise.all([
+    const thinkingId = c.newConversationId();
+    const [text, thinking, tools, empty, routedThinking] = await Promise.all([
       c.turn({ conversationId: c.newConversationId(), prompt: prompts.hello }),
-      c.turn({ conversationId: c.newConversationId(), prompt: prompts.think }),
+      c.turn({ conversationId: thinkingId, prompt: prompts.think }),
       c.turn({
         conversationId: c.newConversationId(),
         prompt: prompts.writeFile(toolFile, c.nonce()),
         streamToolCalls: true,
       }),
       c.turn({ conversationId: c.newConversationId(), prompt: prompts.noOutput }),
+      c.turn({ routed: true, model: c.inputs.agent, prompt: prompts.think }),
     ]);
+    // The grammar holds at every depth: the thinking conversation once more, resumed.
+    const resumedThinking = await c.turn({ conversationId: thinkingId, prompt: prompts.think });
     const schemaFailures = c.schemaFailures.splice(0);
     return {
       streams: [
@@ -43,6 +47,8 @@ export function grammarStreams(ctx: CheckContext): Promise<GrammarStreams> {
         { label: "thinking turn", turn: thinking },
         { label: "tool turn (stream_tool_calls)", turn: tools },
         { label: "no-output turn", turn: empty },
+        { label: "thinking turn on the model-routed send", turn: routedThinking },
+        { label: "resumed thinking turn", turn: resumedThinking },
       ],
       schemaFailures,
       toolFile,

@@ -262,7 +262,7 @@ export const listChecks: CheckDef[] = [
     level: "MUST",
     section: "Resources/Conversation",
     title:
-      "A conversation owned by a channel (listed, not owned, not shared) is visible to another member too",
+      "A conversation owned by a channel (listed, not owned, not shared) is visible to another member too, who may fork it (the caller may read it)",
     needs: ["memberKey"],
     async run(ctx) {
       const key = ctx.inputs.memberKey;
@@ -285,6 +285,14 @@ export const listChecks: CheckDef[] = [
         if (memberList && !memberList.has(c.id))
           fail(`another member's list with channel_id=${ctx.inputs.channelId} does not hold ${id}`);
       }
+      // A fork asks only that the caller may read the conversation (States and transitions): a channel's is
+      // read by every member, so it is forked like any other, into a private child of the caller's.
+      const fork = await ctx.fork(String(channelOwned[0].id), {}, { key });
+      ensureStatus(
+        fork,
+        [200, 201],
+        `another member's fork of ${String(channelOwned[0].id)}, owned by a channel`,
+      );
     },
   }),
 ];

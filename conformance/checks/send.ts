@@ -187,7 +187,7 @@ export const sendChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "content may be an array of text blocks (non-text blocks are not read: no error, and the stored user message is the text blocks alone)",
+      "content may be an array of text blocks, cache_control on them included (non-text blocks are not read: no error, and the stored user message is the text blocks alone)",
     needs: [],
     async run(ctx) {
       const token = ctx.nonce();
@@ -200,6 +200,17 @@ export const sendChecks: CheckDef[] = [
       });
       ensureTurnOk(turn);
       ensureIncludes(turn.text, token, "directive given in a text block");
+      // A text block is a text block with the other fields the messages API gives it (cache_control, a
+      // standard client's marker): those are accepted and ignored like the body's.
+      const marked = ctx.nonce();
+      const withMarker = await ctx.turn({
+        prompt: [
+          { type: "text", text: prompts.token(marked), cache_control: { type: "ephemeral" } },
+          { type: "text", text: prompts.hello },
+        ],
+      });
+      ensureTurnOk(withMarker, "the turn whose text block carries cache_control");
+      ensureIncludes(withMarker.text, marked, "directive given in a text block that carries cache_control");
       // Not read: the user message the conversation holds is the text blocks alone, joined.
       const id = turn.conversationId;
       if (!id) fail("the turn of a new conversation carries no X-Conversation-Id");
@@ -285,7 +296,7 @@ export const sendChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "The model field selects the turn's model: every id an agent's models list offers runs there, on every agent kind",
+      "The model field selects the turn's model: every id an agent's models list offers runs there, on every agent kind, whichever key that may run a turn sends it",
     needs: [],
     async run(ctx) {
       const agents = everyAgent(ctx);
@@ -310,6 +321,20 @@ export const sendChecks: CheckDef[] = [
       }
       if (tried === 0)
         skip("every agent offers a single model, so a selection cannot be told from the default");
+      // The rule names no role: a turn sent with the member's key selects its model too.
+      const member = ctx.inputs.memberKey;
+      const listed = member ? await ctx.listModels({ key: member }) : undefined;
+      const data = listed && isRecord(listed.body) && Array.isArray(listed.body.data) ? listed.body.data : [];
+      const other = data.map((m) => (isRecord(m) && typeof m.id === "string" ? m.id : ""))[1];
+      if (member && other) {
+        const turn = await ctx.turn({ key: member, prompt: prompts.whichModel, model: other });
+        ensureTurnOk(turn, `a turn with the member key and model ${other}`);
+        if (!turnRanAs(turn, other))
+          fail(
+            `with the member key, neither message_start.model (${turn.reading.model}) nor the reply names ${other}, which the models list offers`,
+            turn.text,
+          );
+      }
     },
   }),
   /** Without a model (and no automation) the agent's default, listed first, is used. */
