@@ -17,12 +17,17 @@ import {
   REQUEST_TIMEOUT_MS,
 } from "./http.ts";
 import { isRecord } from "./json.ts";
-import { carriesOutput } from "./model/turn-meaning.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented, excerpt, skip } from "./outcomes.ts";
 import type { Exchange, FailureDetail, SuiteInputs } from "./records.ts";
 import { TurnMeter } from "./run-cost.ts";
 import type { SpecValidator } from "./spec-validator.ts";
-import { checkTurnStream, FRAMING_ONLY_CODES, replyText, type TurnStreamReading } from "./sse/grammar.ts";
+import {
+  carriesOutput,
+  checkTurnStream,
+  FRAMING_ONLY_CODES,
+  replyText,
+  type TurnStreamReading,
+} from "./sse/grammar.ts";
 import { type StreamTiming, type TurnTimeline, turnTimeline } from "./sse/timing.ts";
 import { createToolResultsSeen, recordToolResults, type ToolResultsSeen } from "./tool-findings.ts";
 

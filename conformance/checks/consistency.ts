@@ -62,14 +62,16 @@ async function listedEntry(
   ctx: CheckContext,
   id: string,
   options?: CallOptions,
+  createdAt?: unknown,
 ): Promise<Fields | undefined> {
-  // Since a second before the conversation began, when it can still be read: on a busy workspace the
-  // newest 200 may all be others'.
-  const single = await ctx.getConversation(id, options);
+  // Since a second before the conversation began, when it can still be read (or as read before it was
+  // deleted): on a busy workspace the newest 200 may all be others'.
+  const single = createdAt === undefined ? await ctx.getConversation(id, options) : undefined;
   const began =
-    single.status === 200 && isRecord(single.body) && isRecord(single.body.conversation)
+    createdAt ??
+    (single?.status === 200 && isRecord(single.body) && isRecord(single.body.conversation)
       ? single.body.conversation.created_at
-      : undefined;
+      : undefined);
   const query: Record<string, string> = { limit: "200" };
   if (typeof began === "string") query.since = justBefore(began);
   const res = await ctx.listConversations(query, options);
@@ -146,7 +148,7 @@ async function sameOnEveryRoute(
 }
 
 /** Every route that addresses conversation `id` answers 404, and the list leaves it out. */
-async function goneEverywhere(ctx: CheckContext, id: string): Promise<void> {
+async function goneEverywhere(ctx: CheckContext, id: string, createdAt: unknown): Promise<void> {
   const routes: Array<[string, () => Promise<{ status: number; text: string }>]> = [
     ["single fetch", () => ctx.getConversation(id)],
     ["transcript", () => ctx.transcript(id)],
@@ -155,7 +157,8 @@ async function goneEverywhere(ctx: CheckContext, id: string): Promise<void> {
     ["fork", () => ctx.fork(id, {})],
   ];
   for (const [route, call] of routes) ensureStatus(await call(), 404, `${route} of a deleted conversation`);
-  if (await listedEntry(ctx, id)) fail(`the list still shows the deleted conversation ${id}`);
+  if (await listedEntry(ctx, id, undefined, createdAt))
+    fail(`the list still shows the deleted conversation ${id}`);
 }
 
 /** `updated_at` as milliseconds; fails when it is not a timestamp. */
@@ -332,8 +335,10 @@ export const consistencyChecks: CheckDef[] = [
           "a member's read of the shared conversation",
         );
       }
+      // Its creation time, read while it exists, keeps the lists' `since` narrow after the delete.
+      const createdAt = (await ctx.conversation(conv.id)).created_at;
       ensureStatus(await ctx.deleteConversation(conv.id), 204, "delete");
-      await goneEverywhere(ctx, conv.id);
+      await goneEverywhere(ctx, conv.id, createdAt);
       if (member) {
         ensureStatus(
           await ctx.getConversation(conv.id, { key: member }),
@@ -345,7 +350,7 @@ export const consistencyChecks: CheckDef[] = [
           404,
           "a member's transcript of the deleted conversation",
         );
-        if (await listedEntry(ctx, conv.id, { key: member }))
+        if (await listedEntry(ctx, conv.id, { key: member }, createdAt))
           fail(`a member's list still shows the deleted conversation ${conv.id}`);
       }
     },
@@ -367,7 +372,7 @@ export const consistencyChecks: CheckDef[] = [
       // `model` selects the agent: a routed conversation of another agent is that agent's, in its list and
       // not in --agent's.
       for (const agent of agentsBesides(ctx)) {
-        const routed = await ctx.turn({ routed: true, model: agent, prompt: prompts.hello });
+        const routed = await ctx.turn({ routed: true, model: agent, agent, prompt: prompts.hello });
         ensureTurnOk(routed, `routed turn to agent ${agent}`);
         const made = routed.conversationId;
         if (!made) fail(`the model-routed send to agent ${agent} carries no X-Conversation-Id`);

@@ -3,7 +3,7 @@
  * the explorer reads: `message_start.message.id`, `message_delta.usage` and its `total_cost_usd`, and the stop
  * reason with `stream_tool_calls`. The grammar (stream.ts) judges their types; these rules judge their values.
  */
-import type { BlockSeen, TurnStreamReading } from "../sse/grammar.ts";
+import { carriesOutput, type TurnStreamReading } from "../sse/grammar.ts";
 import type { LearnedChoices } from "./choices.ts";
 import { expectRule } from "./mismatch.ts";
 import { defineRules } from "./rules.ts";
@@ -136,17 +136,9 @@ export function judgeStopReason(
   );
 }
 
-/**
- * Whether a stream's blocks carry output: any block but an empty text block. A block the stream does not show
- * (redacted thinking, tool blocks without stream_tool_calls) never reaches `blocks`, so it counts for nothing.
- */
-export function carriesOutput(blocks: BlockSeen[]): boolean {
-  return blocks.some(
-    (block) =>
-      block.type !== "text" ||
-      block.deltas.some((delta) => typeof delta.text === "string" && delta.text.trim() !== ""),
-  );
-}
+// Whether a stream's blocks carry output lives with the decoding (sse/grammar.ts), which the run's context
+// reads too without importing the model.
+export { carriesOutput };
 
 /** What judging turns one after another remembers: the message ids seen, the stop reason learned. */
 export interface TurnMemory {

@@ -92,6 +92,18 @@ export interface BlockSeen {
   stopped: boolean;
 }
 
+/**
+ * Whether a stream's blocks carry output: any block but an empty text block. A block the stream does not show
+ * (redacted thinking, tool blocks without stream_tool_calls) never reaches `blocks`, so it counts for nothing.
+ */
+export function carriesOutput(blocks: BlockSeen[]): boolean {
+  return blocks.some(
+    (block) =>
+      block.type !== "text" ||
+      block.deltas.some((delta) => typeof delta.text === "string" && delta.text.trim() !== ""),
+  );
+}
+
 export interface TurnStreamReading {
   frames: SseFrame[];
   events: StreamEventSeen[];

@@ -65,6 +65,23 @@ import {
   withJson,
 } from "./proxy-calls.ts";
 
+/**
+ * A conversation id holding "/": CONSIST-ID-CHARACTERS leaves the character out on purpose. Percent-encoded
+ * as %2F in the path, it is decoded by proxies a correct deployment may sit behind (nginx with a URI in
+ * proxy_pass, some API gateways), so a check of it would fail correct deployments; the suite names the
+ * characters it sends instead.
+ */
+const SLASH_GAP =
+  'outside round 8: an id with "/" is not sent on purpose (proxies in front of a correct deployment may decode %2F)';
+
+/**
+ * The flow key on agent routes: the API says a deployed-flow key comes from the flow's API tab, and that a
+ * missing or unrecognised key gets 401, but not whether the workspace recognises a flow key on its agent
+ * routes; the suite judges the flow key only on the flow endpoint.
+ */
+const FLOW_KEY_GAP =
+  "outside round 8: the API does not say whether a flow key is refused on the agent routes (Authentication 6)";
+
 /** The agents' default models, as the deployment holds them. */
 const DEFAULT_MODEL: Record<string, string> = {
   "demo-agent": "demo-large",
@@ -682,6 +699,7 @@ const attachmentRows: Mutation[] = [
 const statusRows: Mutation[] = [
   {
     name: "slash-conversation-id-404",
+    knownGap: SLASH_GAP,
     area: "status",
     description:
       'Resources, Conversation `id`: "any string chosen by the caller"; an unknown id on send-message is ' +
@@ -758,6 +776,7 @@ const statusRows: Mutation[] = [
   },
   {
     name: "flow-key-lists-models",
+    knownGap: FLOW_KEY_GAP,
     area: "status",
     description:
       "Authentication 4 and 6: a deployed-flow key comes from the flow's API tab; on the agent routes it is " +
@@ -773,6 +792,7 @@ const statusRows: Mutation[] = [
   },
   {
     name: "flow-key-runs-turns",
+    knownGap: FLOW_KEY_GAP,
     area: "status",
     description:
       "Authentication 3, 4 and 6: running a turn needs an API key of the Admin, Builder or Operator role; the " +
