@@ -16,4 +16,6 @@ export const EXTERNAL_TESTS = [
   "test/external/prism-proxy.test.ts",
   "test/external/fuzz.test.ts",
   "test/external/stream-schema.test.ts",
+  // agent-api docs and lint run the real Redocly, and a browser reads the page it builds (about 15 s).
+  "test/spec/cli-commands.test.ts",
 ] as const;
