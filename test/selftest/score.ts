@@ -213,7 +213,11 @@ try {
       else if (!o.caught) delete merged[o.mutation.name];
     }
     const sorted = Object.fromEntries(Object.entries(merged).sort(([a], [b]) => a.localeCompare(b)));
-    await writeFile(file, `${JSON.stringify(sorted, null, 2)}\n`);
+    // One row a line, as Biome formats it (npm run lint reads the file).
+    const rows = Object.entries(sorted).map(
+      ([name, ids]) => `  ${JSON.stringify(name)}: ${JSON.stringify(ids).replaceAll(",", ", ")}`,
+    );
+    await writeFile(file, `{\n${rows.join(",\n")}\n}\n`);
     console.log(`wrote ${file} (${Object.keys(sorted).length} rows)`);
   }
 
