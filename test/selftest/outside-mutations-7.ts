@@ -25,20 +25,28 @@ import {
   DEMO_VIEWER_KEY,
   OTHER_ADMIN_KEY,
 } from "../../reference-server/demo/workspace.ts";
-import { CONVERSATION_CARRIERS } from "./conversation-rewrites.ts";
 import {
+  answerId,
+  apiError,
   attachmentsOf,
+  bag,
   conversationPath,
   DEMO,
   DEMO_AGENTS,
+  editConversations,
+  editJson,
   editSend,
   forkBody,
   INSTRUCTIONS,
   is2xx,
+  isFresh,
   isSendPost,
   listQuery,
   newestUser,
+  noteFresh,
   promptText,
+  resumes,
+  rewriteStream,
   sendAgent,
   sendBody,
   setQuery,
@@ -56,7 +64,6 @@ import {
   type ProxyTools,
   parseSse,
   type SseEvent,
-  serialiseSse,
   withJson,
 } from "./proxy-calls.ts";
 
@@ -99,81 +106,6 @@ const CONFIGURED_MODELS: Record<string, string[]> = {
 
 const MIB = 1024 * 1024;
 const HOUR_MS = 3_600_000;
-
-/** An error answer in the deployment's own error body shape. */
-function apiError(status: number, type: string, message: string): ProxyResponse {
-  return jsonResponse(status, { type: "error", error: { type, message }, message });
-}
-
-/** Whether a send's conversation was unknown to the proxy when the request came in (a first turn). */
-const freshSends = new WeakMap<ProxyCall, boolean>();
-
-function noteFresh(call: ProxyCall, tools: ProxyTools): undefined {
-  if (!isSendPost(call)) return undefined;
-  const id = call.conversationId;
-  freshSends.set(call, id === undefined || !tools.ledger.conversations.has(id));
-  return undefined;
-}
-
-const isFresh = (call: ProxyCall) => freshSends.get(call) === true;
-
-/** A send into a conversation the proxy saw created (a second or later turn). */
-function resumes(call: ProxyCall, tools: ProxyTools): boolean {
-  const id = call.conversationId;
-  return id !== undefined && tools.ledger.conversations.has(id);
-}
-
-/** The conversation id of a send's answer (the header), or of the request. */
-const answerId = (call: ProxyCall, res: ProxyResponse): string | undefined =>
-  res.headers["x-conversation-id"] ?? call.conversationId;
-
-/** A per-proxy map kept in the mutation's scratch state. */
-function bag<V>(tools: ProxyTools, name: string): Map<string, V> {
-  let map = tools.state.get(name) as Map<string, V> | undefined;
-  if (!map) {
-    map = new Map<string, V>();
-    tools.state.set(name, map);
-  }
-  return map;
-}
-
-/** Edits a 200 event stream held by `onResponse`; `edit` returns undefined to leave it as it was. */
-function rewriteStream(res: ProxyResponse, edit: (events: SseEvent[]) => SseEvent[] | undefined) {
-  if (!isEventStream(res)) return undefined;
-  const events = parseSse(res.body.toString("utf8"));
-  const before = JSON.stringify(events);
-  const out = edit(events);
-  if (!out || JSON.stringify(out) === before) return undefined;
-  return { ...res, body: Buffer.from(serialiseSse(out)) };
-}
-
-/** Edits the conversation objects of a GET answer (single fetch, list, transcript); `edit` says if it changed one. */
-function editConversations(
-  call: ProxyCall,
-  res: ProxyResponse,
-  edit: (c: Json) => boolean,
-): ProxyResponse | undefined {
-  if (res.status !== 200 || call.method !== "GET") return undefined;
-  const carrier = CONVERSATION_CARRIERS[call.route.kind];
-  if (!carrier) return undefined;
-  const body = jsonOf(res);
-  let changed = false;
-  for (const c of carrier(body)) if (c && edit(c)) changed = true;
-  return changed ? withJson(res, body) : undefined;
-}
-
-/** Edits a 200 JSON answer of the route kind named; `edit` says whether it changed the body. */
-function editJson(
-  call: ProxyCall,
-  res: ProxyResponse,
-  kind: string,
-  edit: (body: Json) => boolean,
-): ProxyResponse | undefined {
-  if (call.route.kind !== kind || res.status !== 200) return undefined;
-  const body = jsonOf(res);
-  if (body === undefined || !edit(body)) return undefined;
-  return withJson(res, body);
-}
 
 /** Records fork results: child → parent, and the result's `forked_at_turn`. */
 function noteFork(call: ProxyCall, res: ProxyResponse, tools: ProxyTools): Json {
