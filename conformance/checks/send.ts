@@ -743,37 +743,27 @@ export const sendChecks: CheckDef[] = [
       'metadata.delivery "async" gives 501, on send-message and on the model-routed send, for a new conversation and a resumed one',
     needs: [],
     async run(ctx) {
-      // Only "sync" is supported, whatever conversation the turn is for: a resumed one too.
+      // Only "sync" is supported, whatever conversation the turn is for (a new one, a resumed one), and the
+      // routed send has "the same body and behaviour": the refusal holds on both routes.
       const resumed = await settledConversation(ctx);
-      for (const routed of [false, true]) {
-        const turn = await ctx.turn({
-          conversationId: resumed.id,
-          prompt: prompts.hello,
-          metadata: { delivery: "async" },
-          routed,
-          model: routed ? ctx.inputs.agent : undefined,
-        });
-        ensureStatus(
-          turn.response,
-          501,
-          `delivery async into a resumed conversation on ${routed ? "the model-routed send" : "send-message"}`,
-        );
-      }
-      // The routed send has "the same body and behaviour": the refusal holds on both routes.
-      for (const routed of [false, true]) {
-        const turn = await ctx.turn({
-          conversationId: ctx.newConversationId(),
-          prompt: prompts.hello,
-          metadata: { delivery: "async" },
-          routed,
-          model: routed ? ctx.inputs.agent : undefined,
-        });
-        ensureStatus(
-          turn.response,
-          501,
-          `delivery async on ${routed ? "the model-routed send" : "send-message"}`,
-        );
-      }
+      for (const [id, into] of [
+        [resumed.id, " into a resumed conversation"],
+        [ctx.newConversationId(), ""],
+      ] as const)
+        for (const routed of [false, true]) {
+          const turn = await ctx.turn({
+            conversationId: id,
+            prompt: prompts.hello,
+            metadata: { delivery: "async" },
+            routed,
+            model: routed ? ctx.inputs.agent : undefined,
+          });
+          ensureStatus(
+            turn.response,
+            501,
+            `delivery async${into} on ${routed ? "the model-routed send" : "send-message"}`,
+          );
+        }
     },
   }),
   /** An active automation's turn runs, and a model in the body wins over the automation's. */
