@@ -108,7 +108,7 @@ export const routeChecks: CheckDef[] = [
     level: "MUST",
     section: "Resources/Conversation",
     title:
-      "title is derived from the first prompt, a string or text blocks, on every agent kind (different first prompts give different, non-empty titles)",
+      "title is derived from the first prompt, a string or text blocks, on every agent kind and through the model-routed send (different first prompts give different, non-empty titles)",
     needs: [],
     async run(ctx) {
       const first = await sharedConversation(ctx);
@@ -145,6 +145,14 @@ export const routeChecks: CheckDef[] = [
             fail(`a new conversation's turn on agent ${agent} carries no X-Conversation-Id`);
           elsewhere.push(await ctx.conversation(made.conversationId, { agent }));
         }
+      // And whichever route created it: two conversations the model-routed send made, with different prompts.
+      for (const prompt of ["Summarise the water cycle (routed).", "Name three kinds of clouds (routed)."]) {
+        const made = await ctx.turn({ routed: true, model: ctx.inputs.agent, prompt });
+        ensureTurnOk(made, "first turn through the model-routed send");
+        if (!made.conversationId)
+          fail("the model-routed send of a new conversation carries no X-Conversation-Id");
+        elsewhere.push(await ctx.conversation(made.conversationId));
+      }
       const all = [a, b, c3, ...elsewhere];
       for (const c of all) {
         if (typeof c.title !== "string" || c.title.trim() === "") fail(`${c.id} has an empty title`);
