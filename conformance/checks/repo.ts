@@ -130,6 +130,17 @@ interface RepoRound {
   pushedContent: string | undefined;
 }
 
+/** The remote's HEAD once it moved from `before`, or as it is when --session-wait-ms has passed. */
+async function headAfter(c: CheckContext, url: string, before: string): Promise<string> {
+  let head = await remoteHead(url);
+  const deadline = Date.now() + c.inputs.sessionWaitMs;
+  while (head === before && Date.now() < deadline) {
+    await sleep(250);
+    head = await remoteHead(url);
+  }
+  return head;
+}
+
 /** One read-only turn, then one writing turn, sequentially (both judge the same remote). */
 function repoRound(ctx: CheckContext): Promise<RepoRound> {
   return ctx.fixture("repo-round", async (c) => {
@@ -147,12 +158,7 @@ function repoRound(ctx: CheckContext): Promise<RepoRound> {
       metadata: { read_only: false, attachments: [attachment("acc-attached.txt", c.nonce())] },
     });
     ensureTurnOk(turn, "read_only: false turn");
-    let pushHeadAfter = await remoteHead(url);
-    const deadline = Date.now() + c.inputs.sessionWaitMs;
-    while (pushHeadAfter === pushHeadBefore && Date.now() < deadline) {
-      await sleep(250);
-      pushHeadAfter = await remoteHead(url);
-    }
+    const pushHeadAfter = await headAfter(c, url, pushHeadBefore);
     const dir = await mkdtemp(join(tmpdir(), "acc-clone-"));
     try {
       await run("git", ["clone", "--quiet", url, dir], { timeout: 60_000 });
@@ -260,12 +266,7 @@ export const repoChecks: CheckDef[] = [
         metadata: { read_only: false },
       });
       ensureTurnOk(resumed, "read_only: false turn into a resumed conversation");
-      let after = await remoteHead(url);
-      const deadline = Date.now() + ctx.inputs.sessionWaitMs;
-      while (after === before && Date.now() < deadline) {
-        await sleep(250);
-        after = await remoteHead(url);
-      }
+      const after = await headAfter(ctx, url, before);
       if (after === before)
         fail(
           "the default branch did not move after a writing turn with read_only: false into a resumed conversation",
