@@ -166,6 +166,8 @@ export type ConversationRead =
       output?: boolean;
       /** Sent with `metadata.isolated` true (a throwaway sandbox: whether it records a session is not shown). */
       isolated?: boolean;
+      /** A send the check expected the API to refuse (TurnOptions.refusalExpected): never a known turn. */
+      refusalExpected?: boolean;
       /** The status it was answered with (unset: no answer yet, or none). */
       status?: number;
       /** The text of the newest user element it sent (Send a message: the one read), when it could be read. */
@@ -267,6 +269,11 @@ export interface TurnOptions extends CallOptions {
   routed?: boolean;
   /** The turn is asked to fail: an error event is its point, never retried as transient trouble. */
   expectFailure?: boolean;
+  /**
+   * The send is one the API refuses (delivery "async", say): if anything answers it as a turn, the check that
+   * sent it fails, and the sweeps take no turn as known to have run or not (a proxy may have answered it).
+   */
+  refusalExpected?: boolean;
 }
 
 export interface Turn {
@@ -384,7 +391,7 @@ export class CheckContext {
    * 529) is retried, honouring Retry-After; when the deployment keeps refusing, the check is skipped as
    * inconclusive (the refusals are in the report's exchanges, and are not validated against the spec).
    */
-  async call(op: OperationId, req: HttpRequest): Promise<ApiResponse> {
+  async call(op: OperationId, req: HttpRequest & { refusalExpected?: boolean }): Promise<ApiResponse> {
     const policy = this.run.retry;
     const bodyBytes = requestBodyBytes(req);
     // The one place a turn is sent: each is counted, and refused once --max-turns is spent.
@@ -399,6 +406,7 @@ export class CheckContext {
       : undefined;
     const isolated = sendsTurn && sentFlag(req, "isolated");
     if (turnInto && isolated) turnInto.isolated = true;
+    if (turnInto && req.refusalExpected) turnInto.refusalExpected = true;
     try {
       const res = await this.#callOnce(op, req, policy, bodyBytes, sendsTurn, started);
       // A turn that named no conversation made one: its id comes with the answer, and reads of it made
@@ -407,6 +415,7 @@ export class CheckContext {
       if (sendsTurn && turnInto === undefined && made) {
         turnInto = this.#recordTurnSent(made, started, prompt, bodyNonces);
         if (turnInto && isolated) turnInto.isolated = true;
+        if (turnInto && req.refusalExpected) turnInto.refusalExpected = true;
       }
       if (turnInto) {
         turnInto.status = res.status;
@@ -432,9 +441,7 @@ export class CheckContext {
     started: number,
     prompt: string | undefined,
     bodyNonces: string[],
-  ):
-    | { ended: number; completed?: boolean; output?: boolean; isolated?: boolean; status?: number }
-    | undefined {
+  ): Extract<ConversationRead, { kind: "turn-sent" }> | undefined {
     if (typeof id !== "string") return undefined;
     const record: Extract<ConversationRead, { kind: "turn-sent" }> = {
       kind: "turn-sent",
@@ -594,6 +601,7 @@ export class CheckContext {
       key,
       keyHeader: options.keyHeader,
       json: body,
+      refusalExpected: options.refusalExpected,
     });
     const conversationId = response.headers["x-conversation-id"];
     if (response.status === 200 && conversationId && key) this.track(conversationId, key, agent);

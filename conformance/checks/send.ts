@@ -757,6 +757,7 @@ export const sendChecks: CheckDef[] = [
             metadata: { delivery: "async" },
             routed,
             model: routed ? ctx.inputs.agent : undefined,
+            refusalExpected: true,
           });
           ensureStatus(
             turn.response,

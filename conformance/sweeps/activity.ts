@@ -28,7 +28,10 @@ function between(log: ConversationRead[], id: string, a: Span, b: Span) {
       inWindow(e) && ((e.kind === "share-sent" && e.id === id) || (e.kind === "fork" && e.parent === id)),
   );
   // Every turn fully between the reads, and ran by the deployment: the count is known.
-  const clean = turns.every((t) => t.completed === true && t.started > a.ended && t.ended < b.started);
+  // A send the check expected refused, answered as a turn anyway, may never have reached the deployment.
+  const clean = turns.every(
+    (t) => t.completed === true && !t.refusalExpected && t.started > a.ended && t.ended < b.started,
+  );
   return { turns: turns.length, clean, other };
 }
 
