@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkTurnStream } from "../../conformance/sse/grammar.ts";
 import { KEYS, startTestServer, type TestServer } from "./helpers.ts";
 import { sendTurn } from "./sandbox-server.ts";
 
@@ -65,16 +66,24 @@ describe("a full disk", () => {
       expect(body.error.type).toBe("overloaded_error");
       expect(body.error.message).toMatch(/disk is full/);
     }
-    // Another workspace's turn that needs the disk fails with that turn's own error event, named.
-    const other = await sendTurn(
-      t.url,
-      "other-agent",
-      RUN("echo hello > a.txt && echo ok"),
-      {},
-      KEYS.otherAdmin,
-    );
-    expect(other.status).toBe(200);
-    if (other.error !== undefined) expect(other.error).toMatch(/disk is full/);
+    // Another workspace's turn that needs the disk fails with that turn's own error, named: refused before its
+    // stream opens (503, as the forks above) when the server meets the full disk while storing the turn, or an
+    // error event of its stream when it meets it later. Which comes first is a race of the two writes.
+    const other = await api("POST", "/api/agents/other-agent/v1/messages", KEYS.otherAdmin, {
+      stream: true,
+      messages: [{ role: "user", content: RUN("echo hello > a.txt && echo ok") }],
+    });
+    const otherText = await other.text();
+    if (other.status === 503) {
+      expect(Number(other.headers.get("retry-after"))).toBeGreaterThan(0);
+      expect(otherText).toMatch(/disk is full/);
+    } else {
+      expect(other.status).toBe(200);
+      const error = checkTurnStream(otherText, { streamToolCalls: false }).events.find(
+        (e) => e.name === "error",
+      );
+      if (error !== undefined) expect(JSON.stringify(error.data)).toMatch(/disk is full/);
+    }
     // Every workspace's reads still answer.
     expect((await api("GET", "/api/agents/other-agent/v1/models", KEYS.otherAdmin)).status).toBe(200);
     expect((await api("GET", "/api/agents/demo-agent/conversations", KEYS.admin)).status).toBe(200);
