@@ -13,7 +13,7 @@ import { type ExploreOptions, explore } from "./explorer/explore.ts";
 import { type ConnectionOptions, createDispatcher } from "./http.ts";
 import { CheckFailure, CheckSkip, DeploymentPrevented } from "./outcomes.ts";
 import { SpecValidator } from "./spec-validator.ts";
-import { attributeSweepFindings, failResult } from "./sweeps/index.ts";
+import { attributeExplorerSweepFindings, attributeSweepFindings, failResult } from "./sweeps/index.ts";
 import { deploymentFindings } from "./tool-findings.ts";
 import type {
   CheckDef,
@@ -119,11 +119,12 @@ export async function runSuite(options: RunOptions): Promise<RunReport> {
     };
     const workers = Array.from({ length: Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY) }, worker);
     await Promise.all(workers);
-    attributeSweepFindings(run, results);
+    const swept = attributeSweepFindings(run, results);
     if (options.explore && options.explore.runs > 0) {
       // After the named checks, so its conversations never crowd theirs; before the cleanup, which deletes its own.
       explorer = await explore(run, options.explore);
       attributeFindings(explorer, results, options.checks);
+      attributeExplorerSweepFindings(run, results, swept, (id) => passingResult(id, options.checks));
     }
     warnings.push(...(await cleanUp(run)));
   } finally {
@@ -157,24 +158,29 @@ function attributeFindings(summary: ExplorerSummary, results: CheckResult[], che
   for (const finding of summary.findings) {
     let result = results.find((r) => r.id === finding.check);
     if (!result) {
-      const def = checks.find((c) => c.id === finding.check);
-      result = {
-        id: finding.check,
-        level: def?.level ?? "MUST",
-        section: def?.section ?? finding.section,
-        title: def?.title ?? finding.ruleText,
-        outcome: "pass",
-        ms: 0,
-        details: [],
-        notes: [],
-        exchanges: [],
-      };
+      result = passingResult(finding.check, checks, finding.section, finding.ruleText);
       results.push(result);
     }
     const said = `the explorer found a sequence of ${finding.steps.length} operations that breaks "${finding.ruleText}" (${finding.section}): expected ${finding.expected}, saw ${finding.actual}`;
     failResult(result, said, finding.steps.map((s, i) => `${i + 1}. ${s}`).join("\n"));
     result.sequences = [...(result.sequences ?? []), finding];
   }
+}
+
+/** A result for a check the run did not select, which a finding after the checks (explorer, sweep) then fails. */
+function passingResult(id: string, checks: CheckDef[], section = "", title = id): CheckResult {
+  const def = checks.find((c) => c.id === id);
+  return {
+    id,
+    level: def?.level ?? "MUST",
+    section: def?.section ?? section,
+    title: def?.title ?? title,
+    outcome: "pass",
+    ms: 0,
+    details: [],
+    notes: [],
+    exchanges: [],
+  };
 }
 
 async function runCheck(

@@ -11,7 +11,19 @@ import type { SuiteInputs } from "../records.ts";
 
 /** `parent`: the conversation the newest one was forked from (the newest itself when it is no fork). */
 export type Target = { kind: "slot"; n: number } | { kind: "parent" } | { kind: "fresh" } | { kind: "omit" };
-export type ContentShape = "string" | "blocks" | "blocks-with-image" | "earlier-messages";
+export type ContentShape =
+  | "string"
+  | "blocks"
+  | "blocks-cache-control"
+  | "blocks-with-image"
+  | "earlier-messages";
+/**
+ * What the prompt asks: a short answer; thinking first (the stream then carries a thinking block); a code word
+ * to remember, or the one remembered (memory across turns and forks, judged by the word alone); a command run
+ * with the agent's tools (tool blocks when `stream_tool_calls` is set); the file attached to the turn read
+ * back (a send with this prompt always attaches one file).
+ */
+export type PromptKind = "ok" | "think" | "remember" | "recall" | "tools" | "attached";
 /** The agent a request names: a kind, or the one the target conversation belongs to. */
 export type AgentChoice = AgentKind | "same";
 
@@ -27,6 +39,8 @@ export interface SendFlags {
   asyncDelivery?: boolean;
   /** Fields of the messages API the API accepts and ignores (max_tokens, temperature, tools). */
   ignoredFields?: boolean;
+  /** `stream` left out of the body (it is optional: the answer is an event stream all the same). */
+  streamOmitted?: boolean;
 }
 
 export type Operation =
@@ -36,6 +50,7 @@ export type Operation =
       agent: AgentChoice;
       target: Target;
       content: ContentShape;
+      prompt: PromptKind;
       flags: SendFlags;
       route: "agent" | "prefix" | "bare";
     }
@@ -69,8 +84,14 @@ export type Operation =
       agent: AgentChoice;
       target: Target;
       atTurn?: number;
-      child: "auto" | "fresh" | "taken";
+      /**
+       * The child's id: generated, a new one of the caller's, one a live conversation holds (on any agent of
+       * the workspace: 409), or a deleted conversation's (free again).
+       */
+      child: "auto" | "fresh" | "taken" | "deleted";
       model?: "first" | "last";
+      /** No body at all, or `{}` (the body is optional): at_turn, child and model are then not sent. */
+      bare?: "no-body" | "empty";
     }
   | { op: "delete"; actor: Actor; agent: AgentChoice; target: Target }
   | { op: "models"; actor: Actor; agent: AgentKind };
@@ -156,24 +177,44 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
     isolated: sometimes(fc.constant(true), 6),
     asyncDelivery: sometimes(fc.constant(true), 12),
     ignoredFields: sometimes(fc.constant(true), 4),
+    streamOmitted: sometimes(fc.constant(true), 5),
   });
-  const send = fc.record({
-    op: fc.constant("send" as const),
-    // Sends that run a turn are what makes a conversation deep: the owner's weigh most.
-    actor: actorArb(availableActors(inputs), 12),
-    agent: sendAgentArb(agents),
-    target: fc.oneof(
-      { arbitrary: slotArb, weight: 6 },
-      { arbitrary: fc.constant<Target>({ kind: "fresh" }), weight: 1 },
-      { arbitrary: fc.constant<Target>({ kind: "omit" }), weight: 1 },
-    ),
-    content: fc.constantFrom<ContentShape>("string", "blocks", "blocks-with-image", "earlier-messages"),
-    flags: fc.oneof({ arbitrary: fc.constant<SendFlags>({}), weight: 2 }, { arbitrary: flags, weight: 3 }),
-    route: fc.oneof(
-      { arbitrary: fc.constant<"agent">("agent"), weight: 4 },
-      ...routes.map((r) => ({ arbitrary: fc.constant(r), weight: 1 })),
-    ),
-  });
+  const send = fc
+    .record({
+      op: fc.constant("send" as const),
+      // Sends that run a turn are what makes a conversation deep: the owner's weigh most.
+      actor: actorArb(availableActors(inputs), 12),
+      agent: sendAgentArb(agents),
+      target: fc.oneof(
+        { arbitrary: slotArb, weight: 6 },
+        { arbitrary: fc.constant<Target>({ kind: "fresh" }), weight: 1 },
+        { arbitrary: fc.constant<Target>({ kind: "omit" }), weight: 1 },
+      ),
+      content: fc.constantFrom<ContentShape>(
+        "string",
+        "blocks",
+        "blocks-cache-control",
+        "blocks-with-image",
+        "earlier-messages",
+      ),
+      // Remember and recall weigh as much as the short answer: a recall judges memory only right after a
+      // remembered turn (or in the fork that copied it), so the pair must meet often.
+      prompt: fc.oneof(
+        { arbitrary: fc.constant<PromptKind>("ok"), weight: 4 },
+        { arbitrary: fc.constant<PromptKind>("remember"), weight: 3 },
+        { arbitrary: fc.constant<PromptKind>("recall"), weight: 3 },
+        { arbitrary: fc.constant<PromptKind>("think"), weight: 2 },
+        { arbitrary: fc.constant<PromptKind>("tools"), weight: 1 },
+        { arbitrary: fc.constant<PromptKind>("attached"), weight: 2 },
+      ),
+      flags: fc.oneof({ arbitrary: fc.constant<SendFlags>({}), weight: 2 }, { arbitrary: flags, weight: 3 }),
+      route: fc.oneof(
+        { arbitrary: fc.constant<"agent">("agent"), weight: 4 },
+        ...routes.map((r) => ({ arbitrary: fc.constant(r), weight: 1 })),
+      ),
+    })
+    // A turn asked to read its attached file carries one, whatever else its flags hold.
+    .map((o) => (o.prompt === "attached" ? { ...o, flags: { ...o.flags, attachments: "one" as const } } : o));
   const read = fc.record({
     op: fc.constant("read" as const),
     actor: actors,
@@ -218,8 +259,19 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
       agent: agentChoiceArb(agents),
       target: targetArb,
       atTurn: fc.nat({ max: 4 }),
-      child: fc.constantFrom<"auto" | "fresh" | "taken">("auto", "fresh", "fresh", "taken"),
+      child: fc.constantFrom<"auto" | "fresh" | "taken" | "deleted">(
+        "auto",
+        "fresh",
+        "fresh",
+        "taken",
+        "deleted",
+      ),
       model: fc.constantFrom<"first" | "last">("first", "last"),
+      // About one fork in ten (an optional key is left out half the time).
+      bare: fc.oneof(
+        { arbitrary: fc.constant(undefined), weight: 4 },
+        { arbitrary: fc.constantFrom<"no-body" | "empty">("no-body", "empty"), weight: 1 },
+      ),
     },
     { requiredKeys: ["op", "actor", "agent", "target", "child"] },
   );
@@ -285,7 +337,7 @@ export function describeOperation(o: Operation): string {
           : o.route === "prefix"
             ? " via the routed send (prefix)"
             : " via the routed send (bare name)";
-      return `${o.actor} sends to ${target(o.target)} on ${agent(o.agent)}${via}, content ${o.content}${flags.length ? `, ${flags.join(", ")}` : ""}`;
+      return `${o.actor} sends to ${target(o.target)} on ${agent(o.agent)}${via}, content ${o.content}, prompt ${o.prompt}${flags.length ? `, ${flags.join(", ")}` : ""}`;
     }
     case "read":
       return `${o.actor} reads ${target(o.target)} (${o.route}) on ${agent(o.agent)}`;
@@ -294,6 +346,8 @@ export function describeOperation(o: Operation): string {
     case "share":
       return `${o.actor} shares ${target(o.target)} on ${agent(o.agent)} with body ${o.body}`;
     case "fork":
+      if (o.bare)
+        return `${o.actor} forks ${target(o.target)} on ${agent(o.agent)} with ${o.bare === "no-body" ? "no body" : "the body {}"}`;
       return `${o.actor} forks ${target(o.target)} on ${agent(o.agent)}${o.atTurn !== undefined ? ` at_turn=${o.atTurn}` : ""}, child id ${o.child}${o.model ? `, model ${o.model}` : ""}`;
     case "delete":
       return `${o.actor} deletes ${target(o.target)} on ${agent(o.agent)}`;

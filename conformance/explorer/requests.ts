@@ -74,8 +74,11 @@ const PIXEL_PNG =
 export const EARLIER_TEXT = "An earlier question to ignore";
 
 /** The `messages` array of each content shape, and the user text the transcript must then hold. */
-export function messagesOf(shape: ContentShape, nonce: string): { messages: unknown[]; stored: string } {
-  const ask = "Say OK.";
+export function messagesOf(
+  shape: ContentShape,
+  nonce: string,
+  ask = "Say OK.",
+): { messages: unknown[]; stored: string } {
   const ref = `(ref ${nonce})`;
   switch (shape) {
     case "string":
@@ -87,6 +90,20 @@ export function messagesOf(shape: ContentShape, nonce: string): { messages: unkn
             role: "user",
             content: [
               { type: "text", text: ask },
+              { type: "text", text: ref },
+            ],
+          },
+        ],
+        stored: `${ask}\n\n${ref}`,
+      };
+    case "blocks-cache-control":
+      // A prompt-caching marker is part of a text block in the messages API: the text is read as without it.
+      return {
+        messages: [
+          {
+            role: "user",
+            content: [
+              { type: "text", text: ask, cache_control: { type: "ephemeral" } },
               { type: "text", text: ref },
             ],
           },

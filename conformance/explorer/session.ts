@@ -4,10 +4,11 @@
  * on by what the operation did. A departure throws a Mismatch naming the rule it breaks.
  */
 import { randomBytes } from "node:crypto";
+import { prompts } from "../checks/common.ts";
 import { type ApiResponse, type CheckContext, sleep } from "../context.ts";
 import { isRecord } from "../json.ts";
 import { accessRefusal } from "../model/access.ts";
-import { attachmentRules, attachmentsOf } from "../model/attachments.ts";
+import { attachedFile, attachmentRules, attachmentsOf } from "../model/attachments.ts";
 import type { LearnedChoices } from "../model/choices.ts";
 import { deleteRules, predictDelete } from "../model/deletes.ts";
 import type { StatusExpectation } from "../model/expectation.ts";
@@ -16,6 +17,7 @@ import { copiedTurns, forkRules, judgeForkedAt, predictFork } from "../model/for
 import { predictSendStatus } from "../model/ids.ts";
 import { judgeList, listRules, type SourceFilters } from "../model/lists.ts";
 import { lookUpConversation } from "../model/lookup.ts";
+import { judgeRecall } from "../model/memory.ts";
 import { expectRule, Mismatch } from "../model/mismatch.ts";
 import type { ModelRule } from "../model/rules.ts";
 import { ASYNC_REFUSAL, sendRules } from "../model/send-flags.ts";
@@ -25,12 +27,31 @@ import { ruleOfViolation } from "../model/stream.ts";
 import { judgeTranscript, messageText, turnMessages } from "../model/transcripts.ts";
 import { carriesOutput, judgeTurnMeaning } from "../model/turn-meaning.ts";
 import { visibilityRules } from "../model/visibility.ts";
+import { replyText } from "../sse/grammar.ts";
 import { judgeStatus } from "./judge.ts";
-import type { AgentChoice, Operation, Target } from "./operations.ts";
+import type { AgentChoice, Operation, PromptKind, Target } from "./operations.ts";
 import { agentName, EARLIER_TEXT, keyOf, messagesOf, type SentRequest } from "./requests.ts";
 
 /** The `system` a send carries, and the start of the older user element of "earlier-messages": never a title. */
 const SYSTEM_TEXT = "Answer briefly";
+
+/** The prompt's request of each kind; `word` is the code word a remember prompt asks to keep. */
+function askOf(kind: PromptKind, word: string, nonce: string): string {
+  switch (kind) {
+    case "ok":
+      return "Say OK.";
+    case "think":
+      return prompts.think;
+    case "remember":
+      return prompts.remember(word);
+    case "recall":
+      return prompts.recall;
+    case "tools":
+      return prompts.runCommand(`echo ${nonce}`);
+    case "attached":
+      return prompts.readAttachment(attachedFile(nonce).name);
+  }
+}
 
 /** The model a sequence runs against: the state, and the turns it spent (bounded per sequence). */
 export interface SequenceModel {
@@ -259,7 +280,9 @@ async function runSend(
   const id =
     op.target.kind === "fresh" ? r.freshId() : op.target.kind === "omit" ? undefined : conversation?.id;
   const nonce = r.nonce();
-  const { messages, stored } = messagesOf(op.content, nonce);
+  // The suite's own nonce (sweeps/titles.ts knows where each was sent): a code word appears in no other request.
+  const word = r.ctx.nonce();
+  const { messages, stored } = messagesOf(op.content, nonce, askOf(op.prompt, word, nonce));
   const routed = op.route !== "agent";
   const models = routed || !op.flags.model ? null : await r.modelsOf(agent);
   const model = models ? (op.flags.model === "first" ? models[0] : models[models.length - 1]) : undefined;
@@ -273,6 +296,8 @@ async function runSend(
       op.flags.automation === "given" ? r.ctx.inputs.automation : `acc-${r.shared.runId}-no-such-automation`;
   if (op.flags.attachments) metadata.attachments = attachmentsOf(op.flags.attachments, nonce);
   const body: Record<string, unknown> = { stream: !op.flags.streamFalse, messages };
+  // Left out of what is sent (undefined is dropped from the JSON), over the send helper's own `stream: true`.
+  if (op.flags.streamOmitted) body.stream = undefined;
   if (op.flags.system) body.system = `${SYSTEM_TEXT}.`;
   if (op.flags.ignoredFields) Object.assign(body, { max_tokens: 64, temperature: 0.5, tools: [] });
   const name = r.agent(agent);
@@ -293,6 +318,10 @@ async function runSend(
   );
   const readBefore =
     prediction.target?.kind === "resume" ? prediction.target.conversation.updatedAt : undefined;
+  const memory = prediction.target?.kind === "resume" ? prediction.target.conversation.remembered : undefined;
+  // A recall needs the remembering turn's session recorded: waited for now, not after every remembering turn.
+  if (memory && op.prompt === "recall" && !op.flags.isolated && prediction.target?.kind === "resume")
+    await awaitMemory(r, prediction.target.conversation, op.actor);
   // A few ms of the suite's clock between the last read and the turn are as many of the server's, whatever
   // its skew: the turn's activity then falls strictly after anything read before it.
   if (readBefore !== undefined) await sleep(3);
@@ -389,9 +418,17 @@ async function runSend(
   }
   if (reading?.model !== undefined) await r.modelsOf(agent);
   judgeModel(r, op, conv, reading?.model, routed ? undefined : model, agent);
-  // An isolated turn runs in a throwaway sandbox: whether it leaves a session to resume is not shown.
-  if (reading && carriesOutput(reading.blocks) && !op.flags.isolated)
-    await judgeSessionRecorded(r, conv, op.actor);
+  conv.remembered = undefined;
+  // An isolated turn runs in a throwaway sandbox: whether it remembers, or leaves a session to resume, is not
+  // shown. An empty reply shows no memory either way (a model may refuse).
+  if (reading && op.prompt === "recall" && memory?.sessionSeen && !op.flags.isolated)
+    judgeRecall(replyText(reading), memory);
+  if (reading && op.prompt === "attached") judgeAttachmentRead(replyText(reading), nonce);
+  if (reading && carriesOutput(reading.blocks) && !op.flags.isolated) {
+    const waited = await judgeSessionRecorded(r, conv, op.actor);
+    if (op.prompt === "remember")
+      conv.remembered = { word, turn: conv.history.length - 1, via: "resume", sessionSeen: waited };
+  }
   // The transcript: the turn's user message as the API says it is stored, and the conversation beside it.
   await readBack(m, r, conv, op.actor, routed ? sendRules.routedReadBack : sendRules.readBack, "messages");
 }
@@ -401,10 +438,34 @@ async function runSend(
  * guidance (States and transitions). Waited for once per agent kind and depth (1, 2, 3+) in a run: the wait
  * costs time, not turns, and every combination is still met.
  */
-async function judgeSessionRecorded(r: SequenceRun, conv: ConversationModel, actor: Actor): Promise<void> {
+async function judgeSessionRecorded(r: SequenceRun, conv: ConversationModel, actor: Actor): Promise<boolean> {
   const key = `${conv.agent}:${Math.min(conv.history.length, 3)}`;
-  if (r.shared.sessionWaits.has(key)) return;
+  if (r.shared.sessionWaits.has(key)) return false;
   r.shared.sessionWaits.add(key);
+  await waitForRecorded(r, conv, actor);
+  return true;
+}
+
+/** A turn asked to read its attached file answers with the file's text; an empty reply shows nothing. */
+function judgeAttachmentRead(reply: string, nonce: string): void {
+  if (reply.trim() === "") return;
+  const file = attachedFile(nonce);
+  expectRule(
+    attachmentRules.read,
+    reply.includes(file.text),
+    `a reply holding ${JSON.stringify(file.text)}, the text of the attached ${file.name}`,
+    JSON.stringify(reply.slice(0, 120)),
+  );
+}
+
+/** The remembered turn's session, waited for once, before a turn or a fork that needs it. */
+async function awaitMemory(r: SequenceRun, conv: ConversationModel, actor: Actor): Promise<void> {
+  if (!conv.remembered || conv.remembered.sessionSeen) return;
+  await waitForRecorded(r, conv, actor);
+  conv.remembered.sessionSeen = true;
+}
+
+async function waitForRecorded(r: SequenceRun, conv: ConversationModel, actor: Actor): Promise<void> {
   const options = callOptions(r, actor, conv.agent);
   record(r, { method: "GET", url: r.ctx.conversationUrl(conv.id, options.agent), actor });
   const session = await r.ctx.waitForSession(conv.id, options);
@@ -685,14 +746,15 @@ async function runFork(
 ): Promise<void> {
   const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id = conversation?.id ?? r.freshId();
-  const taken = m.state.conversations.find((c) => c.live && c.agent === agent);
-  const childId = op.child === "fresh" ? r.freshId() : op.child === "taken" ? taken?.id : undefined;
-  const models = op.model ? await r.modelsOf(agent) : null;
+  const childId = op.bare ? undefined : forkChildId(m, r, op, agent);
+  const models = op.model && !op.bare ? await r.modelsOf(agent) : null;
   const model = models ? (op.model === "first" ? models[0] : models[models.length - 1]) : undefined;
-  const json: Record<string, unknown> = {};
-  if (op.atTurn !== undefined) json.at_turn = op.atTurn;
-  if (childId !== undefined) json.conversation_id = childId;
-  if (model !== undefined) json.model = model;
+  const atTurn = op.bare ? undefined : op.atTurn;
+  const fields: Record<string, unknown> = {};
+  if (atTurn !== undefined) fields.at_turn = atTurn;
+  if (childId !== undefined) fields.conversation_id = childId;
+  if (model !== undefined) fields.model = model;
+  const json = op.bare === "no-body" ? undefined : fields;
   const options = callOptions(r, op.actor, agent);
   const req = record(r, {
     method: "POST",
@@ -701,6 +763,16 @@ async function runFork(
     json,
   });
   const expectation = predictFork(m.state, op.actor, agent, id, childId);
+  // A fork of every turn carries the remembered one: its session is waited for first, as a recall's is.
+  const copiesAll =
+    atTurn === undefined || (conversation !== undefined && atTurn >= conversation.history.length);
+  if (
+    conversation?.remembered &&
+    copiesAll &&
+    expectation.kind === "exact" &&
+    expectation.refusal.status === 200
+  )
+    await awaitMemory(r, conversation, conversation.owner);
   const res = await r.ctx.fork(id, json, options);
   if (!judgeStatus(expectation, res, r.shared.choices, forkRules.readerForks)) return;
   if (expectation.kind === "exact" && expectation.refusal.status !== 200) return;
@@ -730,7 +802,7 @@ async function runFork(
   const messages =
     isRecord(read.body) && Array.isArray(read.body.messages) ? read.body.messages.filter(isRecord) : [];
   const users = turnMessages(messages).map((x) => messageText(x.content));
-  const { expected, rule } = copiedTurns(parent, op.atTurn, users.length, r.shared.choices);
+  const { expected, rule } = copiedTurns(parent, atTurn, users.length, r.shared.choices);
   if (expected !== undefined)
     expectRule(rule, users.length === expected, `${expected} copied turns`, users.length);
   const c: ConversationModel = {
@@ -749,14 +821,44 @@ async function runFork(
     generated: childId === undefined,
     defaultModel: model !== undefined ? { kind: "id", id: model } : parent.defaultModel,
   };
+  // Every turn copied, the remembered one among them: the child's first turn recalls it (STATE-FORK-CONTEXT).
+  if (parent.remembered?.sessionSeen && copiesAll && users.length > parent.remembered.turn)
+    c.remembered = { ...parent.remembered, via: "fork" };
   m.state.add(c);
-  judgeForkedAt(parent, op.atTurn, result.forked_at_turn, r.shared.choices);
+  judgeForkedAt(parent, atTurn, result.forked_at_turn, r.shared.choices);
   judgeTranscript(messages, c, r.shared.choices);
   if (isRecord(read.body) && isRecord(read.body.conversation))
     judgeConversation(read.body.conversation, c, op.actor, r.shared.choices);
   // The parent is unchanged (States and transitions), whoever forked it: its owner reads the same transcript,
   // sharing, count and title as before. No turn spent.
   await readBack(m, r, parent, parent.owner, forkRules.childPrivateOwned, "messages");
+}
+
+/**
+ * The child id a fork asks for: a new one of the caller's; one a live conversation holds (its own agent's or,
+ * on an odd at_turn, another agent's first: ids are the workspace's); or a deleted conversation's, free again.
+ */
+function forkChildId(
+  m: SequenceModel,
+  r: SequenceRun,
+  op: Extract<Operation, { op: "fork" }>,
+  agent: AgentKind,
+): string | undefined {
+  const all = m.state.conversations;
+  switch (op.child) {
+    case "auto":
+      return undefined;
+    case "fresh":
+      return r.freshId();
+    case "taken": {
+      const live = all.filter((c) => c.live);
+      const same = live.find((c) => c.agent === agent);
+      const other = live.find((c) => c.agent !== agent);
+      return ((op.atTurn ?? 0) % 2 === 1 ? (other ?? same) : (same ?? other))?.id;
+    }
+    case "deleted":
+      return all.find((c) => !c.live && m.state.live(c.id) === undefined)?.id ?? r.freshId();
+  }
 }
 
 async function runDelete(

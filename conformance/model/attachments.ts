@@ -16,7 +16,17 @@ export const attachmentRules = defineRules("attachments", {
     check: "SEND-ATTACHMENT-READ",
     text: "A turn with well-formed attachments within the caps runs (200), an explicit empty list (the default) too",
   },
+  read: {
+    section: "Endpoints/Send a message",
+    check: "SEND-ATTACHMENT-READ",
+    text: "Each attachment is written to `.uploads/<name>` and announced to the agent: a turn asked to read it answers with its contents, on every agent kind, key, route, depth and input shape",
+  },
 });
+
+/** The file the "one" shape attaches, and the text it holds: a turn asked to read it must answer with that. */
+export function attachedFile(nonce: string): { name: string; text: string } {
+  return { name: `note-${nonce}.txt`, text: `attached ${nonce}` };
+}
 
 export type AttachmentShape = "one" | "same-name-twice" | "unsafe-name" | "malformed" | "empty";
 
@@ -28,8 +38,10 @@ export function attachmentsOf(shape: AttachmentShape, nonce: string): unknown[] 
     dataBase64: Buffer.from(text).toString("base64"),
   });
   switch (shape) {
-    case "one":
-      return [file(`note-${nonce}.txt`, `attached ${nonce}`)];
+    case "one": {
+      const one = attachedFile(nonce);
+      return [file(one.name, one.text)];
+    }
     case "same-name-twice":
       return [file("same.txt", `first ${nonce}`), file("same.txt", `second ${nonce}`)];
     case "unsafe-name":

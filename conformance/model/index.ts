@@ -9,6 +9,7 @@ import { fieldRules } from "./fields.ts";
 import { forkRules } from "./forks.ts";
 import { idRules } from "./ids.ts";
 import { listRules } from "./lists.ts";
+import { memoryRules } from "./memory.ts";
 import type { ModelRule } from "./rules.ts";
 import { sendRules } from "./send-flags.ts";
 import { sharingRules } from "./sharing.ts";
@@ -34,4 +35,5 @@ export const modelRules: ModelRule[] = [
   sendRules,
   streamRules,
   turnMeaningRules,
+  memoryRules,
 ].flatMap((group) => Object.values(group));

@@ -36,13 +36,45 @@ export function sweepFindings(run: RunState): SweepFinding[] {
   ];
 }
 
-/** Fails the check owning each rule the run's traffic broke, where the run selected that check. */
-export function attributeSweepFindings(run: RunState, results: CheckResult[]): void {
+/**
+ * Fails the check owning each rule the run's traffic broke, where the run selected that check; returns what it
+ * attributed, so a later pass over the grown log (`attributeExplorerSweepFindings`) adds only what is new.
+ */
+export function attributeSweepFindings(run: RunState, results: CheckResult[]): Set<string> {
+  const attributed = new Set<string>();
   for (const finding of sweepFindings(run)) {
+    attributed.add(findingKey(finding));
     const result = results.find((r) => r.id === finding.check);
     if (result) failResult(result, finding.message, finding.evidence);
   }
+  return attributed;
 }
+
+/**
+ * The sweeps again once the explorer has run: its random sequences (every key, agent kind, route, depth and
+ * input shape) are in the same log as the named checks' calls, so every sweep's rule is asked of them too. A
+ * finding the first pass made is not repeated; a new one fails its check, given a result of its own when the
+ * run did not select it (as the explorer's findings are: `attributeFindings` in runner.ts).
+ */
+export function attributeExplorerSweepFindings(
+  run: RunState,
+  results: CheckResult[],
+  attributed: Set<string>,
+  newResult: (check: string) => CheckResult,
+): void {
+  for (const finding of sweepFindings(run)) {
+    if (attributed.has(findingKey(finding))) continue;
+    let result = results.find((r) => r.id === finding.check);
+    if (!result) {
+      result = newResult(finding.check);
+      results.push(result);
+    }
+    failResult(result, `${finding.message} (in the explorer's traffic)`, finding.evidence);
+  }
+}
+
+// A sweep keeps the first breach of each rule: the same rule met earlier in the log gives the same finding.
+const findingKey = (f: SweepFinding) => `${f.check}\n${f.message}\n${f.evidence}`;
 
 /**
  * A failure found after a check ran (by the explorer, by a sweep of the run's traffic) is that check's: its

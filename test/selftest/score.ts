@@ -5,7 +5,7 @@
  *
  *   node test/selftest/score.ts [--parallel 4] [--mutation a,b] [--area-only] [--skip-npm-test] [--skip-known-gaps]
  *                               [--json out.json] [--catchers catchers.json] [--write-catchers catchers.json]
- *                               [--explore <n> --explore-seed <s>]
+ *                               [--explore <n> --explore-seed <s> [--explorer-only]]
  *
  * --area-only restricts each run to the mutation's area checks plus its `breaks` (what the self-test
  * does); without it every run is the full suite. --skip-npm-test (what `.ci/run` gives, after `npm test`)
@@ -46,8 +46,15 @@ const { values } = parseArgs({
     "skip-known-gaps": { type: "boolean", default: false },
     catchers: { type: "string" },
     "write-catchers": { type: "string" },
+    "explorer-only": { type: "boolean", default: false },
   },
 });
+
+/**
+ * --explorer-only (with --explore): a check id no check has, so no named check runs and a row is caught by the
+ * explorer's model and the sweeps over its traffic alone: what the explorer is worth by itself.
+ */
+const NO_CHECKS = ["(no named check)"];
 
 /** Row name → the checks that caught it in an earlier full run (--catchers, --write-catchers). */
 type Catchers = Record<string, string[]>;
@@ -130,7 +137,7 @@ try {
         outcomes[i] = await runMutation(demo, m, {
           validator,
           explore: exploration,
-          only: values["area-only"] ? checksFor(m) : undefined,
+          only: values["explorer-only"] ? NO_CHECKS : values["area-only"] ? checksFor(m) : undefined,
         });
       }
     }),
@@ -236,6 +243,10 @@ try {
             fired: o.fired,
             failed: o.failed,
             ms: o.ms,
+            // What each catching check said: an explorer finding, a sweep over the checks' or the explorer's traffic.
+            reasons: o.report.results
+              .filter((r) => o.caughtBy.includes(r.id))
+              .map((r) => ({ id: r.id, details: r.details.map((d) => d.message.slice(0, 300)) })),
           })),
         },
         null,
