@@ -61,7 +61,8 @@ export type Operation =
       agent: AgentKind;
       limit?: number;
       channel?: boolean;
-      since?: boolean;
+      /** `anchor`: just after conversation #1's last activity; `ahead`: two days ahead (nothing is listed). */
+      since?: "anchor" | "ahead";
       /** The filters naming what the inputs give: `--channel-id`, `--notebook-path`, `--automation`. */
       channelId?: boolean;
       notebookPath?: boolean;
@@ -229,7 +230,7 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
       agent: agentArb(agents),
       limit: fc.constantFrom(1, 2, 3, 5, 50, 200),
       channel: fc.boolean(),
-      since: fc.boolean(),
+      since: fc.constantFrom<"anchor" | "ahead" | undefined>(undefined, "anchor", "anchor", "ahead"),
       ...(inputs.channelId && { channelId: fc.boolean() }),
       ...(inputs.notebookPath && { notebookPath: fc.boolean() }),
       ...(inputs.automation && { automation: fc.boolean() }),
@@ -342,7 +343,7 @@ export function describeOperation(o: Operation): string {
     case "read":
       return `${o.actor} reads ${target(o.target)} (${o.route}) on ${agent(o.agent)}`;
     case "list":
-      return `${o.actor} lists the ${o.agent} agent's conversations${o.limit ? ` limit=${o.limit}` : ""}${o.channel ? " by channel" : ""}${o.since ? " since just after conversation #1's last activity" : ""}${o.channelId ? " by channel_id" : ""}${o.notebookPath ? " by notebook_path" : ""}${o.automation ? " by automation" : ""}`;
+      return `${o.actor} lists the ${o.agent} agent's conversations${o.limit ? ` limit=${o.limit}` : ""}${o.channel ? " by channel" : ""}${o.since === "anchor" ? " since just after conversation #1's last activity" : o.since === "ahead" ? " since two days ahead" : ""}${o.channelId ? " by channel_id" : ""}${o.notebookPath ? " by notebook_path" : ""}${o.automation ? " by automation" : ""}`;
     case "share":
       return `${o.actor} shares ${target(o.target)} on ${agent(o.agent)} with body ${o.body}`;
     case "fork":

@@ -298,7 +298,9 @@ async function runSend(
   const body: Record<string, unknown> = { stream: !op.flags.streamFalse, messages };
   // Left out of what is sent (undefined is dropped from the JSON), over the send helper's own `stream: true`.
   if (op.flags.streamOmitted) body.stream = undefined;
-  if (op.flags.system) body.system = `${SYSTEM_TEXT}.`;
+  // A directive the reply shows (as SEND-SYSTEM-APPLIED asks), after text a title must never hold.
+  const systemToken = r.ctx.nonce();
+  if (op.flags.system) body.system = `${SYSTEM_TEXT}. ${prompts.token(systemToken)}`;
   if (op.flags.ignoredFields) Object.assign(body, { max_tokens: 64, temperature: 0.5, tools: [] });
   const name = r.agent(agent);
   if (routed) body.model = op.route === "prefix" ? `${r.ctx.inputs.routingPrefix}--${name}` : name;
@@ -424,6 +426,16 @@ async function runSend(
   if (reading && op.prompt === "recall" && memory?.sessionSeen && !op.flags.isolated)
     judgeRecall(replyText(reading), memory);
   if (reading && op.prompt === "attached") judgeAttachmentRead(replyText(reading), nonce);
+  if (reading && op.flags.system) {
+    const reply = replyText(reading);
+    if (reply.trim() !== "")
+      expectRule(
+        sendRules.systemApplies,
+        reply.includes(systemToken),
+        `a reply holding ${systemToken} (the system text asks for it)`,
+        JSON.stringify(reply.slice(0, 120)),
+      );
+  }
   if (reading && carriesOutput(reading.blocks) && !op.flags.isolated) {
     const waited = await judgeSessionRecorded(r, conv, op.actor);
     if (op.prompt === "remember")
@@ -618,7 +630,13 @@ async function runList(
   if (channel) query.channel = channel;
   // since: just after the last activity the model read of one of the sequence's conversations, so some fall
   // before it and the later ones after.
-  const anchor = op.since ? m.state.slot(1)?.updatedAt : undefined;
+  // Two days ahead: no conversation's activity is that late, whatever the server's clock skew (an hour, say).
+  const anchor =
+    op.since === "anchor"
+      ? m.state.slot(1)?.updatedAt
+      : op.since === "ahead"
+        ? new Date(Date.now() + 2 * 86_400_000).toISOString()
+        : undefined;
   const since = anchor !== undefined ? new Date(Date.parse(anchor) + 1).toISOString() : undefined;
   if (since !== undefined) query.since = since;
   const inputs = r.ctx.inputs;

@@ -13,6 +13,11 @@ export const sendRules = defineRules("send", {
     check: "SEND-200-STREAM",
     text: "A send that is not refused answers 200 text/event-stream with X-Conversation-Id",
   },
+  systemApplies: {
+    section: "Endpoints/Send a message",
+    check: "SEND-SYSTEM-APPLIED",
+    text: "`system` is appended to the agent's instructions for the turn it is sent with: a directive in it is followed, on every agent kind, key, route, depth and prompt",
+  },
   readBack: {
     section: SEND,
     check: "CONVID-UNKNOWN-VERBATIM",
