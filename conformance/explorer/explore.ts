@@ -83,6 +83,7 @@ export async function explore(run: RunState, options: ExploreOptions): Promise<E
     sequenceCount: 0,
     messageIds: new Set(),
     channelOwned: new Map(),
+    channelItems: new Map(),
     sessionWaits: new Set(),
     channelOf: new Map(),
   };

@@ -15,7 +15,7 @@ import type { StatusExpectation } from "../model/expectation.ts";
 import { fieldRules, judgeConversation } from "../model/fields.ts";
 import { copiedTurns, forkRules, judgeForkedAt, predictFork } from "../model/forks.ts";
 import { predictSendStatus } from "../model/ids.ts";
-import { judgeList, listRules, type SourceFilters } from "../model/lists.ts";
+import { judgeList, type Listed, listRules, type SourceFilters } from "../model/lists.ts";
 import { lookUpConversation } from "../model/lookup.ts";
 import { judgeRecall } from "../model/memory.ts";
 import { expectRule, Mismatch } from "../model/mismatch.ts";
@@ -75,6 +75,8 @@ export interface ExplorerShared {
   sessionWaits: Set<string>;
   /** Per agent, the channel-owned conversations the first channel_id list showed. */
   channelOwned: Map<AgentKind, ReadonlySet<string>>;
+  /** The same conversations as that list showed them (owed in the readers' other lists: lists.ts). */
+  channelItems: Map<AgentKind, Listed[]>;
 }
 
 /** A model id a turn's message_start named for an explicitly requested id; learned per run. */
@@ -652,6 +654,8 @@ async function runList(
     source.channelId && !source.notebookPath && !source.automation && !channel && since === undefined;
   const owned = r.shared.channelOwned.get(op.agent);
   if (channelIdAlone && owned) source.owned = owned;
+  const items = r.shared.channelItems.get(op.agent);
+  if (items) source.channelOwned = items;
   const options = callOptions(r, op.actor, op.agent);
   const qs = new URLSearchParams(query).toString();
   record(r, {
@@ -681,6 +685,15 @@ async function runList(
     // Neither the reader's nor shared, yet visible to it: owned by the channel (Resources/Conversation).
     const owned = listed.filter((c) => c.is_owner === false && c.shared === false);
     r.shared.channelOwned.set(op.agent, new Set(owned.map((c) => String(c.id))));
+    r.shared.channelItems.set(
+      op.agent,
+      owned.map((c) => ({
+        id: String(c.id),
+        updated_at: c.updated_at,
+        created_at: c.created_at,
+        channel: c.channel,
+      })),
+    );
     for (const c of owned) r.shared.channelOf.set(String(c.id), c.channel);
     // Once per agent: every other reader key's list of that channel_id holds them, with the same channel.
     for (const reader of ["owner", "member", "viewer"] as const)

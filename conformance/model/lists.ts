@@ -6,7 +6,7 @@
  */
 import { expectRule } from "./mismatch.ts";
 import { defineRules } from "./rules.ts";
-import type { Actor, AgentKind, ModelState } from "./state.ts";
+import { type Actor, type AgentKind, type ModelState, WORKSPACE_ACTORS } from "./state.ts";
 import { visibility } from "./visibility.ts";
 
 const LIST = "Endpoints/List conversations";
@@ -38,6 +38,11 @@ export const listRules = defineRules("lists", {
     check: "LIST-CHANNEL-ID-FILTER",
     text: "`channel_id`, `notebook_path` and `automation` list only conversations of that channel, notebook or automation: never one made through the API without it, under every reader key, whatever other filter is given",
   },
+  channelVisible: {
+    section: "Resources/Conversation",
+    check: "LIST-CHANNEL-OWNED-VISIBLE",
+    text: "A conversation owned by a channel is visible to every reader key: in its lists without a filter, as every conversation newer than the oldest a list shows",
+  },
   channelOwned: {
     section: "Resources/Conversation",
     check: "LIST-CHANNEL-OWNED-VISIBLE",
@@ -56,6 +61,12 @@ export interface SourceFilters {
   notebookPath?: boolean;
   automation?: boolean;
   owned?: ReadonlySet<string>;
+  /**
+   * The channel-owned conversations a channel_id list showed (Resources/Conversation: visible to every reader
+   * key), as that list showed them: owed in the reader's other lists too, where their activity and channel fit
+   * the filters, like the model's own.
+   */
+  channelOwned?: readonly Listed[];
 }
 
 const FILTER_NAMES: Array<["channelId" | "notebookPath" | "automation", string]> = [
@@ -67,6 +78,7 @@ const FILTER_NAMES: Array<["channelId" | "notebookPath" | "automation", string]>
 export interface Listed {
   id: string;
   updated_at?: unknown;
+  created_at?: unknown;
   channel?: unknown;
 }
 
@@ -133,6 +145,27 @@ export function judgeList(
     expectRule(listRules.visibleOnly, ok, `${c.id} not listed for ${actor} on ${agent}`, `${c.id} listed`);
   }
   const oldest = listed.length < limit ? Number.NEGATIVE_INFINITY : Math.min(...times);
+  if (source.channelOwned && WORKSPACE_ACTORS.has(actor) && !source.notebookPath && !source.automation) {
+    for (const c of source.channelOwned) {
+      const updated = Date.parse(String(c.updated_at));
+      // Their activity may only have moved later since that list (a chat goes on): never earlier.
+      if (channel !== undefined && c.channel !== channel) continue;
+      // Whether since compares created_at or the last activity is not shown: owed only if created after it.
+      if (sinceMs !== undefined && !(Date.parse(String(c.created_at)) > sinceMs + 1)) continue;
+      if (listed.length >= limit && !(updated > oldest)) continue;
+      if (source.channelId) continue; // judged above, with the channel_id alone
+      expectRule(
+        sinceMs !== undefined
+          ? listRules.since
+          : channel !== undefined
+            ? listRules.channel
+            : listRules.channelVisible,
+        shown.has(c.id),
+        `${c.id} listed (owned by a channel, visible to every reader key; updated_at ${String(c.updated_at)})`,
+        `missing from ${listed.length} listed (limit ${limit})`,
+      );
+    }
+  }
   for (const c of state.conversations) {
     if (!c.live || c.agent !== agent || visibility(actor, c) === "none" || c.updatedAt === undefined)
       continue;

@@ -85,17 +85,24 @@ describe("the explorer over many seeds", () => {
 
   // Issue 29's classes: a value wrong under one combination only (a resumed turn, one agent kind, a flag, a
   // reader key), each found by the explorer and charged to the named check that owns the rule.
-  const classes: Array<[string, string, string]> = [
+  // A row may name a second `check: rule` its fault also breaks, which the shrunk sequence can meet first.
+  const classes: Array<[string, string, string, string?]> = [
     ["cost-in-cents-when-resumed", "MEANING-USAGE-COUNTS", "turn.costDollars"],
     ["message-id-fixed-on-repo-agent", "MEANING-MESSAGE-START", "turn.messageId"],
     ["stop-tool-use-on-storage-agent-with-tool-calls", "SSE-STOP-REASON-TOOLS", "turn.stopWithTools"],
     ["title-is-the-system-text", "GET-TITLE-FROM-PROMPT", "fields.titleFromPrompt"],
     ["forked-at-turn-unclamped", "FORK-AT-TURN-CUTS", "forks.forkedAtRecorded"],
     ["channel-id-filter-ignored-for-member", "LIST-CHANNEL-ID-FILTER", "lists.sourceFilters"],
-    ["channel-owned-interactive-for-member", "LIST-CHANNEL-OWNED-VISIBLE", "lists.channelOwned"],
+    // The member's wrong channel also leaves the conversation out of the lists of the channel it shows.
+    [
+      "channel-owned-interactive-for-member",
+      "LIST-CHANNEL-OWNED-VISIBLE",
+      "lists.channelOwned",
+      "LIST-CHANNEL-FILTER: lists.channel",
+    ],
     ["session-not-recorded-on-storage-agent-resumed", "STATE-SESSION-RECORDED", "fields.sessionRecorded"],
   ];
-  for (const [name, check, rule] of classes) {
+  for (const [name, check, rule, also] of classes) {
     it(`finds ${name} (${check})`, async () => {
       const mutation = combinationMutation(name);
       const findings = [];
@@ -104,7 +111,8 @@ describe("the explorer over many seeds", () => {
         findings.push(...(report.explorer?.findings ?? []));
         if (findings.length > 0) break;
       }
-      expect(findings[0]).toMatchObject({ check, rule });
+      const found = `${findings[0]?.check}: ${findings[0]?.rule}`;
+      expect([`${check}: ${rule}`, ...(also ? [also] : [])]).toContain(found);
     });
   }
 });
