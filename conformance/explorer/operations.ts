@@ -10,7 +10,16 @@ import type { Actor, AgentKind } from "../model/state.ts";
 import type { SuiteInputs } from "../records.ts";
 
 /** `parent`: the conversation the newest one was forked from (the newest itself when it is no fork). */
-export type Target = { kind: "slot"; n: number } | { kind: "parent" } | { kind: "fresh" } | { kind: "omit" };
+export type Target =
+  | { kind: "slot"; n: number }
+  | { kind: "parent" }
+  | { kind: "fresh" }
+  | { kind: "omit" }
+  /**
+   * A conversation owned by a chat channel, as a channel_id list showed it (read and forked only: the explorer
+   * never sends into, shares or deletes a conversation it did not make).
+   */
+  | { kind: "channel" };
 export type ContentShape =
   | "string"
   | "blocks"
@@ -156,6 +165,11 @@ const targetArb = fc.oneof(
   { arbitrary: slotArb, weight: 8 },
   { arbitrary: fc.constant<Target>({ kind: "fresh" }), weight: 1 },
 );
+/** Reads and forks may also name a channel-owned conversation. */
+const readTargetArb = fc.oneof(
+  { arbitrary: targetArb, weight: 8 },
+  { arbitrary: fc.constant<Target>({ kind: "channel" }), weight: 1 },
+);
 
 /** Arbitraries of every operation over what `inputs` provide. */
 export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Operation>> {
@@ -220,7 +234,7 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
     op: fc.constant("read" as const),
     actor: actors,
     agent: agentChoiceArb(agents),
-    target: targetArb,
+    target: readTargetArb,
     route: fc.constantFrom<"get" | "messages" | "compaction">("get", "messages", "compaction"),
   });
   const list = fc.record(
@@ -258,7 +272,7 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
       op: fc.constant("fork" as const),
       actor: actorArb(availableActors(inputs), 12),
       agent: agentChoiceArb(agents),
-      target: targetArb,
+      target: readTargetArb,
       atTurn: fc.nat({ max: 4 }),
       child: fc.constantFrom<"auto" | "fresh" | "taken" | "deleted">(
         "auto",
@@ -325,7 +339,9 @@ export function describeOperation(o: Operation): string {
         ? "the newest conversation's parent"
         : t.kind === "fresh"
           ? "a new id"
-          : "no id";
+          : t.kind === "channel"
+            ? "a channel-owned conversation"
+            : "no id";
   const agent = (a: AgentChoice) => (a === "same" ? "its agent" : `the ${a} agent`);
   switch (o.op) {
     case "send": {

@@ -11,7 +11,7 @@ import { accessRefusal } from "../model/access.ts";
 import { attachedFile, attachmentRules, attachmentsOf } from "../model/attachments.ts";
 import type { LearnedChoices } from "../model/choices.ts";
 import { deleteRules, predictDelete } from "../model/deletes.ts";
-import type { StatusExpectation } from "../model/expectation.ts";
+import type { Refusal, StatusExpectation } from "../model/expectation.ts";
 import { fieldRules, judgeConversation } from "../model/fields.ts";
 import { copiedTurns, forkRules, judgeForkedAt, predictFork } from "../model/forks.ts";
 import { predictSendStatus } from "../model/ids.ts";
@@ -583,11 +583,169 @@ function judgeModel(
 /** The deployment could not show the fact now (a turn ended in an error event): the sequence proves nothing. */
 export class Inconclusive extends Error {}
 
+/** A channel-owned conversation a channel_id list showed (the main agent's first), or undefined. */
+function channelTarget(r: SequenceRun): { id: string; agent: AgentKind; item: Listed } | undefined {
+  const agents = [...r.shared.channelItems.keys()].sort((a, b) => (a === "main" ? -1 : b === "main" ? 1 : 0));
+  for (const agent of agents) {
+    const item = r.shared.channelItems.get(agent)?.[0];
+    if (item) return { id: item.id, agent, item };
+  }
+  return undefined;
+}
+
+/** The refusal a request about a channel-owned conversation gets for its key and the agent it names. */
+function channelRefusal(actor: Actor, requested: AgentKind, owner: AgentKind): Refusal | null {
+  const access = accessRefusal(actor, requested);
+  if (access) return access;
+  return requested === owner ? null : { status: 404, rule: visibilityRules.otherAgentIs404 };
+}
+
+/** Reads a channel-owned conversation: every reader key may, on its agent's routes; it is never the caller's. */
+async function runChannelRead(
+  r: SequenceRun,
+  op: Extract<Operation, { op: "read" }>,
+  target: { id: string; agent: AgentKind; item: Listed },
+): Promise<void> {
+  const requested = op.agent === "same" ? target.agent : agentFor(op.actor, op.agent);
+  const options = callOptions(r, op.actor, requested);
+  const path = op.route === "get" ? "" : op.route === "messages" ? "/messages" : "/last-compaction";
+  record(r, {
+    method: "GET",
+    url: `${r.ctx.conversationUrl(target.id, options.agent)}${path}`,
+    actor: op.actor,
+  });
+  const res =
+    op.route === "get"
+      ? await r.ctx.getConversation(target.id, options)
+      : op.route === "messages"
+        ? await r.ctx.transcript(target.id, options)
+        : await r.ctx.lastCompaction(target.id, options);
+  const refusal = channelRefusal(op.actor, requested, target.agent);
+  const expectation: StatusExpectation = refusal ? { kind: "exact", refusal } : { kind: "success" };
+  if (!judgeStatus(expectation, res, r.shared.choices, visibilityRules.channelReadable) || refusal) return;
+  const body = isRecord(res.body) ? res.body : {};
+  if (!isRecord(body.conversation)) return;
+  judgeChannelConversation(body.conversation, target);
+}
+
+function judgeChannelConversation(body: Record<string, unknown>, target: { id: string; item: Listed }): void {
+  expectRule(fieldRules.id, body.id === target.id, JSON.stringify(target.id), body.id);
+  expectRule(visibilityRules.channelReadable, body.is_owner === false, "false", body.is_owner);
+  expectRule(
+    fieldRules.channel,
+    body.channel === target.item.channel,
+    `${String(target.item.channel)} (as the channel_id list showed it)`,
+    body.channel,
+  );
+}
+
+/**
+ * Forks a channel-owned conversation (any reader may fork what it may read): the child is the caller's,
+ * private, with every turn of the parent's transcript; it then joins the model like any fork. No at_turn.
+ */
+async function runChannelFork(
+  m: SequenceModel,
+  r: SequenceRun,
+  op: Extract<Operation, { op: "fork" }>,
+  target: { id: string; agent: AgentKind; item: Listed },
+): Promise<void> {
+  const requested = op.agent === "same" ? target.agent : agentFor(op.actor, op.agent);
+  const options = callOptions(r, op.actor, requested);
+  const refusal = channelRefusal(op.actor, requested, target.agent);
+  let parentUsers: string[] = [];
+  if (!refusal) {
+    record(r, {
+      method: "GET",
+      url: `${r.ctx.conversationUrl(target.id, options.agent)}/messages`,
+      actor: op.actor,
+    });
+    const before = await r.ctx.transcript(target.id, options);
+    judgeStatus({ kind: "success" }, before, r.shared.choices, visibilityRules.channelReadable);
+    const list = isRecord(before.body) && Array.isArray(before.body.messages) ? before.body.messages : [];
+    parentUsers = turnMessages(list.filter(isRecord)).map((x) => messageText(x.content));
+  }
+  const childId = op.child === "fresh" ? r.freshId() : undefined;
+  const json = childId === undefined ? {} : { conversation_id: childId };
+  const req = record(r, {
+    method: "POST",
+    url: `${r.ctx.conversationUrl(target.id, options.agent)}/fork`,
+    actor: op.actor,
+    json,
+  });
+  const expectation: StatusExpectation = refusal
+    ? { kind: "exact", refusal }
+    : op.actor === "viewer"
+      ? { kind: "learned", among: [200, 403], rule: forkRules.readerForks, choice: "fork by a Viewer key" }
+      : { kind: "exact", refusal: { status: 200, rule: visibilityRules.channelReadable } };
+  const res = await r.ctx.fork(target.id, json, options);
+  if (!judgeStatus(expectation, res, r.shared.choices, visibilityRules.channelReadable) || refusal) return;
+  const result = isRecord(res.body) ? res.body : {};
+  expectRule(
+    forkRules.result,
+    result.parent_conversation_id === target.id,
+    target.id,
+    result.parent_conversation_id,
+  );
+  const child = String(result.conversation_id ?? "");
+  if (childId !== undefined) expectRule(forkRules.customId, child === childId, childId, child);
+  else {
+    expectRule(forkRules.result, child !== "" && !m.state.live(child), "a new conversation's id", child);
+    req.captures = { id: child, from: "fork-result" };
+  }
+  record(r, {
+    method: "GET",
+    url: `${r.ctx.conversationUrl(child, options.agent)}/messages`,
+    actor: op.actor,
+  });
+  const read = await r.ctx.transcript(child, options);
+  expectRule(
+    forkRules.childPrivateOwned,
+    read.status === 200,
+    "200 (the caller reads its child)",
+    read.status,
+  );
+  const messages =
+    isRecord(read.body) && Array.isArray(read.body.messages) ? read.body.messages.filter(isRecord) : [];
+  const users = turnMessages(messages).map((x) => messageText(x.content));
+  expectRule(
+    forkRules.allTurns,
+    users.length === parentUsers.length,
+    `${parentUsers.length} copied turns`,
+    users.length,
+  );
+  const c: ConversationModel = {
+    id: child,
+    agent: target.agent,
+    owner: op.actor,
+    shared: false,
+    history: parentUsers,
+    // The channel's users wrote those turns: no key of the run's is their author.
+    authors: parentUsers.map(() => undefined),
+    ownTurns: 0,
+    parent: {
+      id: target.id,
+      forkedAt: typeof result.forked_at_turn === "number" ? result.forked_at_turn : -1,
+    },
+    live: true,
+    generated: childId === undefined,
+    // The channel conversation's model is not the run's to know.
+    defaultModel: { kind: "unknown" },
+    modelNamed: true,
+    fromChannel: true,
+  };
+  m.state.add(c);
+  judgeTranscript(messages, c, r.shared.choices);
+  if (isRecord(read.body) && isRecord(read.body.conversation))
+    judgeConversation(read.body.conversation, c, op.actor, r.shared.choices);
+}
+
 async function runRead(
   m: SequenceModel,
   r: SequenceRun,
   op: Extract<Operation, { op: "read" }>,
 ): Promise<void> {
+  const channel = op.target.kind === "channel" ? channelTarget(r) : undefined;
+  if (channel) return runChannelRead(r, op, channel);
   const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id = conversation?.id ?? r.freshId();
   const found = lookUpConversation(m.state, op.actor, agent, id);
@@ -775,6 +933,8 @@ async function runFork(
   r: SequenceRun,
   op: Extract<Operation, { op: "fork" }>,
 ): Promise<void> {
+  const channel = op.target.kind === "channel" ? channelTarget(r) : undefined;
+  if (channel) return runChannelFork(m, r, op, channel);
   const { conversation, agent } = resolve(m.state, op.target, op.agent, op.actor);
   const id = conversation?.id ?? r.freshId();
   const childId = op.bare ? undefined : forkChildId(m, r, op, agent);
@@ -851,6 +1011,7 @@ async function runFork(
     live: true,
     generated: childId === undefined,
     defaultModel: model !== undefined ? { kind: "id", id: model } : parent.defaultModel,
+    fromChannel: parent.fromChannel,
   };
   // Every turn copied, the remembered one among them: the child's first turn recalls it (STATE-FORK-CONTEXT).
   if (parent.remembered?.sessionSeen && copiesAll && users.length > parent.remembered.turn)

@@ -181,7 +181,7 @@ export function judgeConversation(
     "a string or null",
     session,
   );
-  if (typeof body.channel === "string")
+  if (typeof body.channel === "string" && !c.fromChannel)
     choices.observe("channel of a conversation made through the API", body.channel);
 }
 

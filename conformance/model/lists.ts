@@ -124,7 +124,8 @@ export function judgeList(
     // that ran a turn with the automation may belong to it.
     for (const c of state.conversations) {
       if (!shown.has(c.id)) continue;
-      const mayBelong = !source.channelId && !source.notebookPath && c.ranAutomation === true;
+      const mayBelong =
+        c.fromChannel === true || (!source.channelId && !source.notebookPath && c.ranAutomation === true);
       expectRule(
         listRules.sourceFilters,
         mayBelong,

@@ -39,6 +39,11 @@ export const visibilityRules = defineRules("visibility", {
     check: "STATE-CREATED-PRIVATE",
     text: "is_owner says whether the caller owns the conversation",
   },
+  channelReadable: {
+    section: "Resources/Conversation",
+    check: "LIST-CHANNEL-OWNED-VISIBLE",
+    text: "A conversation owned by a chat channel is visible to every reader key of the workspace: read and forked on its agent's routes (another agent's routes give 404), never owned by the caller",
+  },
   viewerReads: {
     section: "Authentication",
     check: "AUTH-VIEWER-READS",
