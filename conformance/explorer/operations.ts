@@ -25,7 +25,8 @@ export type ContentShape =
   | "blocks"
   | "blocks-cache-control"
   | "blocks-with-image"
-  | "earlier-messages";
+  | "earlier-messages"
+  | "assistant-last";
 /**
  * What the prompt asks: a short answer; thinking first (the stream then carries a thinking block); a code word
  * to remember, or the one remembered (memory across turns and forks, judged by the word alone); a command run
@@ -50,6 +51,11 @@ export interface SendFlags {
   ignoredFields?: boolean;
   /** `stream` left out of the body (it is optional: the answer is an event stream all the same). */
   streamOmitted?: boolean;
+  /**
+   * Every metadata flag not otherwise set, sent with its default value (`read_only: true`, `isolated: false`,
+   * `stream_tool_calls: false`, `delivery: "sync"`): a turn exactly like one without them.
+   */
+  explicitDefaults?: boolean;
 }
 
 export type Operation =
@@ -100,6 +106,8 @@ export type Operation =
        */
       child: "auto" | "fresh" | "taken" | "deleted";
       model?: "first" | "last";
+      /** The inputs' automation in the body (main agent only): recorded as the child's default. */
+      automation?: boolean;
       /** No body at all, or `{}` (the body is optional): at_turn, child and model are then not sent. */
       bare?: "no-body" | "empty";
     }
@@ -193,6 +201,7 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
     asyncDelivery: sometimes(fc.constant(true), 12),
     ignoredFields: sometimes(fc.constant(true), 4),
     streamOmitted: sometimes(fc.constant(true), 5),
+    explicitDefaults: sometimes(fc.constant(true), 5),
   });
   const send = fc
     .record({
@@ -211,6 +220,7 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
         "blocks-cache-control",
         "blocks-with-image",
         "earlier-messages",
+        "assistant-last",
       ),
       // Remember and recall weigh as much as the short answer: a recall judges memory only right after a
       // remembered turn (or in the fork that copied it), so the pair must meet often.
@@ -282,6 +292,7 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
         "deleted",
       ),
       model: fc.constantFrom<"first" | "last">("first", "last"),
+      ...(inputs.automation && { automation: fc.boolean() }),
       // About one fork in ten (an optional key is left out half the time).
       bare: fc.oneof(
         { arbitrary: fc.constant(undefined), weight: 4 },
@@ -365,7 +376,7 @@ export function describeOperation(o: Operation): string {
     case "fork":
       if (o.bare)
         return `${o.actor} forks ${target(o.target)} on ${agent(o.agent)} with ${o.bare === "no-body" ? "no body" : "the body {}"}`;
-      return `${o.actor} forks ${target(o.target)} on ${agent(o.agent)}${o.atTurn !== undefined ? ` at_turn=${o.atTurn}` : ""}, child id ${o.child}${o.model ? `, model ${o.model}` : ""}`;
+      return `${o.actor} forks ${target(o.target)} on ${agent(o.agent)}${o.atTurn !== undefined ? ` at_turn=${o.atTurn}` : ""}, child id ${o.child}${o.model ? `, model ${o.model}` : ""}${o.automation ? ", the automation" : ""}`;
     case "delete":
       return `${o.actor} deletes ${target(o.target)} on ${agent(o.agent)}`;
     case "models":

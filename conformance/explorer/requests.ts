@@ -124,6 +124,15 @@ export function messagesOf(
         ],
         stored: `${ask}\n\n${ref}`,
       };
+    case "assistant-last":
+      // The newest user element is read even when an assistant element follows it (a prefill).
+      return {
+        messages: [
+          { role: "user", content: `${ask} ${ref}` },
+          { role: "assistant", content: "Sure." },
+        ],
+        stored: `${ask} ${ref}`,
+      };
     case "earlier-messages":
       return {
         messages: [

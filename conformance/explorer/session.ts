@@ -79,6 +79,10 @@ export interface ExplorerShared {
   channelItems: Map<AgentKind, Listed[]>;
 }
 
+/** The model a turn with the inputs' automation and no `model` named, learned per agent. */
+const automationModelChoice = (agent: AgentKind) =>
+  `message_start model of a turn with the automation and no model on the ${agent} agent`;
+
 /** A model id a turn's message_start named for an explicitly requested id; learned per run. */
 const reportedChoice = (id: string) => `message_start model of a turn that asked for ${id}`;
 
@@ -297,6 +301,12 @@ async function runSend(
     metadata.automation =
       op.flags.automation === "given" ? r.ctx.inputs.automation : `acc-${r.shared.runId}-no-such-automation`;
   if (op.flags.attachments) metadata.attachments = attachmentsOf(op.flags.attachments, nonce);
+  if (op.flags.explicitDefaults) {
+    metadata.read_only ??= true;
+    metadata.isolated ??= false;
+    metadata.stream_tool_calls ??= false;
+    metadata.delivery ??= "sync";
+  }
   const body: Record<string, unknown> = { stream: !op.flags.streamFalse, messages };
   // Left out of what is sent (undefined is dropped from the JSON), over the send helper's own `stream: true`.
   if (op.flags.streamOmitted) body.stream = undefined;
@@ -335,7 +345,7 @@ async function runSend(
     agent: name,
     messages,
     metadata: otherMetadata,
-    streamToolCalls: op.flags.streamToolCalls ? true : undefined,
+    streamToolCalls: op.flags.streamToolCalls ? true : op.flags.explicitDefaults ? false : undefined,
     extraBody: body,
     routed,
   });
@@ -552,13 +562,21 @@ function judgeModel(
     // it is named, and each later one on a conversation with no other default names it so. Whether a fork's
     // recorded model or an earlier turn's beats it is not shown.
     if (conv.defaultModel.kind !== "id" && conv.modelNamed !== true) {
-      const key = `message_start model of a turn with the automation and no model on the ${agent} agent`;
+      const key = automationModelChoice(agent);
       const named = choices.get(key);
       if (named === undefined) choices.observe(key, reported);
       else
         expectRule(sendRules.modelDefault, reported === named, `${named} (the automation's model)`, reported);
     }
     conv.defaultModel = { kind: "unknown" };
+    return;
+  }
+  if (conv.defaultModel.kind === "automation") {
+    // A fork recorded the automation as the child's default (Endpoints/Fork a conversation): its turns without
+    // a model run on the automation's model, named as the turns sent with the automation name it.
+    const named = choices.get(automationModelChoice(agent));
+    if (named === undefined) return;
+    expectRule(forkRules.modelRecorded, reported === named, `${named} (the automation's model)`, reported);
     return;
   }
   const models = r.shared.models.get(agent);
@@ -945,6 +963,9 @@ async function runFork(
   if (atTurn !== undefined) fields.at_turn = atTurn;
   if (childId !== undefined) fields.conversation_id = childId;
   if (model !== undefined) fields.model = model;
+  // The inputs' automation is the main agent's: recorded on the child as a default for its future turns.
+  const automation = op.automation && !op.bare && agent === "main" ? r.ctx.inputs.automation : undefined;
+  if (automation !== undefined) fields.automation = automation;
   const json = op.bare === "no-body" ? undefined : fields;
   const options = callOptions(r, op.actor, agent);
   const req = record(r, {
@@ -1005,12 +1026,17 @@ async function runFork(
     authors: parent.authors.slice(0, users.length),
     ownTurns: 0,
     // The automation is inherited (Endpoints/Fork a conversation): the child may belong to it as its parent.
-    ranAutomation: parent.ranAutomation,
+    ranAutomation: parent.ranAutomation || automation !== undefined,
     modelNamed: parent.modelNamed,
     parent: { id, forkedAt },
     live: true,
     generated: childId === undefined,
-    defaultModel: model !== undefined ? { kind: "id", id: model } : parent.defaultModel,
+    defaultModel:
+      model !== undefined
+        ? { kind: "id", id: model }
+        : automation !== undefined
+          ? { kind: "automation" }
+          : parent.defaultModel,
     fromChannel: parent.fromChannel,
   };
   // Every turn copied, the remembered one among them: the child's first turn recalls it (STATE-FORK-CONTEXT).

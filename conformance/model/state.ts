@@ -34,10 +34,11 @@ export interface ConversationModel {
   /** The parent was deleted: what the child's parent fields say then is not shown. */
   parentGone?: boolean;
   /**
-   * The model a turn without `model` runs on: the agent's default, one a fork recorded, or unknown (after a
+   * The model a turn without `model` runs on: the agent's default, one a fork recorded (a model, or the
+   * automation whose model then applies), or unknown (after a
    * turn that named a model or an automation: whether that becomes the default is not shown).
    */
-  defaultModel: { kind: "agent" } | { kind: "id"; id: string } | { kind: "unknown" };
+  defaultModel: { kind: "agent" } | { kind: "id"; id: string } | { kind: "automation" } | { kind: "unknown" };
   /** A turn of it named a `model` (whether that beats an automation's model later is not shown). */
   modelNamed?: boolean;
   /** Values first seen, held stable afterwards. */
