@@ -75,7 +75,11 @@ export type Operation =
       actor: Actor;
       agent: AgentKind;
       limit?: number;
-      channel?: boolean;
+      /**
+       * `true`: the channel the run's own conversations showed; `"other"`: another value of the enum, which
+       * none of them has (only channel-owned ones of that channel may be listed).
+       */
+      channel?: boolean | "other";
       /** `anchor`: just after conversation #1's last activity; `ahead`: two days ahead (nothing is listed). */
       since?: "anchor" | "ahead";
       /** The filters naming what the inputs give: `--channel-id`, `--notebook-path`, `--automation`. */
@@ -253,7 +257,7 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
       actor: actors,
       agent: agentArb(agents),
       limit: fc.constantFrom(1, 2, 3, 5, 50, 200),
-      channel: fc.boolean(),
+      channel: fc.constantFrom<boolean | "other">(false, false, true, "other"),
       since: fc.constantFrom<"anchor" | "ahead" | undefined>(undefined, "anchor", "anchor", "ahead"),
       ...(inputs.channelId && { channelId: fc.boolean() }),
       ...(inputs.notebookPath && { notebookPath: fc.boolean() }),
@@ -370,7 +374,7 @@ export function describeOperation(o: Operation): string {
     case "read":
       return `${o.actor} reads ${target(o.target)} (${o.route}) on ${agent(o.agent)}`;
     case "list":
-      return `${o.actor} lists the ${o.agent} agent's conversations${o.limit ? ` limit=${o.limit}` : ""}${o.channel ? " by channel" : ""}${o.since === "anchor" ? " since just after conversation #1's last activity" : o.since === "ahead" ? " since two days ahead" : ""}${o.channelId ? " by channel_id" : ""}${o.notebookPath ? " by notebook_path" : ""}${o.automation ? " by automation" : ""}`;
+      return `${o.actor} lists the ${o.agent} agent's conversations${o.limit ? ` limit=${o.limit}` : ""}${o.channel === "other" ? " by another channel" : o.channel ? " by channel" : ""}${o.since === "anchor" ? " since just after conversation #1's last activity" : o.since === "ahead" ? " since two days ahead" : ""}${o.channelId ? " by channel_id" : ""}${o.notebookPath ? " by notebook_path" : ""}${o.automation ? " by automation" : ""}`;
     case "share":
       return `${o.actor} shares ${target(o.target)} on ${agent(o.agent)} with body ${o.body}`;
     case "fork":

@@ -802,9 +802,14 @@ async function runList(
   const op = { ...given, agent: agentFor(given.actor, given.agent) };
   const query: Record<string, string> = {};
   if (op.limit !== undefined) query.limit = String(op.limit);
-  const channel = op.channel
-    ? (r.shared.choices.get("channel of a conversation made through the API") ?? "INTERACTIVE")
-    : undefined;
+  const own = r.shared.choices.get("channel of a conversation made through the API") ?? "INTERACTIVE";
+  // Another value of the enum (List conversations): a channel-owned conversation's, where one is known (it is
+  // then owed in that list), else the first the run's own conversations do not show.
+  const owners = r.shared.channelItems.get(agentFor(given.actor, given.agent)) ?? [];
+  const other =
+    owners.map((c) => String(c.channel)).find((c) => c !== own) ??
+    ["EMAIL", "SLACK", "NOTEBOOK", "INTERACTIVE"].find((c) => c !== own);
+  const channel = op.channel === "other" ? other : op.channel ? own : undefined;
   if (channel) query.channel = channel;
   // since: just after the last activity the model read of one of the sequence's conversations, so some fall
   // before it and the later ones after.
