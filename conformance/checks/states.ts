@@ -1,5 +1,5 @@
 /** States and transitions: every move of the API's table, and the silent failure modes around sessions. */
-import { type ApiResponse, type CheckContext, isRecord, type Turn } from "../context.ts";
+import { type ApiResponse, type CheckContext, isRecord, sleep, type Turn } from "../context.ts";
 import { fail, skip } from "../outcomes.ts";
 import type { CheckDef } from "../types.ts";
 import {
@@ -494,7 +494,7 @@ export const stateChecks: CheckDef[] = [
           await ctx.turn({ agent, conversationId: id, prompt: prompts.remember(nonce) }),
           `remember turn on agent ${agent}`,
         );
-        await ctx.waitForSession(id, { agent });
+        const parentSession = await ctx.waitForSession(id, { agent });
         const child = await forkOk(ctx, id, {}, undefined, agent);
         const recall = await ctx.turn({
           agent,
@@ -503,6 +503,18 @@ export const stateChecks: CheckDef[] = [
         });
         ensureTurnOk(recall, `child's first turn on agent ${agent}`);
         ensureIncludes(recall.text, nonce, `recall in the fork on agent ${agent}`);
+        // The parent is unchanged (States and transitions): once the child's session is recorded, the parent's
+        // pointer is still the one its own turn left. Waited as long as the run's recordings take (three times
+        // the longest seen, at least a second), since the child's is "recorded a few seconds after".
+        if (parentSession === null) continue;
+        await ctx.waitForSession(child.conversation_id, { agent });
+        const seen = ctx.run.sessionRecordedMs ?? 1000;
+        await sleep(Math.min(ctx.inputs.sessionWaitMs, Math.max(1000, 3 * seen)));
+        const parent = await ctx.conversation(id, { agent });
+        if (parent.agent_session_id !== parentSession)
+          fail(
+            `on agent ${agent}, the child's turn moved the parent's agent_session_id from ${parentSession} to ${JSON.stringify(parent.agent_session_id)}: a fork leaves its parent unchanged`,
+          );
       }
     },
   }),

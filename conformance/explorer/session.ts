@@ -162,6 +162,9 @@ function resolve(
         ? ((newest?.parent && state.byId(newest.parent.id)) ?? newest)
         : undefined;
   const agent = choice === "same" ? (conversation?.agent ?? "main") : choice;
+  // Another workspace's key naming this workspace's conversation through an agent of another workspace: 404,
+  // whichever workspace that agent is (Errors: a conversation on a different workspace), so the route is kept.
+  if (conversation?.live && actor === "foreign" && agent === "foreign") return { conversation, agent };
   return { conversation, agent: agentFor(actor, agent) };
 }
 
@@ -313,7 +316,14 @@ async function runSend(
   // A directive the reply shows (as SEND-SYSTEM-APPLIED asks), after text a title must never hold.
   const systemToken = r.ctx.nonce();
   if (op.flags.system) body.system = `${SYSTEM_TEXT}. ${prompts.token(systemToken)}`;
-  if (op.flags.ignoredFields) Object.assign(body, { max_tokens: 64, temperature: 0.5, tools: [] });
+  // Accepted and ignored, whatever their values: ones the messages API itself would refuse among them.
+  if (op.flags.ignoredFields)
+    Object.assign(
+      body,
+      Number.parseInt(nonce, 16) % 2 === 0
+        ? { max_tokens: 64, temperature: 0.5, tools: [] }
+        : { max_tokens: 0, temperature: 5, top_p: 2, stop_sequences: ["OK"], tool_choice: { type: "none" } },
+    );
   const name = r.agent(agent);
   if (routed) body.model = op.route === "prefix" ? `${r.ctx.inputs.routingPrefix}--${name}` : name;
   else if (model !== undefined) body.model = model;
@@ -552,8 +562,8 @@ function judgeModel(
         reported,
       );
     choices.observe(reportedChoice(bodyModel), reported);
-    // Whether a turn's model becomes the conversation's default is not shown.
-    conv.defaultModel = { kind: "unknown" };
+    // Only this call's: a later call without `model` falls back to the automation's model, then the agent's
+    // default (Send a message, `model`), or the default a fork recorded. What a fork of it inherits: not shown.
     conv.modelNamed = true;
     return;
   }
@@ -568,7 +578,7 @@ function judgeModel(
       else
         expectRule(sendRules.modelDefault, reported === named, `${named} (the automation's model)`, reported);
     }
-    conv.defaultModel = { kind: "unknown" };
+    // A default "for the turn" (metadata `automation`): the next call without it falls back as before.
     return;
   }
   if (conv.defaultModel.kind === "automation") {
@@ -891,6 +901,14 @@ async function runList(
   for (const item of listed) {
     const c = m.state.live(String(item.id));
     if (c && c.agent === op.agent) judgeConversation(item, c, op.actor, r.shared.choices);
+    // Visible only as owned, shared or owned by a channel (chat channel, e-mail: Resources/Conversation).
+    if (item.is_owner === false && item.shared === false)
+      expectRule(
+        listRules.visibleOnly,
+        item.channel === "SLACK" || item.channel === "EMAIL",
+        `${String(item.id)} left out (neither the caller's nor shared, and not owned by a chat channel or e-mail)`,
+        `${String(item.id)} listed with channel ${JSON.stringify(item.channel)}`,
+      );
   }
 }
 
@@ -1041,7 +1059,11 @@ async function runFork(
         ? { kind: "id", id: model }
         : automation !== undefined
           ? { kind: "automation" }
-          : parent.defaultModel,
+          : // "inherited": the parent's recorded default; whether a model or automation one of its calls
+            // named is inherited instead is not shown.
+            parent.modelNamed || parent.ranAutomation
+            ? { kind: "unknown" }
+            : parent.defaultModel,
     fromChannel: parent.fromChannel,
   };
   // Every turn copied, the remembered one among them: the child's first turn recalls it (STATE-FORK-CONTEXT).
@@ -1135,6 +1157,13 @@ async function afterDelete(
     if (!child.live || child.parent?.id !== c.id) continue;
     child.parentGone = true;
     await readBack(m, r, child, child.owner, forkRules.independent);
+  }
+  // A delete removes that conversation and nothing else: its parent and its siblings (forks of the same
+  // parent) are still their owners'. No turn.
+  for (const other of m.state.conversations) {
+    const related = other.id === c.parent?.id || (c.parent !== null && other.parent?.id === c.parent.id);
+    if (!other.live || other.id === c.id || !related) continue;
+    await readBack(m, r, other, other.owner, deleteRules.onlyThat);
   }
 }
 

@@ -15,6 +15,11 @@ export const deleteRules = defineRules("deletes", {
     check: "AUTH-OWNER-ONLY-DELETE",
     text: "Only the owner may delete, with no admin override: anyone else is refused and nothing changes",
   },
+  onlyThat: {
+    section: "States and transitions",
+    check: "STATE-DELETE",
+    text: "A delete removes that conversation and nothing else: its parent and the other forks of that parent stay",
+  },
   goneEverywhere: {
     section: "States and transitions",
     check: "CONSIST-DELETED-EVERYWHERE",

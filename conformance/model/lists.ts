@@ -154,7 +154,8 @@ export function judgeList(
       // Whether since compares created_at or the last activity is not shown: owed only if created after it.
       if (sinceMs !== undefined && !(Date.parse(String(c.created_at)) > sinceMs + 1)) continue;
       if (listed.length >= limit && !(updated > oldest)) continue;
-      if (source.channelId) continue; // judged above, with the channel_id alone
+      // The channel_id alone: judged above. Combined with `channel` or `since`, the filters narrow together.
+      if (source.channelId && source.owned) continue;
       expectRule(
         sinceMs !== undefined
           ? listRules.since

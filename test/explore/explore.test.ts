@@ -86,7 +86,7 @@ describe("the explorer over many seeds", () => {
   // Issue 29's classes: a value wrong under one combination only (a resumed turn, one agent kind, a flag, a
   // reader key), each found by the explorer and charged to the named check that owns the rule.
   // A row may name a second `check: rule` its fault also breaks, which the shrunk sequence can meet first.
-  const classes: Array<[string, string, string, string?]> = [
+  const classes: Array<[string, string, string, string[]?]> = [
     ["cost-in-cents-when-resumed", "MEANING-USAGE-COUNTS", "turn.costDollars"],
     ["message-id-fixed-on-repo-agent", "MEANING-MESSAGE-START", "turn.messageId"],
     ["stop-tool-use-on-storage-agent-with-tool-calls", "SSE-STOP-REASON-TOOLS", "turn.stopWithTools"],
@@ -95,7 +95,7 @@ describe("the explorer over many seeds", () => {
       "title-is-the-system-text",
       "GET-TITLE-FROM-PROMPT",
       "fields.titleFromPrompt",
-      "GET-TITLE-STABLE: fields.titleStable",
+      ["GET-TITLE-STABLE: fields.titleStable"],
     ],
     ["forked-at-turn-unclamped", "FORK-AT-TURN-CUTS", "forks.forkedAtRecorded"],
     ["channel-id-filter-ignored-for-member", "LIST-CHANNEL-ID-FILTER", "lists.sourceFilters"],
@@ -104,7 +104,7 @@ describe("the explorer over many seeds", () => {
       "channel-owned-interactive-for-member",
       "LIST-CHANNEL-OWNED-VISIBLE",
       "lists.channelOwned",
-      "LIST-CHANNEL-FILTER: lists.channel",
+      ["LIST-CHANNEL-FILTER: lists.channel", "LIST-VISIBILITY: lists.visibleOnly"],
     ],
     ["session-not-recorded-on-storage-agent-resumed", "STATE-SESSION-RECORDED", "fields.sessionRecorded"],
   ];
@@ -118,7 +118,7 @@ describe("the explorer over many seeds", () => {
         if (findings.length > 0) break;
       }
       const found = `${findings[0]?.check}: ${findings[0]?.rule}`;
-      expect([`${check}: ${rule}`, ...(also ? [also] : [])]).toContain(found);
+      expect([`${check}: ${rule}`, ...(also ?? [])]).toContain(found);
     });
   }
 });
