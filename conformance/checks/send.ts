@@ -42,14 +42,14 @@ const PEEK_WORKSPACE = 'for f in *; do [ -f "$f" ] && { echo "file:$f"; head -c 
  * agent whose turns show no file, or no tool result, is not judged (noted).
  */
 async function ensureIsolatedFromWorkspace(ctx: CheckContext, agent: string): Promise<void> {
-  const peek = (isolated: boolean) =>
+  const peek = (isolated: boolean | undefined) =>
     ctx.turn({
       agent,
       prompt: prompts.runCommand(PEEK_WORKSPACE),
       streamToolCalls: true,
-      ...(isolated && { metadata: { isolated: true } }),
+      ...(isolated !== undefined && { metadata: { isolated } }),
     });
-  const plain = await peek(false);
+  const plain = await peek(undefined);
   ensureTurnOk(plain, `the turn on ${agent} that looks for a workspace file`);
   const shown = toolCalls(plain)
     .map((c) => c.result)
@@ -58,6 +58,17 @@ async function ensureIsolatedFromWorkspace(ctx: CheckContext, agent: string): Pr
     ctx.note(`no tool result on ${agent} showed a workspace file: its isolation from them is not judged`);
     return;
   }
+  // `isolated: false` is the default written out: the turn finds what the ordinary one found.
+  const explicit = await peek(false);
+  ensureTurnOk(explicit, `the turn on ${agent} with isolated: false`);
+  const kept = toolCalls(explicit).some(
+    (c) => c.result && !c.result.isError && c.result.content.trim() === shown.content.trim(),
+  );
+  if (!kept && toolCalls(explicit).length > 0)
+    fail(
+      `a turn on ${agent} with isolated: false (the default) did not find the workspace file an ordinary turn found (${shown.content.trim().split("\n")[0].slice(5)})`,
+      describeCalls(toolCalls(explicit)),
+    );
   const isolated = await peek(true);
   ensureTurnOk(isolated, `the isolated turn on ${agent}`);
   const leaked = toolCalls(isolated).find(
@@ -674,7 +685,7 @@ export const sendChecks: CheckDef[] = [
     level: "MUST",
     section: SECTION,
     title:
-      "isolated: true runs in a throwaway sandbox without the workspace files, on every agent kind (a storage agent's stored files, a repository agent's clone)",
+      "isolated: true runs in a throwaway sandbox without the workspace files, on every agent kind (a storage agent's stored files, a repository agent's clone); isolated: false keeps them",
     needs: [],
     async run(ctx) {
       for (const agent of agentsBesides(ctx)) await ensureIsolatedFromWorkspace(ctx, agent);

@@ -47,8 +47,11 @@ export interface SendFlags {
   attachments?: AttachmentShape;
   isolated?: boolean;
   asyncDelivery?: boolean;
-  /** Fields of the messages API the API accepts and ignores (max_tokens, temperature, tools). */
-  ignoredFields?: boolean;
+  /**
+   * Fields of the messages API the API accepts and ignores: usual values, or ones the messages API itself
+   * would refuse (`max_tokens: 0`, `temperature: 5`, `top_p: 2`, a stop sequence, `tool_choice`).
+   */
+  ignoredFields?: "usual" | "odd";
   /** `stream` left out of the body (it is optional: the answer is an event stream all the same). */
   streamOmitted?: boolean;
   /**
@@ -203,7 +206,7 @@ export function operationArbitraries(inputs: SuiteInputs): Array<fc.Arbitrary<Op
     attachments: sometimes(fc.constantFrom(...ATTACHMENT_SHAPES), 4),
     isolated: sometimes(fc.constant(true), 6),
     asyncDelivery: sometimes(fc.constant(true), 12),
-    ignoredFields: sometimes(fc.constant(true), 4),
+    ignoredFields: sometimes(fc.constantFrom<"usual" | "odd">("usual", "odd"), 4),
     streamOmitted: sometimes(fc.constant(true), 5),
     explicitDefaults: sometimes(fc.constant(true), 5),
   });

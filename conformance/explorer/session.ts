@@ -320,7 +320,7 @@ async function runSend(
   if (op.flags.ignoredFields)
     Object.assign(
       body,
-      Number.parseInt(nonce, 16) % 2 === 0
+      op.flags.ignoredFields === "usual"
         ? { max_tokens: 64, temperature: 0.5, tools: [] }
         : { max_tokens: 0, temperature: 5, top_p: 2, stop_sequences: ["OK"], tool_choice: { type: "none" } },
     );

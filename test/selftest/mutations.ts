@@ -17,6 +17,7 @@ import { outsideMutations5 } from "./outside-mutations-5.ts";
 import { outsideMutations6 } from "./outside-mutations-6.ts";
 import { outsideMutations7 } from "./outside-mutations-7.ts";
 import { outsideMutations8 } from "./outside-mutations-8.ts";
+import { outsideMutations9 } from "./outside-mutations-9.ts";
 import {
   type Area,
   errorResponse,
@@ -1610,6 +1611,7 @@ export const mutations: Mutation[] = [
   ...outsideMutations6,
   ...outsideMutations7,
   ...outsideMutations8,
+  ...outsideMutations9,
   {
     name: "stream-buffered",
     area: "delivery",

@@ -289,6 +289,12 @@ export interface Mutation {
    */
   knownGap?: string;
   /**
+   * Set when no named check catches the row but the explorer does, with the sequences `agent-api check` draws
+   * by default from a fixed seed (EXPLORER_CATCH in score.ts): why only it does. The catalogue runs such a row
+   * with that exploration even when it runs the others without, so it stays a row the suite must catch.
+   */
+  caughtByExplorer?: string;
+  /**
    * Checks whose traffic the mutation feeds on, run beside `breaks` in the self-test: a mutation that
    * serves a request "as a key that works" learns that key from a turn some other check ran.
    */

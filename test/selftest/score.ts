@@ -29,10 +29,12 @@
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
+import { DEFAULT_EXPLORE_RUNS } from "../../conformance/inputs.ts";
 import { SpecValidator } from "../../conformance/spec-validator.ts";
 import { type DemoServer, startDemoServer } from "../../reference-server/demo/index.ts";
 import { exploreFromFlags, type MutationOutcome, runMutation, runThroughProxy } from "./harness.ts";
 import { checksFor, inNpmTest, mutations } from "./mutations.ts";
+import type { Mutation } from "./proxy-calls.ts";
 
 const { values } = parseArgs({
   options: {
@@ -74,6 +76,9 @@ function fastestCatchers(outcome: MutationOutcome): string[] {
   return [...outcome.caughtBy].sort((a, b) => (ms.get(a) ?? 0) - (ms.get(b) ?? 0)).slice(0, 2);
 }
 const exploration = exploreFromFlags(values.explore, values["explore-seed"]);
+/** The exploration a row marked `caughtByExplorer` always runs with: `check`'s default budget, a fixed seed. */
+const EXPLORER_CATCH = exploreFromFlags(String(DEFAULT_EXPLORE_RUNS), "5");
+const explorationFor = (m: Mutation) => exploration ?? (m.caughtByExplorer ? EXPLORER_CATCH : undefined);
 if (exploration) console.log(`Each run explores ${exploration.runs} sequences, seed ${exploration.seed}`);
 
 const parallel = Number(values.parallel);
@@ -108,7 +113,11 @@ const lanes: DemoServer[] = await Promise.all(
 let exitCode = 0;
 try {
   const validator = await SpecValidator.load();
-  const baseline = await runThroughProxy(lanes[0], null, { validator, explore: exploration });
+  // Unbroken, with the exploration the explorer's rows run with too: it must find nothing there either.
+  const baseline = await runThroughProxy(lanes[0], null, {
+    validator,
+    explore: exploration ?? (selected.some((m) => m.caughtByExplorer) ? EXPLORER_CATCH : undefined),
+  });
   const baselineFailures = baseline.results.filter((r) => r.level === "MUST" && r.outcome === "fail");
   if (baselineFailures.length > 0) exitCode = 1;
 
@@ -125,7 +134,7 @@ try {
         if (catchers && catchers.length > 0) {
           const quick = await runMutation(demo, m, {
             validator,
-            explore: exploration,
+            explore: explorationFor(m),
             only: [...new Set([...catchers, ...(m.needs ?? [])])],
           });
           if (quick.caught) {
@@ -136,7 +145,7 @@ try {
         }
         outcomes[i] = await runMutation(demo, m, {
           validator,
-          explore: exploration,
+          explore: explorationFor(m),
           only: values["explorer-only"] ? NO_CHECKS : values["area-only"] ? checksFor(m) : undefined,
         });
       }
