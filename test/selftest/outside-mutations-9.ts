@@ -175,7 +175,7 @@ const EXPLORER_CATCH =
   "a rule asked under a combination no named check sends (a key, an agent kind, a route, a flag, a depth); the explorer's model judges it and its default draw reaches it";
 /** Modelled by the explorer but not drawn: the combination is rarer than its default 150 sequences reach. */
 const DRAW_GAP =
-  "the explorer's model predicts this answer, but its default draw (150 sequences, seed 5) does not meet the combination (a revoked or foreign key with a taken id, a fork after an unshare or of an orphan, a sibling's delete, channel-owned conversations under since, a fork's model on its parent, stream false with a model): which rare combinations a draw meets moves with every change to what it draws, so these are gaps, not catches; no named check sends them"; no named check sends it either";
+  "the explorer's model predicts this answer, but its default draw (150 sequences, seed 5) does not meet the combination (a revoked or foreign key with a taken id, a fork after an unshare or of an orphan, a sibling's delete, channel-owned conversations under since, a fork's model on its parent, stream false with a model): which rare combinations a draw meets moves with every change to what it draws, so these are gaps, not catches; no named check sends them";
 const FOREIGN_WORKSPACE_GAP =
   "the inputs do not say that --foreign-key belongs to the workspace of --foreign-agent, so what that key may do on that agent is not the suite's to predict";
 const FLOW_KEY_GAP =
