@@ -525,12 +525,7 @@ async function readBack(
   route: "get" | "messages" = "get",
 ): Promise<void> {
   const options = callOptions(r, actor, conv.agent);
-  const url = r.ctx.conversationUrl(conv.id, options.agent);
-  record(r, { method: "GET", url: route === "get" ? url : `${url}/messages`, actor });
-  const res =
-    route === "get"
-      ? await r.ctx.getConversation(conv.id, options)
-      : await r.ctx.transcript(conv.id, options);
+  const res = await readRoute(r, conv.id, route, actor, options);
   const found = lookUpConversation(m.state, actor, conv.agent, conv.id);
   if ("refusal" in found) return;
   judgeStatus({ kind: "success" }, res, r.shared.choices, rule);
@@ -611,6 +606,63 @@ function judgeModel(
 /** The deployment could not show the fact now (a turn ended in an error event): the sequence proves nothing. */
 export class Inconclusive extends Error {}
 
+/** One read of a conversation route (the conversation, its transcript or its last compaction), recorded. */
+async function readRoute(
+  r: SequenceRun,
+  id: string,
+  route: "get" | "messages" | "compaction",
+  actor: Actor,
+  options: ReturnType<typeof callOptions>,
+): Promise<ApiResponse> {
+  const path = route === "get" ? "" : route === "messages" ? "/messages" : "/last-compaction";
+  record(r, { method: "GET", url: `${r.ctx.conversationUrl(id, options.agent)}${path}`, actor });
+  return route === "get"
+    ? r.ctx.getConversation(id, options)
+    : route === "messages"
+      ? r.ctx.transcript(id, options)
+      : r.ctx.lastCompaction(id, options);
+}
+
+/**
+ * The fork result judged (it names the parent, and the child id asked for or a new one) and the child's
+ * transcript read back by the forking caller: the child, its transcript's messages and the user texts they hold.
+ */
+async function readForkChild(
+  m: SequenceModel,
+  r: SequenceRun,
+  res: ApiResponse,
+  fork: { parentId: string; childId: string | undefined; req: SentRequest; actor: Actor },
+  options: ReturnType<typeof callOptions>,
+) {
+  const result = isRecord(res.body) ? res.body : {};
+  expectRule(
+    forkRules.result,
+    result.parent_conversation_id === fork.parentId,
+    fork.parentId,
+    result.parent_conversation_id,
+  );
+  const child = String(result.conversation_id ?? "");
+  if (fork.childId !== undefined) expectRule(forkRules.customId, child === fork.childId, fork.childId, child);
+  else {
+    expectRule(forkRules.result, child !== "" && !m.state.live(child), "a new conversation's id", child);
+    fork.req.captures = { id: child, from: "fork-result" };
+  }
+  const forkedAt = typeof result.forked_at_turn === "number" ? result.forked_at_turn : -1;
+  const read = await readRoute(r, child, "messages", fork.actor, options);
+  expectRule(
+    forkRules.childPrivateOwned,
+    read.status === 200,
+    "200 (the caller reads its child)",
+    read.status,
+  );
+  const messages =
+    isRecord(read.body) && Array.isArray(read.body.messages) ? read.body.messages.filter(isRecord) : [];
+  const users = turnMessages(messages).map((x) => messageText(x.content));
+  const conversation =
+    isRecord(read.body) && isRecord(read.body.conversation) ? read.body.conversation : undefined;
+  return { result, child, forkedAt, messages, users, conversation };
+}
+
 /** A channel-owned conversation a channel_id list showed (the main agent's first), or undefined. */
 function channelTarget(r: SequenceRun): { id: string; agent: AgentKind; item: Listed } | undefined {
   const agents = [...r.shared.channelItems.keys()].sort((a, b) => (a === "main" ? -1 : b === "main" ? 1 : 0));
@@ -636,18 +688,7 @@ async function runChannelRead(
 ): Promise<void> {
   const requested = op.agent === "same" ? target.agent : agentFor(op.actor, op.agent);
   const options = callOptions(r, op.actor, requested);
-  const path = op.route === "get" ? "" : op.route === "messages" ? "/messages" : "/last-compaction";
-  record(r, {
-    method: "GET",
-    url: `${r.ctx.conversationUrl(target.id, options.agent)}${path}`,
-    actor: op.actor,
-  });
-  const res =
-    op.route === "get"
-      ? await r.ctx.getConversation(target.id, options)
-      : op.route === "messages"
-        ? await r.ctx.transcript(target.id, options)
-        : await r.ctx.lastCompaction(target.id, options);
+  const res = await readRoute(r, target.id, op.route, op.actor, options);
   const refusal = channelRefusal(op.actor, requested, target.agent);
   const expectation: StatusExpectation = refusal ? { kind: "exact", refusal } : { kind: "success" };
   if (!judgeStatus(expectation, res, r.shared.choices, visibilityRules.channelReadable) || refusal) return;
@@ -682,12 +723,7 @@ async function runChannelFork(
   const refusal = channelRefusal(op.actor, requested, target.agent);
   let parentUsers: string[] = [];
   if (!refusal) {
-    record(r, {
-      method: "GET",
-      url: `${r.ctx.conversationUrl(target.id, options.agent)}/messages`,
-      actor: op.actor,
-    });
-    const before = await r.ctx.transcript(target.id, options);
+    const before = await readRoute(r, target.id, "messages", op.actor, options);
     judgeStatus({ kind: "success" }, before, r.shared.choices, visibilityRules.channelReadable);
     const list = isRecord(before.body) && Array.isArray(before.body.messages) ? before.body.messages : [];
     parentUsers = turnMessages(list.filter(isRecord)).map((x) => messageText(x.content));
@@ -707,34 +743,13 @@ async function runChannelFork(
       : { kind: "exact", refusal: { status: 200, rule: visibilityRules.channelReadable } };
   const res = await r.ctx.fork(target.id, json, options);
   if (!judgeStatus(expectation, res, r.shared.choices, visibilityRules.channelReadable) || refusal) return;
-  const result = isRecord(res.body) ? res.body : {};
-  expectRule(
-    forkRules.result,
-    result.parent_conversation_id === target.id,
-    target.id,
-    result.parent_conversation_id,
+  const { child, forkedAt, messages, users, conversation } = await readForkChild(
+    m,
+    r,
+    res,
+    { parentId: target.id, childId, req, actor: op.actor },
+    options,
   );
-  const child = String(result.conversation_id ?? "");
-  if (childId !== undefined) expectRule(forkRules.customId, child === childId, childId, child);
-  else {
-    expectRule(forkRules.result, child !== "" && !m.state.live(child), "a new conversation's id", child);
-    req.captures = { id: child, from: "fork-result" };
-  }
-  record(r, {
-    method: "GET",
-    url: `${r.ctx.conversationUrl(child, options.agent)}/messages`,
-    actor: op.actor,
-  });
-  const read = await r.ctx.transcript(child, options);
-  expectRule(
-    forkRules.childPrivateOwned,
-    read.status === 200,
-    "200 (the caller reads its child)",
-    read.status,
-  );
-  const messages =
-    isRecord(read.body) && Array.isArray(read.body.messages) ? read.body.messages.filter(isRecord) : [];
-  const users = turnMessages(messages).map((x) => messageText(x.content));
   expectRule(
     forkRules.allTurns,
     users.length === parentUsers.length,
@@ -750,10 +765,7 @@ async function runChannelFork(
     // The channel's users wrote those turns: no key of the run's is their author.
     authors: parentUsers.map(() => undefined),
     ownTurns: 0,
-    parent: {
-      id: target.id,
-      forkedAt: typeof result.forked_at_turn === "number" ? result.forked_at_turn : -1,
-    },
+    parent: { id: target.id, forkedAt },
     live: true,
     generated: childId === undefined,
     // The channel conversation's model is not the run's to know.
@@ -763,8 +775,7 @@ async function runChannelFork(
   };
   m.state.add(c);
   judgeTranscript(messages, c, r.shared.choices);
-  if (isRecord(read.body) && isRecord(read.body.conversation))
-    judgeConversation(read.body.conversation, c, op.actor, r.shared.choices);
+  if (conversation) judgeConversation(conversation, c, op.actor, r.shared.choices);
 }
 
 async function runRead(
@@ -778,14 +789,7 @@ async function runRead(
   const id = conversation?.id ?? r.freshId();
   const found = lookUpConversation(m.state, op.actor, agent, id);
   const options = callOptions(r, op.actor, agent);
-  const path = op.route === "get" ? "" : op.route === "messages" ? "/messages" : "/last-compaction";
-  record(r, { method: "GET", url: `${r.ctx.conversationUrl(id, options.agent)}${path}`, actor: op.actor });
-  const res =
-    op.route === "get"
-      ? await r.ctx.getConversation(id, options)
-      : op.route === "messages"
-        ? await r.ctx.transcript(id, options)
-        : await r.ctx.lastCompaction(id, options);
+  const res = await readRoute(r, id, op.route, op.actor, options);
   const expectation: StatusExpectation =
     "refusal" in found ? { kind: "exact", refusal: found.refusal } : { kind: "success" };
   const rule =
@@ -1012,31 +1016,15 @@ async function runFork(
   if (!judgeStatus(expectation, res, r.shared.choices, forkRules.readerForks)) return;
   if (expectation.kind === "exact" && expectation.refusal.status !== 200) return;
   const parent = m.state.live(id) as ConversationModel;
-  const result = isRecord(res.body) ? res.body : {};
-  expectRule(forkRules.result, result.parent_conversation_id === id, id, result.parent_conversation_id);
-  const child = String(result.conversation_id ?? "");
-  if (childId !== undefined) expectRule(forkRules.customId, child === childId, childId, child);
-  else {
-    expectRule(forkRules.result, child !== "" && !m.state.live(child), "a new conversation's id", child);
-    req.captures = { id: child, from: "fork-result" };
-  }
-  const forkedAt = typeof result.forked_at_turn === "number" ? result.forked_at_turn : -1;
   // The child's history, read back as the forking caller: how many turns it copied.
-  record(r, {
-    method: "GET",
-    url: `${r.ctx.conversationUrl(child, options.agent)}/messages`,
-    actor: op.actor,
-  });
-  const read = await r.ctx.transcript(child, options);
-  expectRule(
-    forkRules.childPrivateOwned,
-    read.status === 200,
-    "200 (the caller reads its child)",
-    read.status,
-  );
-  const messages =
-    isRecord(read.body) && Array.isArray(read.body.messages) ? read.body.messages.filter(isRecord) : [];
-  const users = turnMessages(messages).map((x) => messageText(x.content));
+  const {
+    result,
+    child,
+    forkedAt,
+    messages,
+    users,
+    conversation: childRead,
+  } = await readForkChild(m, r, res, { parentId: id, childId, req, actor: op.actor }, options);
   const { expected, rule } = copiedTurns(parent, atTurn, users.length, r.shared.choices);
   if (expected !== undefined)
     expectRule(rule, users.length === expected, `${expected} copied turns`, users.length);
@@ -1072,8 +1060,7 @@ async function runFork(
   m.state.add(c);
   judgeForkedAt(parent, atTurn, result.forked_at_turn, r.shared.choices);
   judgeTranscript(messages, c, r.shared.choices);
-  if (isRecord(read.body) && isRecord(read.body.conversation))
-    judgeConversation(read.body.conversation, c, op.actor, r.shared.choices);
+  if (childRead) judgeConversation(childRead, c, op.actor, r.shared.choices);
   // The parent is unchanged (States and transitions), whoever forked it: its owner reads the same transcript,
   // sharing, count and title as before. No turn spent.
   await readBack(m, r, parent, parent.owner, forkRules.childPrivateOwned, "messages");
@@ -1145,8 +1132,7 @@ async function afterDelete(
     r.shared.choices,
     deleteRules.goneEverywhere,
   );
-  record(r, { method: "GET", url: r.ctx.conversationUrl(c.id, options.agent), actor });
-  const read = await r.ctx.getConversation(c.id, options);
+  const read = await readRoute(r, c.id, "get", actor, options);
   judgeStatus(
     { kind: "exact", refusal: { status: 404, rule: deleteRules.goneEverywhere } },
     read,
