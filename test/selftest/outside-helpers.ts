@@ -204,3 +204,20 @@ export function editJson(
   if (body === undefined || !edit(body)) return undefined;
   return withJson(res, body);
 }
+
+/**
+ * The call sent again with another key, or through another path, as a deployment with the row's fault would
+ * treat it: that answer is served when `accept` takes it, otherwise the call's own answer stands (undefined).
+ */
+export async function forwardAs(
+  call: ProxyCall,
+  tools: ProxyTools,
+  change: { key?: string | undefined; path?: string },
+  accept: (res: ProxyResponse) => boolean,
+): Promise<ProxyResponse | undefined> {
+  const again = call.clone();
+  if ("key" in change) again.key = change.key;
+  if (change.path !== undefined) again.path = change.path;
+  const answer = await tools.forward(again);
+  return accept(answer) ? answer : undefined;
+}

@@ -18,6 +18,8 @@ import {
   callerIsNotOwner,
   conversationPath,
   editSend,
+  forwardAs,
+  is2xx,
   isSendPost,
   listQuery,
   newestUser,
@@ -497,10 +499,12 @@ const routeMutations: Mutation[] = [
     breaks: [],
     onResponse: async (call, res, tools) => {
       if (call.route.kind !== "models" || res.status !== 404) return undefined;
-      const again = call.clone();
-      again.path = `/api/agents/${DEMO.defaultAgent}/v1/models`;
-      const answer = await tools.forward(again);
-      return answer.status === 200 ? answer : undefined;
+      return forwardAs(
+        call,
+        tools,
+        { path: `/api/agents/${DEMO.defaultAgent}/v1/models` },
+        (answer) => answer.status === 200,
+      );
     },
   },
   {
@@ -515,10 +519,12 @@ const routeMutations: Mutation[] = [
         return undefined;
       const known = tools.ledger.conversations.get(route.id);
       if (!known || known.agent === route.agent) return undefined;
-      const again = call.clone();
-      again.path = conversationPath(known.agent, route.id);
-      const answer = await tools.forward(again);
-      return answer.status === 200 ? answer : undefined;
+      return forwardAs(
+        call,
+        tools,
+        { path: conversationPath(known.agent, route.id) },
+        (answer) => answer.status === 200,
+      );
     },
   },
   {
@@ -532,10 +538,7 @@ const routeMutations: Mutation[] = [
       if (route.kind !== "fork" || res.status !== 404 || !route.id) return undefined;
       const known = tools.ledger.conversations.get(route.id);
       if (!known || known.agent === route.agent) return undefined;
-      const again = call.clone();
-      again.path = `${conversationPath(known.agent, route.id)}/fork`;
-      const answer = await tools.forward(again);
-      return answer.status >= 200 && answer.status < 300 ? answer : undefined;
+      return forwardAs(call, tools, { path: `${conversationPath(known.agent, route.id)}/fork` }, is2xx);
     },
   },
 ];
@@ -950,10 +953,12 @@ const valueMutations: Mutation[] = [
     onResponse: async (call, res, tools) => {
       if (call.route.kind !== "fork" || res.status !== 404 || !callerIsNotOwner(call, tools))
         return undefined;
-      const again = call.clone();
-      again.key = tools.ledger.conversations.get(call.conversationId ?? "")?.owner;
-      const answer = await tools.forward(again);
-      return answer.status >= 200 && answer.status < 300 ? answer : undefined;
+      return forwardAs(
+        call,
+        tools,
+        { key: tools.ledger.conversations.get(call.conversationId ?? "")?.owner },
+        is2xx,
+      );
     },
   },
   {

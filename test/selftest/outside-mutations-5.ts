@@ -28,6 +28,8 @@ import {
   callerIsNotOwner,
   conversationPath,
   editSend,
+  forwardAs,
+  is2xx,
   isSendPost,
   newestUser,
   promptText,
@@ -351,10 +353,7 @@ const statusMutations: Mutation[] = [
     breaks: [],
     onResponse: async (call, res, tools) => {
       if (call.route.kind !== "models" || res.status !== 401 || call.key !== DEMO_REVOKED_KEY) return;
-      const again = call.clone();
-      again.key = DEMO_MEMBER_KEY;
-      const answer = await tools.forward(again);
-      return answer.status === 200 ? answer : undefined;
+      return forwardAs(call, tools, { key: DEMO_MEMBER_KEY }, (answer) => answer.status === 200);
     },
   },
   {
@@ -365,10 +364,7 @@ const statusMutations: Mutation[] = [
     breaks: [],
     onRequest: async (call, tools) => {
       if (call.route.kind !== "models" || call.key !== undefined) return;
-      const again = call.clone();
-      again.key = DEMO_ADMIN_KEY;
-      const answer = await tools.forward(again);
-      return answer.status === 200 ? answer : undefined;
+      return forwardAs(call, tools, { key: DEMO_ADMIN_KEY }, (answer) => answer.status === 200);
     },
   },
   {
@@ -383,10 +379,12 @@ const statusMutations: Mutation[] = [
         return;
       const known = tools.ledger.conversations.get(route.id);
       if (!known || known.agent === route.agent || known.owner !== call.key) return undefined;
-      const again = call.clone();
-      again.path = throughAgent(call, known.agent);
-      const answer = await tools.forward(again);
-      return answer.status === 204 ? answer : undefined;
+      return forwardAs(
+        call,
+        tools,
+        { path: throughAgent(call, known.agent) },
+        (answer) => answer.status === 204,
+      );
     },
   },
   {
@@ -400,10 +398,7 @@ const statusMutations: Mutation[] = [
       if (route.kind !== "conversation" || call.method !== "POST" || res.status !== 404 || !route.id) return;
       const known = tools.ledger.conversations.get(route.id);
       if (!known || known.agent === route.agent || known.owner !== call.key) return undefined;
-      const again = call.clone();
-      again.path = throughAgent(call, known.agent);
-      const answer = await tools.forward(again);
-      return answer.status >= 200 && answer.status < 300 ? answer : undefined;
+      return forwardAs(call, tools, { path: throughAgent(call, known.agent) }, is2xx);
     },
   },
   {

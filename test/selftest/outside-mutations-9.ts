@@ -22,6 +22,7 @@ import {
   editJson,
   editSend,
   forkBody,
+  forwardAs,
   is2xx,
   isFresh,
   isSendPost,
@@ -115,6 +116,17 @@ const isDeleted = (tools: ProxyTools, id: string | undefined) =>
 function sentTurn(call: ProxyCall, res: ProxyResponse): string | undefined {
   if (!isSendPost(call) || !isEventStream(res)) return undefined;
   return answerId(call, res);
+}
+
+/** A call naming neither `model` nor `automation` run on `model`, as a deployment that stored it would. */
+function runStoredModel(call: ProxyCall, model: string): undefined {
+  return editSend(
+    call,
+    (body) => body.model === undefined && body.metadata?.automation === undefined,
+    (body) => {
+      body.model = model;
+    },
+  );
 }
 
 /** Records when a turn's stream on a conversation ended (the proxy has it whole when `onResponse` runs). */
@@ -230,11 +242,12 @@ export const outsideMutations9: Mutation[] = [
       if (kind !== "conversation" && kind !== "transcript" && kind !== "compaction") return;
       const entry = call.route.id ? tools.ledger.conversations.get(call.route.id) : undefined;
       if (!entry || !DEMO_AGENTS.includes(entry.agent)) return;
-      const read = call.clone();
-      read.path = throughAgent(call, entry.agent);
-      read.key = entry.owner;
-      const res = await tools.forward(read);
-      return res.status === 200 ? res : undefined;
+      return forwardAs(
+        call,
+        tools,
+        { path: throughAgent(call, entry.agent), key: entry.owner },
+        (res) => res.status === 200,
+      );
     },
   },
   {
@@ -312,10 +325,7 @@ export const outsideMutations9: Mutation[] = [
       const id = call.route.id;
       if (call.route.kind !== "fork" || call.method !== "POST" || !wasUnshared(tools, id)) return;
       if (!callerIsNotOwner(call, tools, id) || id === undefined) return;
-      const fork = call.clone();
-      fork.key = tools.ledger.conversations.get(id)?.owner;
-      const res = await tools.forward(fork);
-      return is2xx(res) ? res : undefined;
+      return forwardAs(call, tools, { key: tools.ledger.conversations.get(id)?.owner }, is2xx);
     },
     onResponse(call, res, tools) {
       trackShares(call, res, tools);
@@ -418,10 +428,7 @@ export const outsideMutations9: Mutation[] = [
     knownGap: FLOW_KEY_GAP,
     async onRequest(call, tools) {
       if (call.route.kind !== "list" || call.method !== "GET" || call.key !== FLOW) return;
-      const list = call.clone();
-      list.key = ADMIN;
-      const res = await tools.forward(list);
-      return res.status === 200 ? res : undefined;
+      return forwardAs(call, tools, { key: ADMIN }, (res) => res.status === 200);
     },
   },
   {
@@ -437,11 +444,7 @@ export const outsideMutations9: Mutation[] = [
       if (call.method !== "DELETE" || call.route.kind !== "conversation" || call.key !== OTHER) return;
       const entry = call.route.id ? tools.ledger.conversations.get(call.route.id) : undefined;
       if (call.route.agent !== DEMO.foreignAgent || !entry || !DEMO_AGENTS.includes(entry.agent)) return;
-      const del = call.clone();
-      del.path = throughAgent(call, entry.agent);
-      del.key = entry.owner;
-      const res = await tools.forward(del);
-      return is2xx(res) ? res : undefined;
+      return forwardAs(call, tools, { path: throughAgent(call, entry.agent), key: entry.owner }, is2xx);
     },
   },
   {
@@ -456,10 +459,7 @@ export const outsideMutations9: Mutation[] = [
     async onRequest(call, tools) {
       if (call.route.kind !== "transcript" || call.method !== "GET" || call.key !== REVOKED) return;
       if (!isShared(tools, call.route.id)) return;
-      const read = call.clone();
-      read.key = MEMBER;
-      const res = await tools.forward(read);
-      return res.status === 200 ? res : undefined;
+      return forwardAs(call, tools, { key: MEMBER }, (res) => res.status === 200);
     },
     onResponse(call, res, tools) {
       trackShares(call, res, tools);
@@ -499,10 +499,7 @@ export const outsideMutations9: Mutation[] = [
       if (call.route.kind !== "routed" || call.method !== "POST" || !DEMO_KEYS.includes(call.key ?? ""))
         return;
       if (sendAgent(call) !== DEMO.foreignAgent) return;
-      const run = call.clone();
-      run.key = OTHER;
-      const res = await tools.forward(run);
-      return isEventStream(res) ? res : undefined;
+      return forwardAs(call, tools, { key: OTHER }, isEventStream);
     },
   },
   {
@@ -721,13 +718,7 @@ export const outsideMutations9: Mutation[] = [
       const id = call.conversationId;
       const model = id === undefined ? undefined : bag<string>(tools, "parent-model").get(id);
       if (model === undefined || call.route.kind !== "send") return;
-      return editSend(
-        call,
-        (body) => body.model === undefined && body.metadata?.automation === undefined,
-        (body) => {
-          body.model = model;
-        },
-      );
+      return runStoredModel(call, model);
     },
     onResponse(call, res, tools) {
       const model = forkBody(call)?.model;
@@ -748,13 +739,7 @@ export const outsideMutations9: Mutation[] = [
     onRequest(call, tools) {
       const id = call.conversationId;
       if (id === undefined || !bag<boolean>(tools, "automated").get(id)) return;
-      return editSend(
-        call,
-        (body) => body.model === undefined && body.metadata?.automation === undefined,
-        (body) => {
-          body.model = AUTOMATION_MODEL;
-        },
-      );
+      return runStoredModel(call, AUTOMATION_MODEL);
     },
     onResponse(call, res, tools) {
       const id = sentTurn(call, res);
@@ -776,13 +761,7 @@ export const outsideMutations9: Mutation[] = [
       const id = call.conversationId;
       const model = id === undefined ? undefined : bag<string>(tools, "body-model").get(id);
       if (model === undefined || call.route.kind !== "send") return;
-      return editSend(
-        call,
-        (body) => body.model === undefined && body.metadata?.automation === undefined,
-        (body) => {
-          body.model = model;
-        },
-      );
+      return runStoredModel(call, model);
     },
     onResponse(call, res, tools) {
       const id = sentTurn(call, res);
